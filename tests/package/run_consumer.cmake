@@ -1,0 +1,16 @@
+# cmake -P script: configure, build and run a consumer project. Fails (non-zero exit) at the first step that fails.
+# Inputs: SOURCE_DIR, BINARY_DIR, CONFIGURE_ARGS ('|'-separated), PROGRAM.
+string(REPLACE "|" ";" args "${CONFIGURE_ARGS}")
+file(REMOVE_RECURSE ${BINARY_DIR})
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BINARY_DIR} ${args} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "configuring the consumer failed (${rc})")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${BINARY_DIR} -j2 RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "building the consumer failed (${rc})")
+endif()
+execute_process(COMMAND ${BINARY_DIR}/${PROGRAM} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the consumer program failed (${rc})")
+endif()
