@@ -1,0 +1,61 @@
+// The precision policy value: which format parameters are stored in, matmuls compute in, outputs and
+// gradients are written in, GEMMs accumulate in, whether fp32 master weights are kept, and the format
+// each op class runs in. An immutable, structural value: usable as a template argument.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "safeamp/config.hpp"
+#include "safeamp/format/format_spec.hpp"
+#include "safeamp/policy/op_class.hpp"
+
+namespace safeamp {
+
+struct precision_policy {
+  format_spec param = fp32;       // parameter storage format
+  format_spec compute = fp32;     // matmul/conv input format
+  format_spec output = fp32;      // op output (activation) format
+  format_spec accumulate = fp32;  // GEMM accumulation format
+  format_spec gradient = fp32;    // gradient format (E5M2 in fp8-hybrid)
+  bool master_weights = false;    // fp32 master copy of the parameters is kept
+  std::array<format_spec, op_class_count> op_formats = {fp32, fp32, fp32, fp32, fp32, fp32, fp32};
+
+  /// The format op class `c` runs in.
+  [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr format_spec format_for(op_class c) const noexcept {
+    return op_formats[op_class_index(c)];
+  }
+  /// A copy with op class `c` running in `f` (policies are values; nothing is mutated in place).
+  [[nodiscard]] constexpr precision_policy with_op(op_class c, format_spec f) const noexcept {
+    precision_policy p = *this;
+    p.op_formats[op_class_index(c)] = f;
+    return p;
+  }
+
+  friend constexpr bool operator==(const precision_policy&, const precision_policy&) = default;
+};
+
+/// How gradients must be protected against underflow under a policy.
+///  none:               gradients have fp32's exponent range (fp32, tf32, bf16): no loss scaling needed.
+///  dynamic_loss_scale: 16-bit gradients with a narrow exponent (fp16): one global dynamic loss scale.
+///  per_tensor_scaling: 8-bit gradients (E5M2/E4M3): per-tensor (delayed) scaling factors.
+enum class gradient_scaling : std::uint8_t { none, dynamic_loss_scale, per_tensor_scaling };
+
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr gradient_scaling required_scaling(const precision_policy& p) noexcept {
+  if (p.gradient.exponent_bits >= fp32.exponent_bits) return gradient_scaling::none;
+  if (storage_bytes(p.gradient) == 1) return gradient_scaling::per_tensor_scaling;
+  return gradient_scaling::dynamic_loss_scale;
+}
+
+/// True when the gradient format's exponent range is narrower than fp32's (fp16, fp8), so small
+/// gradients underflow unless they are scaled. bf16 and tf32 have fp32's range and need none.
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr bool needs_loss_scaling(const precision_policy& p) noexcept {
+  return required_scaling(p) != gradient_scaling::none;
+}
+
+/// The format the optimizer's update arithmetic uses: fp32 with master weights, else the parameters'.
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr format_spec update_format(const precision_policy& p) noexcept {
+  return p.master_weights ? fp32 : p.param;
+}
+
+}  // namespace safeamp

@@ -1,0 +1,197 @@
+// Versioned loss-scaler checkpoints: every config field, every state field and the counters, written as JSON
+// that round-trips bit-exactly (shortest round-trip float text) and read strictly: malformed or truncated
+// text, a wrong format or version, unknown or missing members and out-of-range values are all rejected.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "safeamp/error.hpp"
+#include "safeamp/scaling/scaler_config.hpp"
+#include "safeamp/scaling/scaler_validate.hpp"
+#include "safeamp/scaling/step_report.hpp"
+#include "safeamp/telemetry/json.hpp"
+
+namespace safeamp {
+
+inline constexpr std::int32_t scaler_checkpoint_version = 1;
+inline constexpr std::string_view scaler_checkpoint_format = "safeamp.loss_scaler";
+
+struct scaler_checkpoint {
+  std::int32_t version = scaler_checkpoint_version;
+  scaler_config config{};
+  scaler_state state = initial_state(scaler_config{});
+  scaler_stats stats{};
+  friend constexpr bool operator==(const scaler_checkpoint&, const scaler_checkpoint&) = default;
+};
+
+[[nodiscard]] constexpr std::string_view hysteresis_mode_name(hysteresis_mode m) noexcept {
+  return m == hysteresis_mode::since_growth ? "since_growth" : "consecutive";
+}
+
+/// Throws safeamp::error when the checkpoint's config, state or counters are out of range.
+inline void validate(const scaler_checkpoint& c) {
+  if (c.version != scaler_checkpoint_version) {
+    throw error("scaler checkpoint version", std::to_string(c.version), std::to_string(scaler_checkpoint_version));
+  }
+  validate(c.config);
+  validate(c.config, c.state);
+  const scaler_stats& s = c.stats;
+  const auto non_negative = [](std::int64_t v, const char* field) {
+    if (v < 0) throw error(std::string("scaler checkpoint counters.") + field, std::to_string(v), "an integer >= 0");
+  };
+  non_negative(s.steps, "steps");
+  non_negative(s.applied_steps, "applied_steps");
+  non_negative(s.skipped_steps, "skipped_steps");
+  non_negative(s.consecutive_skips, "consecutive_skips");
+  non_negative(s.growth_events, "growth_events");
+  non_negative(s.growth_refusals, "growth_refusals");
+  non_negative(s.backoff_events, "backoff_events");
+  non_negative(s.absorbed_overflows, "absorbed_overflows");
+  non_negative(s.floor_hits, "floor_hits");
+  non_negative(s.non_finite_norms, "non_finite_norms");
+  if (s.applied_steps + s.skipped_steps != s.steps) {
+    throw error("scaler checkpoint counters.steps", std::to_string(s.steps),
+                "applied_steps + skipped_steps = " + std::to_string(s.applied_steps + s.skipped_steps));
+  }
+  if (s.consecutive_skips > s.skipped_steps) {
+    throw error("scaler checkpoint counters.consecutive_skips", std::to_string(s.consecutive_skips),
+                "an integer in [0, skipped_steps]");
+  }
+  if (s.last_overflow_step < -1 || s.last_overflow_step >= s.steps) {
+    throw error("scaler checkpoint counters.last_overflow_step", std::to_string(s.last_overflow_step),
+                "-1 (none) or a step index in [0, steps)");
+  }
+}
+
+[[nodiscard]] inline std::string to_json(const scaler_checkpoint& c) {
+  const scaler_config& k = c.config;
+  json::object_writer cfg;
+  cfg.add("init_scale", k.init_scale).add("growth_factor", k.growth_factor).add("backoff_factor", k.backoff_factor);
+  cfg.add("growth_interval", k.growth_interval).add("hysteresis", k.hysteresis);
+  cfg.add("mode", hysteresis_mode_name(k.mode)).add("min_scale", k.min_scale).add("max_scale", k.max_scale);
+  cfg.add("max_overflows_at_min", k.max_overflows_at_min);
+  json::object_writer st;
+  st.add("scale", c.state.scale).add("growth_tracker", c.state.growth_tracker);
+  st.add("hysteresis_tracker", c.state.hysteresis_tracker).add("overflows_at_min", c.state.overflows_at_min);
+  const scaler_stats& s = c.stats;
+  json::object_writer ct;
+  ct.add("steps", s.steps).add("applied_steps", s.applied_steps).add("skipped_steps", s.skipped_steps);
+  ct.add("consecutive_skips", s.consecutive_skips).add("growth_events", s.growth_events);
+  ct.add("growth_refusals", s.growth_refusals).add("backoff_events", s.backoff_events);
+  ct.add("absorbed_overflows", s.absorbed_overflows).add("floor_hits", s.floor_hits);
+  ct.add("non_finite_norms", s.non_finite_norms).add("last_overflow_step", s.last_overflow_step);
+  json::object_writer top;
+  top.add("format", scaler_checkpoint_format).add("version", c.version);
+  top.add_raw("config", cfg.str()).add_raw("state", st.str()).add_raw("counters", ct.str());
+  return top.str();
+}
+
+/// Parses and validates a checkpoint; throws safeamp::error naming the bad member or value.
+[[nodiscard]] inline scaler_checkpoint checkpoint_from_json(std::string_view text) {
+  const json::value doc = json::parse(text);
+  if (doc.type != json::kind::object) throw error("scaler checkpoint", "not a JSON object", "a JSON object");
+  json::reject_unknown_members(doc, {"format", "version", "config", "state", "counters"}, "scaler checkpoint");
+  const std::string& format = json::to_string_value(json::member(doc, "format", "checkpoint"), "checkpoint.format");
+  if (format != scaler_checkpoint_format) {
+    throw error("scaler checkpoint format", "'" + format + "'", std::string(scaler_checkpoint_format));
+  }
+  scaler_checkpoint c;
+  c.version = json::to_number<std::int32_t>(json::member(doc, "version", "checkpoint"), "checkpoint.version");
+  if (c.version != scaler_checkpoint_version) {
+    throw error("scaler checkpoint version", std::to_string(c.version), std::to_string(scaler_checkpoint_version));
+  }
+  const json::value& cfg = json::member(doc, "config", "checkpoint");
+  json::reject_unknown_members(cfg,
+                               {"init_scale", "growth_factor", "backoff_factor", "growth_interval", "hysteresis",
+                                "mode", "min_scale", "max_scale", "max_overflows_at_min"},
+                               "checkpoint.config");
+  const auto num_f = [](const json::value& o, std::string_view key, std::string_view where) {
+    return json::to_number<float>(json::member(o, key, where), std::string(where) + "." + std::string(key));
+  };
+  const auto num_d = [](const json::value& o, std::string_view key, std::string_view where) {
+    return json::to_number<double>(json::member(o, key, where), std::string(where) + "." + std::string(key));
+  };
+  const auto num_i = [](const json::value& o, std::string_view key, std::string_view where) {
+    return json::to_number<std::int32_t>(json::member(o, key, where), std::string(where) + "." + std::string(key));
+  };
+  const auto num_l = [](const json::value& o, std::string_view key, std::string_view where) {
+    return json::to_number<std::int64_t>(json::member(o, key, where), std::string(where) + "." + std::string(key));
+  };
+  c.config.init_scale = num_f(cfg, "init_scale", "checkpoint.config");
+  c.config.growth_factor = num_d(cfg, "growth_factor", "checkpoint.config");
+  c.config.backoff_factor = num_d(cfg, "backoff_factor", "checkpoint.config");
+  c.config.growth_interval = num_i(cfg, "growth_interval", "checkpoint.config");
+  c.config.hysteresis = num_i(cfg, "hysteresis", "checkpoint.config");
+  const std::string& mode =
+      json::to_string_value(json::member(cfg, "mode", "checkpoint.config"), "checkpoint.config.mode");
+  if (mode == "consecutive") {
+    c.config.mode = hysteresis_mode::consecutive;
+  } else if (mode == "since_growth") {
+    c.config.mode = hysteresis_mode::since_growth;
+  } else {
+    throw error("checkpoint.config.mode", "'" + mode + "'", "consecutive or since_growth");
+  }
+  c.config.min_scale = num_f(cfg, "min_scale", "checkpoint.config");
+  c.config.max_scale = num_f(cfg, "max_scale", "checkpoint.config");
+  c.config.max_overflows_at_min = num_i(cfg, "max_overflows_at_min", "checkpoint.config");
+
+  const json::value& st = json::member(doc, "state", "checkpoint");
+  json::reject_unknown_members(st, {"scale", "growth_tracker", "hysteresis_tracker", "overflows_at_min"},
+                               "checkpoint.state");
+  c.state.scale = num_f(st, "scale", "checkpoint.state");
+  c.state.growth_tracker = num_i(st, "growth_tracker", "checkpoint.state");
+  c.state.hysteresis_tracker = num_i(st, "hysteresis_tracker", "checkpoint.state");
+  c.state.overflows_at_min = num_i(st, "overflows_at_min", "checkpoint.state");
+
+  const json::value& ct = json::member(doc, "counters", "checkpoint");
+  json::reject_unknown_members(
+      ct,
+      {"steps", "applied_steps", "skipped_steps", "consecutive_skips", "growth_events", "growth_refusals",
+       "backoff_events", "absorbed_overflows", "floor_hits", "non_finite_norms", "last_overflow_step"},
+      "checkpoint.counters");
+  scaler_stats& s = c.stats;
+  s.steps = num_l(ct, "steps", "checkpoint.counters");
+  s.applied_steps = num_l(ct, "applied_steps", "checkpoint.counters");
+  s.skipped_steps = num_l(ct, "skipped_steps", "checkpoint.counters");
+  s.consecutive_skips = num_l(ct, "consecutive_skips", "checkpoint.counters");
+  s.growth_events = num_l(ct, "growth_events", "checkpoint.counters");
+  s.growth_refusals = num_l(ct, "growth_refusals", "checkpoint.counters");
+  s.backoff_events = num_l(ct, "backoff_events", "checkpoint.counters");
+  s.absorbed_overflows = num_l(ct, "absorbed_overflows", "checkpoint.counters");
+  s.floor_hits = num_l(ct, "floor_hits", "checkpoint.counters");
+  s.non_finite_norms = num_l(ct, "non_finite_norms", "checkpoint.counters");
+  s.last_overflow_step = num_l(ct, "last_overflow_step", "checkpoint.counters");
+  validate(c);
+  return c;
+}
+
+/// Writes text to `path` atomically: a temporary file beside it, then rename (a failure leaves the old file).
+inline void write_file_atomically(const std::string& path, std::string_view text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw error("checkpoint path", "'" + path + "' (cannot create '" + tmp + "')", "a writable path");
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+    if (!out) throw error("checkpoint path", "'" + tmp + "' (write failed)", "a writable path with free space");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw error("checkpoint path", "'" + path + "' (rename failed)", "a writable path");
+  }
+}
+
+[[nodiscard]] inline std::string read_file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error("checkpoint path", "'" + path + "'", "an existing readable file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace safeamp

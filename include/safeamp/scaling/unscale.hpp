@@ -1,0 +1,53 @@
+// Gradient passes of a scaled step: the fused unscale-and-check (one pass multiplies by 1/scale and detects
+// inf/NaN), and the separate check and scale passes it replaces (kept as baselines and for callers that
+// need them). Each pass is noexcept and branch-free per element so that it vectorises.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "safeamp/config.hpp"
+
+namespace safeamp {
+
+/// f32(1 / double(scale)), as PyTorch computes the inverse it multiplies gradients by.
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr float inverse_scale(float scale) noexcept {
+  return static_cast<float>(1.0 / static_cast<double>(scale));
+}
+
+namespace detail {
+inline constexpr std::uint32_t float_exponent_mask = 0x7F800000u;
+/// 1 when the float's exponent field is all ones (inf or NaN), else 0.
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr std::uint32_t non_finite_bit(float v) noexcept {
+  return (safeamp::bit_cast<std::uint32_t>(v) & float_exponent_mask) == float_exponent_mask ? 1u : 0u;
+}
+}  // namespace detail
+
+/// g[i] *= inv_scale in place; true when any result is inf or NaN. The result is checked (not the input),
+/// so a finite gradient that overflows when unscaled by a scale below 1 also counts as an overflow.
+[[nodiscard]] inline bool unscale_and_check(std::span<float> g, float inv_scale) noexcept {
+  std::uint32_t bad = 0;
+  float* p = g.data();
+  const std::size_t n = g.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const float y = p[i] * inv_scale;
+    p[i] = y;
+    bad |= detail::non_finite_bit(y);
+  }
+  return bad != 0;
+}
+
+/// True when any element is inf or NaN (the separate check pass).
+[[nodiscard]] inline bool has_non_finite(std::span<const float> g) noexcept {
+  std::uint32_t bad = 0;
+  for (const float v : g) bad |= detail::non_finite_bit(v);
+  return bad != 0;
+}
+
+/// g[i] *= factor in place (the separate scale pass).
+inline void scale_in_place(std::span<float> g, float factor) noexcept {
+  for (float& v : g) v *= factor;
+}
+
+}  // namespace safeamp

@@ -1,0 +1,167 @@
+// Checkpoints: a non-default value in every field round-trips bit-exactly; resuming continues exactly as an
+// uninterrupted run; malformed, truncated, wrong-version and out-of-range input is rejected and the scaler
+// keeps its previous state.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "safeamp/scaling.hpp"
+
+using namespace safeamp;
+
+namespace {
+scaler_checkpoint all_fields_non_default() {
+  scaler_checkpoint c;
+  c.config = scaler_config{.init_scale = 3000.5f,
+                           .growth_factor = 1.7,
+                           .backoff_factor = 0.3,
+                           .growth_interval = 17,
+                           .hysteresis = 4,
+                           .mode = hysteresis_mode::since_growth,
+                           .min_scale = 0.1f,
+                           .max_scale = 1.0e30f,
+                           .max_overflows_at_min = 9};
+  c.state = scaler_state{.scale = 123.456f, .growth_tracker = 11, .hysteresis_tracker = 3, .overflows_at_min = 2};
+  c.stats = scaler_stats{.steps = 1000,
+                         .applied_steps = 900,
+                         .skipped_steps = 100,
+                         .consecutive_skips = 3,
+                         .growth_events = 12,
+                         .growth_refusals = 2,
+                         .backoff_events = 40,
+                         .absorbed_overflows = 58,
+                         .floor_hits = 5,
+                         .non_finite_norms = 7,
+                         .last_overflow_step = 998};
+  return c;
+}
+}  // namespace
+
+TEST_CASE("every field differs from its default in the fixture") {
+  const scaler_checkpoint d;
+  const scaler_checkpoint c = all_fields_non_default();
+  CHECK(c.config.init_scale != d.config.init_scale);
+  CHECK(c.config.growth_factor != d.config.growth_factor);
+  CHECK(c.config.backoff_factor != d.config.backoff_factor);
+  CHECK(c.config.growth_interval != d.config.growth_interval);
+  CHECK(c.config.hysteresis != d.config.hysteresis);
+  CHECK(c.config.mode != d.config.mode);
+  CHECK(c.config.min_scale != d.config.min_scale);
+  CHECK(c.config.max_scale != d.config.max_scale);
+  CHECK(c.config.max_overflows_at_min != d.config.max_overflows_at_min);
+  CHECK(c.state.scale != d.state.scale);
+  CHECK(c.state.growth_tracker != d.state.growth_tracker);
+  CHECK(c.state.hysteresis_tracker != d.state.hysteresis_tracker);
+  CHECK(c.state.overflows_at_min != d.state.overflows_at_min);
+  CHECK(c.stats.last_overflow_step != d.stats.last_overflow_step);
+  CHECK_NOTHROW(validate(c));
+}
+
+TEST_CASE("checkpoint JSON round-trips bit-exactly") {
+  const scaler_checkpoint c = all_fields_non_default();
+  const std::string j = to_json(c);
+  INFO(j);
+  const scaler_checkpoint back = checkpoint_from_json(j);
+  CHECK(back == c);
+  CHECK(std::memcmp(&back.config.growth_factor, &c.config.growth_factor, sizeof(double)) == 0);
+  CHECK(to_json(back) == j);
+  // Floats that need all 9 significant digits, and doubles that need 17.
+  scaler_checkpoint d = c;
+  d.config.backoff_factor = 0.1 + 0.2;                // 0.30000000000000004
+  d.state.scale = std::nextafter(123.456f, 1000.0f);  // next float
+  CHECK(checkpoint_from_json(to_json(d)) == d);
+}
+
+TEST_CASE("resume from a checkpoint continues exactly as the uninterrupted run") {
+  const scaler_config cfg{.init_scale = 4096.0f,
+                          .growth_factor = 2.0,
+                          .backoff_factor = 0.5,
+                          .growth_interval = 5,
+                          .hysteresis = 2,
+                          .mode = hysteresis_mode::since_growth,
+                          .min_scale = 1.0f};
+  std::mt19937 rng(7);
+  std::bernoulli_distribution overflow(0.2);
+  std::vector<bool> flags(400);
+  for (std::size_t i = 0; i < flags.size(); ++i) flags[i] = overflow(rng);
+  const auto run = [&](loss_scaler& s, std::size_t from, std::size_t to, std::vector<step_report>& out) {
+    for (std::size_t i = from; i < to; ++i) {
+      s.record_found_inf(flags[i]);
+      s.step([] {});
+      out.push_back(s.update());
+    }
+  };
+  loss_scaler straight(cfg);
+  std::vector<step_report> a;
+  run(straight, 0, flags.size(), a);
+
+  loss_scaler first(cfg);
+  std::vector<step_report> b;
+  run(first, 0, 173, b);
+  const std::string saved = first.save_json();
+  loss_scaler resumed;  // default-constructed: loading before the first step is legal
+  resumed.load_json(saved);
+  run(resumed, 173, flags.size(), b);
+  CHECK(a == b);
+  CHECK(straight.stats() == resumed.stats());
+  CHECK(straight.rule().state == resumed.rule().state);
+}
+
+TEST_CASE("bad checkpoints are rejected and the scaler keeps its previous state") {
+  loss_scaler s(scaler_config{.init_scale = 512.0f});
+  s.record_found_inf(true);
+  s.step([] {});
+  s.update();
+  const scaler_checkpoint before = s.checkpoint();
+  const std::string good = to_json(all_fields_non_default());
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    const std::size_t at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    t.replace(at, from.size(), to);
+    return t;
+  };
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {good.substr(0, good.size() / 2), "malformed"},  // truncated
+      {good.substr(0, good.size() - 1), "truncated"},  // last brace missing
+      {"", "end of input"},
+      {"[1,2]", "not a JSON object"},
+      {good + "x", "trailing"},
+      {replace("\"version\":1", "\"version\":2"), "version"},
+      {replace("safeamp.loss_scaler", "torch.GradScaler"), "format"},
+      {replace("\"growth_factor\":1.7", "\"growth_factor\":0.9"), "growth_factor"},
+      {replace("\"backoff_factor\":0.3", "\"backoff_factor\":1"), "backoff_factor"},
+      {replace("\"growth_interval\":17", "\"growth_interval\":0"), "growth_interval"},
+      {replace("\"growth_interval\":17", "\"growth_interval\":1e99"), "growth_interval"},
+      {replace("\"growth_interval\":17", "\"growth_interval\":99999999999"), "growth_interval"},
+      {replace("\"hysteresis\":4", "\"hysteresis\":-4"), "hysteresis"},
+      {replace("\"mode\":\"since_growth\"", "\"mode\":\"sometimes\""), "mode"},
+      {replace("\"scale\":123.456", "\"scale\":1e39"), "scale"},
+      {replace("\"scale\":123.456", "\"scale\":\"big\""), "scale"},
+      {replace("\"growth_tracker\":11", "\"growth_tracker\":17"), "growth_tracker"},
+      {replace("\"hysteresis_tracker\":3", "\"hysteresis_tracker\":5"), "hysteresis_tracker"},
+      {replace("\"steps\":1000", "\"steps\":999"), "steps"},
+      {replace("\"last_overflow_step\":998", "\"last_overflow_step\":1000"), "last_overflow_step"},
+      {replace("\"hysteresis_tracker\"", "\"hysterisis_tracker\""), "unknown member"},  // NeMo's typo
+      {replace(",\"max_overflows_at_min\":9", ""), "missing"},
+      {replace("\"min_scale\":0.1", "\"min_scale\":0.1,\"min_scale\":0.2"), "duplicate"},
+  };
+  for (const auto& [text, expected] : bad) {
+    INFO(text);
+    CHECK_THROWS_WITH(s.load_json(text), Catch::Contains(expected));
+    CHECK(s.checkpoint() == before);
+  }
+}
+
+TEST_CASE("checkpoint files are written atomically and read back") {
+  const std::string path = "scaling_checkpoint_test.json";
+  const scaler_checkpoint c = all_fields_non_default();
+  write_file_atomically(path, to_json(c));
+  CHECK(checkpoint_from_json(read_file_text(path)) == c);
+  CHECK_THROWS_AS(write_file_atomically("/nonexistent-dir/x.json", "{}"), error);
+  CHECK_THROWS_AS(read_file_text("/nonexistent-dir/x.json"), error);
+  std::remove(path.c_str());
+}
