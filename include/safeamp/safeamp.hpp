@@ -4,3 +4,7 @@
 #include "safeamp/config.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/format.hpp"
+#include "safeamp/memory.hpp"
+#include "safeamp/policy.hpp"
+#include "safeamp/scaling.hpp"
+#include "safeamp/telemetry.hpp"

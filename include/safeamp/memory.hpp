@@ -1,0 +1,13 @@
+// Umbrella for the memory/roofline layer: device table, roofline, byte ledger, model states, activations,
+// budget and the nightly-window planner (standard library only).
+#pragma once
+
+#include "safeamp/memory/activations.hpp"
+#include "safeamp/memory/budget.hpp"
+#include "safeamp/memory/bytes.hpp"
+#include "safeamp/memory/devices.hpp"
+#include "safeamp/memory/model_states.hpp"
+#include "safeamp/memory/plan_candidate.hpp"
+#include "safeamp/memory/planner.hpp"
+#include "safeamp/memory/roofline.hpp"
+#include "safeamp/memory/step_time.hpp"

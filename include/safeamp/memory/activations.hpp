@@ -1,0 +1,151 @@
+// Activation memory of a transformer (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+// Transformer Models", arXiv:2205.05198, section 4 and Table 2) with no, selective or full recomputation, and a
+// per-block ledger of how activations accumulate through the forward pass and where the peak is reached.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "safeamp/error.hpp"
+#include "safeamp/memory/bytes.hpp"
+
+namespace safeamp {
+
+/// What the backward pass recomputes instead of storing (Korthikanti section 5).
+///  none:      everything is stored.
+///  selective: the attention core (QK^T, softmax, softmax dropout, attention over V) is recomputed.
+///  full:      only each layer's input is stored; the whole layer forward is recomputed in backward.
+enum class recompute : std::uint8_t { none, selective, full };
+
+[[nodiscard]] constexpr std::string_view to_string(recompute r) noexcept {
+  return r == recompute::none ? "none" : r == recompute::selective ? "selective" : "full";
+}
+
+[[nodiscard]] inline recompute parse_recompute(std::string_view s) {
+  if (s == "none" || s == "off") return recompute::none;
+  if (s == "selective") return recompute::selective;
+  if (s == "full") return recompute::full;
+  throw error("recompute", "'" + std::string(s) + "'", "none, selective, full");
+}
+
+/// Shape of a GPT-style transformer: s, h, a, L, v in the paper's notation, plus tensor-parallel size t and
+/// whether sequence parallelism splits the non-tensor-parallel regions too.
+struct transformer_shape {
+  std::uint64_t sequence = 0;    // s: tokens per sample
+  std::uint64_t hidden = 0;      // h
+  std::uint64_t heads = 0;       // a
+  std::uint64_t layers = 0;      // L
+  std::uint64_t vocabulary = 0;  // v
+  std::uint64_t tensor_parallel = 1;  // t
+  bool sequence_parallel = false;
+  friend constexpr bool operator==(const transformer_shape&, const transformer_shape&) = default;
+};
+
+inline void validate(const transformer_shape& t) {
+  auto in_range = [](std::string_view field, std::uint64_t v, std::uint64_t hi) {
+    if (v == 0 || v > hi) throw error(field, std::to_string(v), "1 .. " + std::to_string(hi));
+  };
+  in_range("sequence", t.sequence, 10'000'000);
+  in_range("hidden", t.hidden, 1'000'000);
+  in_range("heads", t.heads, 100'000);
+  in_range("layers", t.layers, 100'000);
+  in_range("vocabulary", t.vocabulary, 100'000'000);
+  in_range("tensor_parallel", t.tensor_parallel, 1'000'000);
+  if (t.hidden % t.heads != 0) {
+    throw error("heads", std::to_string(t.heads), "a divisor of hidden (" + std::to_string(t.hidden) + ")");
+  }
+}
+
+/// Parameters of the shape: 12 L h^2 (attention 4h^2 + MLP 8h^2 per layer) + v h (embedding, tied output),
+/// biases and norms neglected (Korthikanti Appendix A; Kaplan et al. 2020).
+[[nodiscard]] constexpr std::uint64_t parameter_count(const transformer_shape& t) {
+  const std::uint64_t per_layer = checked_mul(12, checked_mul(t.hidden, t.hidden, "parameters"), "parameters");
+  return checked_add(checked_mul(per_layer, t.layers, "parameters"), checked_mul(t.vocabulary, t.hidden, "parameters"),
+                     "parameters");
+}
+
+/// Bytes of activations one transformer layer stores for a microbatch of `microbatch` samples, with activations
+/// of `element_bytes` bytes (2 for fp16/bf16) and 1-byte dropout masks. Korthikanti section 4.1, generalized to
+/// element size e (the paper's e = 2 gives its coefficients):
+///   attention 11sbh + 5as^2b  = (5e+1) sbh + (2e+1) a s^2 b
+///   MLP       19sbh           = (9e+1) sbh
+///   norms      4sbh           = 2e sbh
+/// Table 2: without sequence parallelism (4e+2) sbh (= 10 sbh) stays whole and 12e sbh (= 24 sbh) is split by t;
+/// with it all of (16e+2) sbh (= 34 sbh) is split by t. The attention core (2e+1) as^2 b / t is dropped by selective
+/// recomputation. Full recomputation keeps only the layer input, e sbh (Table 2: 2sbh).
+[[nodiscard]] inline std::uint64_t activation_bytes_per_layer(const transformer_shape& t, std::uint64_t microbatch,
+                                                              recompute mode, int element_bytes = 2) {
+  validate(t);
+  if (microbatch == 0) throw error("microbatch", "0", ">= 1");
+  if (element_bytes < 1 || element_bytes > 4) throw error("activation element bytes", std::to_string(element_bytes), "1 .. 4");
+  const double s = static_cast<double>(t.sequence), b = static_cast<double>(microbatch);
+  const double h = static_cast<double>(t.hidden), a = static_cast<double>(t.heads);
+  const double tp = static_cast<double>(t.tensor_parallel), e = element_bytes;
+  const double sbh = s * b * h;
+  if (mode == recompute::full) return bytes_from_real(e * sbh, "activation bytes per layer");
+  const double linear = t.sequence_parallel ? (16.0 * e + 2.0) * sbh / tp : (4.0 * e + 2.0) * sbh + 12.0 * e * sbh / tp;
+  const double core = mode == recompute::none ? (2.0 * e + 1.0) * a * s * s * b / tp : 0.0;
+  return bytes_from_real(linear + core, "activation bytes per layer");
+}
+
+/// One line of the forward-pass ledger.
+struct activation_entry {
+  std::string block{};              // "embedding", "layer 1", ..., "logits (fp32)", "backward: ..."
+  std::uint64_t bytes = 0;        // added by this block (transient entries are released after the block)
+  std::uint64_t cumulative_bytes = 0;  // activations held after/during this block
+  bool transient = false;         // only alive during this block (backward recomputation, logits gradient)
+};
+
+struct activation_ledger {
+  std::vector<activation_entry> entries{};
+  std::uint64_t stored_bytes = 0;  // held at the end of the forward pass
+  std::uint64_t peak_bytes = 0;    // largest cumulative figure (including transients)
+  std::string peak_block{};         // where the peak is reached
+};
+
+/// How activations accumulate through one forward + backward for `microbatch` samples. Besides the layers it counts
+/// Korthikanti section 4.3's extra terms (p = 1): the embedding dropout mask sbh, the final norm and output-layer
+/// inputs 2e sbh, the fp32 logits 4sbv (all / t) — large for small models with big vocabularies; then the
+/// backward pass's transients: the fp32 logits gradient 4sbv / t, and the recomputation of one layer (selective:
+/// its attention core; full: the whole layer's stored activations).
+[[nodiscard]] inline activation_ledger activation_ledger_for(const transformer_shape& t, std::uint64_t microbatch,
+                                                             recompute mode, int element_bytes = 2) {
+  const std::uint64_t layer = activation_bytes_per_layer(t, microbatch, mode, element_bytes);
+  const double s = static_cast<double>(t.sequence), b = static_cast<double>(microbatch);
+  const double h = static_cast<double>(t.hidden), v = static_cast<double>(t.vocabulary);
+  const double tp = static_cast<double>(t.tensor_parallel);
+  activation_ledger out;
+  std::uint64_t held = 0;
+  auto add = [&](std::string block, std::uint64_t bytes, bool transient) {
+    const std::uint64_t during = checked_add(held, bytes, "activation ledger");
+    out.entries.push_back({std::move(block), bytes, during, transient});
+    if (during > out.peak_bytes || out.peak_block.empty()) {
+      out.peak_bytes = during;
+      out.peak_block = out.entries.back().block;
+    }
+    if (!transient) held = during;
+  };
+  add("embedding (dropout mask)", bytes_from_real(s * b * h / tp, "embedding activations"), false);
+  for (std::uint64_t i = 1; i <= t.layers; ++i) add("layer " + std::to_string(i), layer, false);
+  add("final norm + output-layer input", bytes_from_real(2.0 * element_bytes * s * b * h / tp, "head activations"), false);
+  add("logits (fp32)", bytes_from_real(4.0 * s * b * v / tp, "logit bytes"), false);
+  out.stored_bytes = held;
+  add("backward: logits gradient (fp32)", bytes_from_real(4.0 * s * b * v / tp, "logit gradient bytes"), true);
+  if (mode != recompute::none) {
+    const std::uint64_t full_layer = activation_bytes_per_layer(t, microbatch, recompute::none, element_bytes);
+    add(mode == recompute::selective ? "backward: recompute one attention core"
+                                     : "backward: recompute one layer",
+        checked_sub(full_layer, layer, "recomputed activations"), true);
+  }
+  return out;
+}
+
+/// Peak activation bytes per sample (the ledger is linear in the microbatch, so this times b is the peak at b).
+[[nodiscard]] inline std::uint64_t activation_bytes_per_sample(const transformer_shape& t, recompute mode,
+                                                               int element_bytes = 2) {
+  return activation_ledger_for(t, 1, mode, element_bytes).peak_bytes;
+}
+
+}  // namespace safeamp

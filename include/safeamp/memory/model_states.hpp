@@ -1,0 +1,159 @@
+// Model-state memory (weights, gradients, fp32 master copy, optimizer states) from a parameter count, a precision
+// policy and an optimizer, and its ZeRO stage 1/2/3 partitioning over N data-parallel devices
+// (Rajbhandari et al., "ZeRO", SC'20, arXiv:1910.02054, sections 3.1 and 5).
+#pragma once
+
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "safeamp/error.hpp"
+#include "safeamp/format/format_spec.hpp"
+#include "safeamp/memory/bytes.hpp"
+#include "safeamp/policy/policy_value.hpp"
+
+namespace safeamp {
+
+/// Optimizers by the state they keep per parameter.
+///  sgd:           none.
+///  sgd_momentum:  one momentum buffer.
+///  adam (AdamW):  momentum and variance (Kingma & Ba 2015).
+///  adam_8bit:     momentum and variance quantized to 1 byte each (Dettmers et al. 2022, bitsandbytes), plus
+///                 one fp32 absmax per 2048-value block per state (negligible, but counted).
+enum class optimizer_kind : std::uint8_t { sgd, sgd_momentum, adam, adam_8bit };
+
+[[nodiscard]] constexpr std::string_view to_string(optimizer_kind o) noexcept {
+  switch (o) {
+    case optimizer_kind::sgd: return "sgd";
+    case optimizer_kind::sgd_momentum: return "sgd-momentum";
+    case optimizer_kind::adam: return "adamw";
+    case optimizer_kind::adam_8bit: return "adam-8bit";
+  }
+  return "?";
+}
+
+/// "sgd", "sgd-momentum" (or "momentum"), "adam"/"adamw", "adam-8bit"/"adam8bit"/"8bit-adam"; throws otherwise.
+[[nodiscard]] inline optimizer_kind parse_optimizer(std::string_view name) {
+  std::string s;
+  for (char c : name) {
+    if (c == '_' || c == ' ') c = '-';
+    s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  if (s == "sgd") return optimizer_kind::sgd;
+  if (s == "sgd-momentum" || s == "momentum" || s == "sgdm") return optimizer_kind::sgd_momentum;
+  if (s == "adam" || s == "adamw") return optimizer_kind::adam;
+  if (s == "adam-8bit" || s == "adam8bit" || s == "8bit-adam" || s == "adamw-8bit" || s == "adamw8bit") {
+    return optimizer_kind::adam_8bit;
+  }
+  throw error("optimizer", "'" + std::string(name) + "'", "sgd, sgd-momentum, adamw (adam), adam-8bit");
+}
+
+/// Largest parameter count accepted (10^15): three orders above today's largest models; 10^30 is a typo.
+inline constexpr std::uint64_t max_parameter_count = 1'000'000'000'000'000ULL;
+
+/// Per-parameter model-state bytes, by component. Fractional only for adam_8bit's block statistics.
+struct state_bytes_per_param {
+  double weights = 0.0;    // parameters in policy.param
+  double gradients = 0.0;  // weight gradients
+  double master = 0.0;     // fp32 master copy (when the policy keeps one)
+  double optimizer = 0.0;  // momentum / variance
+  [[nodiscard]] constexpr double total() const noexcept { return weights + gradients + master + optimizer; }
+  /// ZeRO's K: everything the optimizer owns (master copy + states); 12 for mixed-precision Adam.
+  [[nodiscard]] constexpr double zero_k() const noexcept { return master + optimizer; }
+  friend constexpr bool operator==(const state_bytes_per_param&, const state_bytes_per_param&) = default;
+};
+
+/// Options of the model-state count beyond the policy.
+struct state_options {
+  optimizer_kind optimizer = optimizer_kind::adam;
+  /// Format of the optimizer's momentum/variance (fp32 normally; bf16 halves them). Ignored for adam_8bit.
+  format_spec optimizer_state_format = fp32;
+};
+
+namespace detail {
+inline constexpr double adam_8bit_block = 2048.0;  // bitsandbytes blockwise quantization block size
+}
+
+/// Bytes per parameter under a policy:
+///  weights   = storage_bytes(policy.param)
+///  gradients = storage_bytes(policy.gradient) with a master copy (gradients of low-precision parameters are low
+///              precision, as in ZeRO's "fp16 gradients"); otherwise storage_bytes(policy.param), because autocast
+///              accumulates .grad in the parameter's own format.
+///  master    = 4 when policy.master_weights, else 0
+///  optimizer = states x storage_bytes(optimizer_state_format)
+/// Mixed-precision Adam (fp16 params + fp16 grads + fp32 master + fp32 m, v) = 2 + 2 + 4 + 8 = 16 (ZeRO section 3.1).
+[[nodiscard]] constexpr state_bytes_per_param bytes_per_param(const precision_policy& policy,
+                                                              state_options options = {}) noexcept {
+  state_bytes_per_param b;
+  b.weights = storage_bytes(policy.param);
+  b.gradients = policy.master_weights ? storage_bytes(policy.gradient) : storage_bytes(policy.param);
+  b.master = policy.master_weights ? storage_bytes(fp32) : 0;
+  const double state = storage_bytes(options.optimizer_state_format);
+  switch (options.optimizer) {
+    case optimizer_kind::sgd: b.optimizer = 0.0; break;
+    case optimizer_kind::sgd_momentum: b.optimizer = state; break;
+    case optimizer_kind::adam: b.optimizer = 2.0 * state; break;
+    case optimizer_kind::adam_8bit: b.optimizer = 2.0 * (1.0 + 4.0 / detail::adam_8bit_block); break;
+  }
+  return b;
+}
+
+/// ZeRO stage: 0 plain data parallel; 1 P_os (optimizer states); 2 P_os+g (+ gradients); 3 P_os+g+p (+ parameters).
+enum class zero_stage : std::uint8_t { none = 0, optimizer = 1, gradients = 2, parameters = 3 };
+
+/// Model-state bytes on one device, by component (integers, rounded up per component).
+struct model_states {
+  std::uint64_t parameter_count = 0;
+  std::uint64_t weight_bytes = 0;
+  std::uint64_t gradient_bytes = 0;
+  std::uint64_t master_bytes = 0;
+  std::uint64_t optimizer_bytes = 0;
+  [[nodiscard]] constexpr std::uint64_t total_bytes() const {
+    return checked_add(checked_add(weight_bytes, gradient_bytes, "model states"),
+                       checked_add(master_bytes, optimizer_bytes, "model states"), "model states");
+  }
+  friend constexpr bool operator==(const model_states&, const model_states&) = default;
+};
+
+inline void validate_parameter_count(double parameters) {
+  if (!std::isfinite(parameters) || parameters < 1.0 || parameters > static_cast<double>(max_parameter_count)) {
+    throw error("parameters", std::to_string(parameters), "1 .. 1e15 parameters");
+  }
+}
+
+/// Per-device model states for `parameters` under `policy`/`options`, partitioned by ZeRO `stage` over
+/// `data_parallel` devices (ZeRO section 5, Figure 1):
+///  none:       (w + g + K) Psi
+///  optimizer:  (w + g) Psi + K Psi / N_d
+///  gradients:  w Psi + (g + K) Psi / N_d
+///  parameters: (w + g + K) Psi / N_d
+/// With N_d = 1 every stage equals plain data parallelism (partitioning needs more than one device).
+[[nodiscard]] inline model_states model_states_for(std::uint64_t parameters, const precision_policy& policy,
+                                                   state_options options = {}, zero_stage stage = zero_stage::none,
+                                                   std::uint64_t data_parallel = 1) {
+  if (parameters == 0 || parameters > max_parameter_count) {
+    throw error("parameters", std::to_string(parameters), "1 .. 1e15 parameters");
+  }
+  if (data_parallel == 0 || data_parallel > 1'000'000) {
+    throw error("data_parallel devices", std::to_string(data_parallel), "1 .. 1000000");
+  }
+  const state_bytes_per_param b = bytes_per_param(policy, options);
+  const auto psi = static_cast<double>(parameters);
+  const auto n = static_cast<double>(data_parallel);
+  const int s = static_cast<int>(stage);
+  auto part = [&](double per_param, bool partitioned, std::string_view what) {
+    return bytes_from_real(per_param * psi / (partitioned ? n : 1.0), what);
+  };
+  model_states m;
+  m.parameter_count = parameters;
+  m.weight_bytes = part(b.weights, s >= 3, "weight bytes");
+  m.gradient_bytes = part(b.gradients, s >= 2, "gradient bytes");
+  m.master_bytes = part(b.master, s >= 1, "master-copy bytes");
+  m.optimizer_bytes = part(b.optimizer, s >= 1, "optimizer-state bytes");
+  (void)m.total_bytes();  // throws if the sum overflows
+  return m;
+}
+
+}  // namespace safeamp

@@ -1,0 +1,71 @@
+// Step-time model of the planner: training FLOPs per sample (6 P tokens, or Korthikanti's transformer count with
+// its recomputation overheads), the roofline-attainable rate of the dominant GEMM at a microbatch, and the
+// memory-bound optimizer pass.
+#pragma once
+
+#include <cstdint>
+
+#include "safeamp/error.hpp"
+#include "safeamp/format/format_spec.hpp"
+#include "safeamp/memory/activations.hpp"
+#include "safeamp/memory/devices.hpp"
+#include "safeamp/memory/model_states.hpp"
+#include "safeamp/memory/roofline.hpp"
+
+namespace safeamp {
+
+/// Training FLOPs per sample of a transformer (Korthikanti et al. 2022, Appendix A, per sample, B = 1):
+///   model FLOPs  72 L s h^2 (1 + s/(6h) + v/(12 h L))
+///   selective    the attention core's forward again: + 72 L s h^2 s/(6h) = 12 L s^2 h (s/6h becomes s/3h)
+///   full         the whole forward again: x 4/3 (forward is 1/3 of forward + backward)
+[[nodiscard]] inline double training_flops_per_sample(const transformer_shape& t, recompute mode) {
+  validate(t);
+  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
+  const double l = static_cast<double>(t.layers), v = static_cast<double>(t.vocabulary);
+  const double model = 72.0 * l * s * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * h * l));
+  switch (mode) {
+    case recompute::none: return model;
+    case recompute::selective: return model + 12.0 * l * s * s * h;
+    case recompute::full: return model * 4.0 / 3.0;
+  }
+  return model;
+}
+
+/// Training FLOPs per sample from a parameter count: C = 6 P D (Kaplan et al. 2020; EleutherAI "Transformer Math
+/// 101": forward 2PD + backward 4PD), D = tokens per sample; full recomputation adds a forward pass (x 4/3).
+/// Selective recomputation needs the shape (throws).
+[[nodiscard]] inline double training_flops_per_sample(std::uint64_t parameters, std::uint64_t tokens_per_sample,
+                                                      recompute mode) {
+  if (parameters == 0 || parameters > max_parameter_count) {
+    throw error("parameters", std::to_string(parameters), "1 .. 1e15 parameters");
+  }
+  if (tokens_per_sample == 0 || tokens_per_sample > 100'000'000) {
+    throw error("tokens per sample", std::to_string(tokens_per_sample), "1 .. 1e8");
+  }
+  const double base = 6.0 * static_cast<double>(parameters) * static_cast<double>(tokens_per_sample);
+  if (mode == recompute::selective) {
+    throw error("recompute", "selective", "none or full when no transformer shape is given");
+  }
+  return mode == recompute::full ? base * 4.0 / 3.0 : base;
+}
+
+/// The dominant GEMM of a transformer step at microbatch b: the MLP's up-projection, (b s) x (4h / t) x h, inputs in
+/// the compute format and output in the activation format. Small microbatches make it memory-bound.
+[[nodiscard]] inline kernel_cost dominant_gemm(const transformer_shape& t, std::uint64_t microbatch, format_spec compute,
+                                               format_spec output) {
+  const double m = static_cast<double>(t.sequence) * static_cast<double>(microbatch);
+  const double n = 4.0 * static_cast<double>(t.hidden) / static_cast<double>(t.tensor_parallel);
+  const double k = static_cast<double>(t.hidden);
+  const double ce = storage_bytes(compute);
+  return gemm_cost(m, n, k, ce, ce, storage_bytes(output));
+}
+
+/// Seconds of one optimizer step over `parameters` parameters: a memory-bound pass that reads the weights, the
+/// gradients, the master copy and the optimizer states and writes back weights, master copy and states.
+[[nodiscard]] inline double optimizer_step_seconds(std::uint64_t parameters, state_bytes_per_param b,
+                                                   const device_spec& d) {
+  const double bytes = static_cast<double>(parameters) * (2.0 * b.weights + b.gradients + 2.0 * b.master + 2.0 * b.optimizer);
+  return bytes / d.memory_bytes_per_second;
+}
+
+}  // namespace safeamp

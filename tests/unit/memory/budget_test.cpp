@@ -1,0 +1,97 @@
+// The memory budget: the 24 GB case (54), overheads, headroom, accumulation rounding, bad input.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <limits>
+
+#include "safeamp/memory/budget.hpp"
+
+using namespace safeamp;
+
+namespace {
+constexpr std::uint64_t gb = 1'000'000'000ULL;
+constexpr memory_budget case_24gb{.device_bytes = 24 * gb,
+                                  .reserve_fraction = 0.1,
+                                  .fixed_bytes = 3'200'000'000ULL,
+                                  .activation_bytes_per_sample = 340'000'000ULL};
+}  // namespace
+
+TEST_CASE("24 GB, 10% reserve, 3.2 GB states, 0.34 GB per sample: largest microbatch 54") {
+  // 24 x 0.9 = 21.6 GB; 21.6 - 3.2 = 18.4 GB; 18.4 / 0.34 = 54.1 -> 54.
+  CHECK(max_microbatch(case_24gb) == 54);
+  const budget_breakdown d = breakdown(case_24gb);
+  CHECK(d.reserve_bytes == 2'400'000'000ULL);
+  CHECK(d.available_for_activations_bytes == 18'400'000'000ULL);
+  CHECK(headroom_bytes(case_24gb, 54) == 18'400'000'000LL - 54LL * 340'000'000LL);  // 40 MB
+  CHECK(headroom_bytes(case_24gb, 55) < 0);
+  // The same figures read as GiB would give a different answer: units matter.
+  memory_budget gib = case_24gb;
+  gib.device_bytes = 24ULL << 30;
+  CHECK(max_microbatch(gib) == 58);  // (25.77 x 0.9 - 3.2) / 0.34 = 58.8
+}
+
+TEST_CASE("runtime overheads come out of the pool in a stated order") {
+  memory_budget b = case_24gb;
+  b.context_bytes = 500'000'000ULL;     // 0.5 GB context, before the reserve
+  b.workspace_bytes = 100'000'000ULL;   // 0.1 GB workspace
+  b.fragmentation_fraction = 0.05;      // 5% of the pool after the reserve
+  // pool 23.5; reserve 2.35 -> 21.15; fragmentation 1.0575 -> 20.0925; - 0.1 - 3.2 = 16.7925 -> 49 samples.
+  const budget_breakdown d = breakdown(b);
+  CHECK(d.reserve_bytes == 2'350'000'000ULL);
+  CHECK(d.fragmentation_bytes == 1'057'500'000ULL);
+  CHECK(d.available_for_activations_bytes == 16'792'500'000ULL);
+  CHECK(max_microbatch(b) == 49);
+}
+
+TEST_CASE("when the fixed part alone does not fit, the microbatch is 0 and the shortfall is reported") {
+  memory_budget b = case_24gb;
+  b.fixed_bytes = 22 * gb;  // over the 21.6 GB pool by 0.4 GB
+  CHECK(max_microbatch(b) == 0);
+  CHECK(breakdown(b).fixed_shortfall_bytes == 400'000'000ULL);
+  CHECK(headroom_bytes(b, 1) == -740'000'000LL);  // 0.4 GB + one sample
+}
+
+TEST_CASE("accumulation steps: ceil rule and exact-divisor rule") {
+  // Target 512 with at most 54 per microbatch: ceil(512/54) = 10 steps, evened out to ceil(512/10) = 52 -> 520.
+  CHECK(accumulation_for(512, 54) == accumulation_plan{.microbatch = 52, .steps = 10, .global_batch = 520});
+  // Exact divisor: the largest divisor of 512 not above 54 is 32 -> 16 steps, exactly 512.
+  CHECK(accumulation_for(512, 54, 1, accumulation_rounding::exact_divisor) ==
+        accumulation_plan{.microbatch = 32, .steps = 16, .global_batch = 512});
+  // Over 4 data-parallel devices: 128 per device, 54 max -> 3 steps of 43 = 516 in all.
+  CHECK(accumulation_for(512, 54, 4) == accumulation_plan{.microbatch = 43, .steps = 3, .global_batch = 516});
+  // A target smaller than the largest microbatch: one step.
+  CHECK(accumulation_for(16, 54) == accumulation_plan{.microbatch = 16, .steps = 1, .global_batch = 16});
+  // A prime target under exact_divisor falls back to microbatch 1.
+  CHECK(accumulation_for(509, 54, 1, accumulation_rounding::exact_divisor).microbatch == 1);
+  CHECK_THROWS_AS(accumulation_for(0, 54), error);
+  CHECK_THROWS_AS(accumulation_for(512, 0), error);
+  CHECK_THROWS_AS(accumulation_for(510, 54, 4, accumulation_rounding::exact_divisor), error);
+}
+
+TEST_CASE("bad budgets are rejected with the field named") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  memory_budget b = case_24gb;
+  b.device_bytes = 0;
+  CHECK_THROWS_WITH(max_microbatch(b), Catch::Contains("capacity"));
+  b = case_24gb;
+  b.reserve_fraction = 1.0;
+  CHECK_THROWS_WITH(max_microbatch(b), Catch::Contains("reserve") && Catch::Contains("0 <= reserve < 1"));
+  b.reserve_fraction = -0.1;
+  CHECK_THROWS_AS(max_microbatch(b), error);
+  b.reserve_fraction = nan;
+  CHECK_THROWS_AS(max_microbatch(b), error);
+  b = case_24gb;
+  b.context_bytes = 25 * gb;  // more overhead than capacity
+  CHECK_THROWS_WITH(max_microbatch(b), Catch::Contains("context"));
+  b = case_24gb;
+  b.context_bytes = 12 * gb;
+  b.workspace_bytes = 12 * gb;
+  CHECK_THROWS_WITH(max_microbatch(b), Catch::Contains("overhead"));
+  b = case_24gb;
+  b.activation_bytes_per_sample = 0;  // would divide by zero
+  CHECK_THROWS_AS(max_microbatch(b), error);
+  b = case_24gb;
+  b.fragmentation_fraction = nan;
+  CHECK_THROWS_AS(max_microbatch(b), error);
+  CHECK_THROWS_AS(headroom_bytes(case_24gb, -1), error);
+}

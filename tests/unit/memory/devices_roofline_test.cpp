@@ -1,0 +1,122 @@
+// Device table lookups and the roofline: ridge points, GEMM/GEMV verdicts on a 24 GB card, and the
+// plausibility check. Expected values are worked by hand from the datasheet figures (docs/memory.md).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "safeamp/memory/devices.hpp"
+#include "safeamp/memory/roofline.hpp"
+
+using namespace safeamp;
+
+TEST_CASE("find_device accepts the spellings users type and rejects unknown names") {
+  CHECK(find_device("RTX 4090").name == "RTX 4090");
+  CHECK(find_device("rtx4090").name == "RTX 4090");
+  CHECK(find_device("4090").name == "RTX 4090");
+  CHECK(find_device("rtx-a5000").name == "RTX A5000");
+  CHECK(find_device("A10").name == "A10");  // exact match wins over the prefix of "A100 40GB SXM"
+  CHECK(find_device("a100").name == "A100 40GB SXM");
+  CHECK(find_device("h200").name == "H200 SXM");
+  CHECK_THROWS_AS(find_device("RTX 5090"), error);
+  CHECK_THROWS_WITH(find_device("RTX 5090"), Catch::Contains("RTX 4090") && Catch::Contains("device"));
+  CHECK_THROWS_AS(find_device(""), error);
+  CHECK_THROWS_AS(find_device("rtx"), error);  // ambiguous: part of three names
+}
+
+TEST_CASE("the device table lists the 24 GB cards first and keeps its sources") {
+  const auto table = device_table();
+  REQUIRE(table.size() == 8);
+  for (std::size_t i = 0; i < 5; ++i) {
+    // 24 GB class: between 22 GiB (ECC on) and 24 GiB.
+    CHECK(table[i].capacity_bytes > 22ULL * (1ULL << 30));
+    CHECK(table[i].capacity_bytes <= 24ULL * (1ULL << 30));
+  }
+  for (const device_spec& d : table) {
+    CHECK_FALSE(d.source.empty());
+    CHECK_NOTHROW(validate(d));
+  }
+  // GeForce half-rate FP32 accumulation: the FP16-accumulate rate is twice the FP32-accumulate rate.
+  const device_spec& rtx4090 = find_device("RTX 4090");
+  CHECK(rtx4090.half_rate_fp32_accumulate);
+  CHECK(rtx4090.peak_fp16_fp16_accumulate_flops == Approx(2.0 * rtx4090.peak_fp16_flops).epsilon(1e-3));
+  CHECK_FALSE(find_device("A10").half_rate_fp32_accumulate);
+  CHECK(find_device("RTX 3090").peak_fp8_flops == 0.0);  // Ampere: no FP8
+}
+
+TEST_CASE("ridge points (FP16 tensor, FP32 accumulate) match the reference table") {
+  // peak / bandwidth, e.g. 165.2e12 / 1008e9 = 163.89 FLOP/byte.
+  struct row { const char* name; double ridge; };
+  const row rows[] = {{"RTX 4090", 163.9}, {"RTX 3090", 75.9}, {"A10", 208.3}, {"L4", 403.3},
+                      {"RTX A5000", 144.7}, {"A100", 200.6}, {"H100", 295.3}, {"H200", 206.1}};
+  for (const row& r : rows) {
+    const device_spec& d = find_device(r.name);
+    INFO(r.name);
+    CHECK(ridge_point_flops_per_byte(d.peak_fp16_flops, d.memory_bytes_per_second) == Approx(r.ridge).margin(0.05));
+  }
+}
+
+TEST_CASE("a large square fp16 GEMM is compute-bound and a GEMV memory-bound on an RTX 4090") {
+  const device_spec& d = find_device("RTX 4090");
+  // 8192^3: FLOPs 2 n^3, bytes 2 * 3 n^2 -> intensity n / 3 = 2730.67 FLOP/byte >> ridge 163.9.
+  const kernel_cost square = gemm_cost(8192, 8192, 8192, 2, 2, 2);
+  CHECK(square.flops == 2.0 * 8192.0 * 8192.0 * 8192.0);
+  CHECK(square.intensity_flops_per_byte() == Approx(8192.0 / 3.0).epsilon(1e-12));
+  const roofline_point sq = roofline(d, fp16, square);
+  CHECK(sq.bound == bound_kind::compute);
+  CHECK(sq.attainable_flops == 165.2e12);
+  // GEMV 8192 x 1 x 8192: FLOPs 2 n^2, bytes 2 (n^2 + 2n) -> intensity n / (n + 2) ~ 1 FLOP/byte.
+  const kernel_cost gemv = gemm_cost(8192, 1, 8192, 2, 2, 2);
+  CHECK(gemv.intensity_flops_per_byte() == Approx(8192.0 / 8194.0).epsilon(1e-12));
+  const roofline_point mv = roofline(d, fp16, gemv);
+  CHECK(mv.bound == bound_kind::memory);
+  CHECK(mv.attainable_flops == Approx(8192.0 / 8194.0 * 1008e9).epsilon(1e-12));
+  CHECK(mv.min_seconds == Approx(gemv.bytes / 1008e9).epsilon(1e-12));
+  // FP8 does not exist on Ampere: asking for it is an error, not a silent FP16 figure.
+  CHECK_THROWS_AS(roofline(find_device("RTX 3090"), fp8_e4m3, square), error);
+}
+
+TEST_CASE("elementwise passes sit far below every ridge point") {
+  // fp16 add: 1 FLOP, read 2 x 2 bytes, write 2 bytes -> 1/6 FLOP per byte.
+  const kernel_cost add = elementwise_cost(1 << 20, 1, 4, 2);
+  CHECK(add.intensity_flops_per_byte() == Approx(1.0 / 6.0).epsilon(1e-12));
+  for (const device_spec& d : device_table()) {
+    CHECK(roofline(d.peak_fp16_flops, d.memory_bytes_per_second, add).bound == bound_kind::memory);
+  }
+  CHECK(attainable_flops(100.0, 10.0, 10.0) == 100.0);  // exactly at the ridge: the peak
+  CHECK(roofline(100.0, 10.0, kernel_cost{100.0, 10.0}).bound == bound_kind::compute);
+}
+
+TEST_CASE("a throughput above the roofline is reported as an impossible result") {
+  const device_spec& d = find_device("RTX 4090");
+  const kernel_cost square = gemm_cost(8192, 8192, 8192, 2, 2, 2);
+  const double min_seconds = square.flops / 165.2e12;  // 6.656 ms
+  // 1 ms: 6.66x the bound, the typical unsynchronized timing.
+  const plausibility fast = check_measurement(d, fp16, square, 1e-3);
+  CHECK_FALSE(fast.plausible);
+  CHECK(fast.ratio == Approx(min_seconds / 1e-3).epsilon(1e-12));
+  CHECK_THAT(fast.diagnosis, Catch::Contains("impossible") && Catch::Contains("synchronize"));
+  // 80% of peak: plausible.
+  const plausibility real = check_measurement(d, fp16, square, min_seconds / 0.8);
+  CHECK(real.plausible);
+  CHECK(real.diagnosis.empty());
+  // Within the clock tolerance (5% over): plausible; 15% over: not.
+  CHECK(check_throughput(1.05e12, 1e12).plausible);
+  CHECK_FALSE(check_throughput(1.15e12, 1e12).plausible);
+  CHECK_THROWS_AS(check_measurement(d, fp16, square, 0.0), error);
+  CHECK_THROWS_AS(check_measurement(d, fp16, square, std::numeric_limits<double>::quiet_NaN()), error);
+  CHECK_THROWS_AS(check_throughput(-1.0, 1e12), error);
+  CHECK_THROWS_AS(check_throughput(1.0, 0.0), error);
+}
+
+TEST_CASE("user-built devices are validated") {
+  device_spec d = find_device("L4");
+  d.memory_bytes_per_second = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH(validate(d), Catch::Contains("memory_bytes_per_second"));
+  d = find_device("L4");
+  d.capacity_bytes = 0;
+  CHECK_THROWS_AS(validate(d), error);
+  d = find_device("L4");
+  d.peak_fp8_flops = -1.0;
+  CHECK_THROWS_AS(validate(d), error);
+}

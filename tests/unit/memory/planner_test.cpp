@@ -1,0 +1,146 @@
+// The nightly-window planner on small scenarios worked by hand: a round-number device, a 1e8-parameter model
+// with a given activation figure, and windows that make the answer change.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "safeamp/memory/planner.hpp"
+
+using namespace safeamp;
+
+namespace {
+// 10 GB, 1 TB/s, 10 TFLOPS fp32, 20 tf32, 40 fp16/bf16, no fp8: every figure chosen to divide evenly.
+constexpr device_spec toy{.name = "toy",
+                          .capacity_bytes = 10'000'000'000ULL,
+                          .memory_bytes_per_second = 1e12,
+                          .peak_fp32_flops = 10e12,
+                          .peak_tf32_flops = 20e12,
+                          .peak_fp16_flops = 40e12,
+                          .peak_bf16_flops = 40e12,
+                          .peak_fp8_flops = 0.0,
+                          .peak_fp16_fp16_accumulate_flops = 40e12,
+                          .half_rate_fp32_accumulate = false,
+                          .source = "test"};
+
+// 1e8 parameters, 1000 tokens and 1 GB of activations per sample, 1e5 samples a night.
+workload toy_workload() {
+  return {.shape = std::nullopt, .parameters = 100'000'000, .tokens_per_sample = 1000,
+          .activation_bytes_per_sample = 1'000'000'000ULL, .samples = 1e5, .global_batch = 0};
+}
+
+planner_options toy_options(double window_seconds) {
+  planner_options o;
+  o.device = toy;
+  o.budget = {.device_bytes = 0, .reserve_fraction = 0.0};
+  o.window_seconds = window_seconds;
+  o.efficiency = 0.5;
+  o.policies = {{"fp32", presets::fp32}, {"tf32", presets::tf32}, {"bf16-mixed", presets::bf16_mixed},
+                {"fp8-hybrid", presets::fp8_hybrid}};
+  return o;
+}
+}  // namespace
+
+// By hand (Adam, 16 bytes/param under every policy here: 1.6 GB of states; 10 - 1.6 = 8.4 GB -> microbatch 8):
+//  FLOPs/sample 6 x 1e8 x 1000 = 6e11; at 50% of the peak: bf16 0.03 s, tf32 0.06 s, fp32 0.12 s; full recompute x 4/3.
+//  Optimizer step: 1e8 x (2x4 + 4 + 2x8) = 2.8e9 bytes / 1e12 B/s = 2.8 ms, ceil(1e5 / 8) = 12500 steps = 35 s.
+//  bf16 none: 1e5 x 0.03 + 35 = 3035 s; bf16 full: 4035 s; tf32 none: 6035 s; tf32 full 8035 s; fp32 none 12035 s.
+TEST_CASE("the fastest fitting policy wins, the runner-up is the next fastest") {
+  const plan_result r = plan(toy_workload(), toy_options(7200));
+  REQUIRE(r.chosen);
+  CHECK(r.chosen->policy_name == "bf16-mixed");
+  CHECK(r.chosen->mode == recompute::none);
+  CHECK(r.chosen->max_microbatch == 8);
+  CHECK(r.chosen->state_bytes == 1'600'000'000ULL);
+  CHECK(r.chosen->seconds_per_sample == Approx(0.03).epsilon(1e-12));
+  CHECK(r.chosen->total_seconds == Approx(3035.0).epsilon(1e-12));
+  CHECK(r.chosen->margin_seconds == Approx(7200.0 - 3035.0).epsilon(1e-12));
+  REQUIRE(r.runner_up);
+  CHECK(r.runner_up->policy_name == "bf16-mixed");
+  CHECK(r.runner_up->mode == recompute::full);
+  CHECK(r.runner_up->total_seconds == Approx(4035.0).epsilon(1e-12));
+  // fp8 is listed but the toy device has no fp8 units: never chosen, reported as unsupported.
+  const auto fp8 = std::find_if(r.candidates.begin(), r.candidates.end(),
+                                [](const plan_candidate& c) { return c.policy_name == "fp8-hybrid"; });
+  REQUIRE(fp8 != r.candidates.end());
+  CHECK_FALSE(fp8->supported);
+  CHECK_FALSE(fp8->fits());
+  // Selective recomputation needs a shape: not tried here.
+  CHECK(std::none_of(r.candidates.begin(), r.candidates.end(),
+                     [](const plan_candidate& c) { return c.mode == recompute::selective; }));
+}
+
+TEST_CASE("a tighter window leaves one configuration; a price gives the cost per sample") {
+  planner_options o = toy_options(3600);
+  o.price_per_hour = 2.0;
+  const plan_result r = plan(toy_workload(), o);
+  REQUIRE(r.chosen);
+  CHECK(r.chosen->policy_name == "bf16-mixed");
+  CHECK_FALSE(r.runner_up);  // bf16 full takes 4035 s > 3600 s
+  CHECK(r.chosen->cost_per_sample == Approx(2.0 * 3035.0 / 3600.0 / 1e5).epsilon(1e-12));
+}
+
+TEST_CASE("a target global batch sets the accumulation and the optimizer-step count") {
+  workload w = toy_workload();
+  w.global_batch = 64;  // 8 steps of 8: 1e5 / 64 = 1563 optimizer steps x 2.8 ms = 4.3764 s
+  const plan_result r = plan(w, toy_options(7200));
+  REQUIRE(r.chosen);
+  CHECK(r.chosen->accumulation == accumulation_plan{.microbatch = 8, .steps = 8, .global_batch = 64});
+  CHECK(r.chosen->total_seconds == Approx(3000.0 + 1563 * 2.8e-3).epsilon(1e-12));
+}
+
+TEST_CASE("when the window is too short the planner says which constraint fails by how much") {
+  const plan_result r = plan(toy_workload(), toy_options(1800));
+  CHECK_FALSE(r.chosen);
+  REQUIRE_FALSE(r.failures.empty());
+  const std::string all = r.failures.back();
+  CHECK_THAT(all, Catch::Contains("window") && Catch::Contains("bf16-mixed") && Catch::Contains("0.34 h over"));
+  // 3035 - 1800 = 1235 s = 0.343 h over the 0.50 h window.
+}
+
+TEST_CASE("when nothing fits in memory the planner names the shortfall and what would fit") {
+  workload w = toy_workload();
+  w.activation_bytes_per_sample = 9'000'000'000ULL;  // 1.6 + 9 = 10.6 GB > 10 GB: short by 0.6 GB
+  const plan_result r = plan(w, toy_options(7200));
+  CHECK_FALSE(r.chosen);
+  REQUIRE_FALSE(r.failures.empty());
+  CHECK_THAT(r.failures.back(), Catch::Contains("memory") && Catch::Contains("short by 0.60 GB"));
+  // adam-8bit: 4 + 4 + 2.004 bytes -> 1.0004 GB + 9 GB: still 0.0004 GB short; ZeRO-3 over 2: 0.8 + 9 fits.
+  bool zero3 = false, eight_bit = false;
+  for (const std::string& s : r.remedies) {
+    if (s.find("ZeRO stage 3 over 2 devices") != std::string::npos && s.find("fits") != std::string::npos) zero3 = true;
+    if (s.find("adam-8bit") != std::string::npos && s.find("still short") != std::string::npos) eight_bit = true;
+  }
+  CHECK(zero3);
+  CHECK(eight_bit);
+}
+
+TEST_CASE("a measured throughput calibrates the efficiency, and an impossible one is rejected") {
+  planner_options o = toy_options(7200);
+  // bf16 at 25 samples/s = 25 x 6e11 = 15 TFLOP/s of 40: efficiency 0.375.
+  o.measured_samples_per_second = 25.0;
+  const plan_result r = plan(toy_workload(), o);
+  CHECK(r.efficiency == Approx(0.375).epsilon(1e-12));
+  // 100 samples/s would be 60 TFLOP/s on a 40 TFLOP/s device: a timing bug, not a speedup.
+  o.measured_samples_per_second = 100.0;
+  CHECK_THROWS_WITH(plan(toy_workload(), o), Catch::Contains("impossible"));
+}
+
+TEST_CASE("planner inputs are validated") {
+  planner_options o = toy_options(7200);
+  workload w = toy_workload();
+  w.samples = 0;
+  CHECK_THROWS_WITH(plan(w, o), Catch::Contains("samples"));
+  w = toy_workload();
+  w.parameters = 0;
+  CHECK_THROWS_WITH(plan(w, o), Catch::Contains("parameters"));
+  o.window_seconds = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH(plan(toy_workload(), o), Catch::Contains("window"));
+  o = toy_options(7200);
+  o.efficiency = 1.5;
+  CHECK_THROWS_WITH(plan(toy_workload(), o), Catch::Contains("efficiency"));
+  o = toy_options(7200);
+  o.budget.reserve_fraction = 1.0;
+  CHECK_THROWS_WITH(plan(toy_workload(), o), Catch::Contains("reserve"));
+}

@@ -1,0 +1,166 @@
+// Inputs of `safeamp plan`: every setting is a named key that can come from a flag (--key value) or from a JSON
+// input file ({"key": value}); flags win. Values stay text until resolved here, so both paths share one parser
+// and one set of error messages (safeamp::error naming the key and the accepted range -> exit code 2).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "safeamp/error.hpp"
+#include "safeamp/memory.hpp"
+#include "safeamp/policy/precision_policy.hpp"
+
+namespace safeamp::tool {
+
+struct plan_key {
+  std::string_view name;
+  std::string_view help;
+};
+
+// clang-format off
+inline constexpr plan_key plan_keys[] = {
+    {"device", "device name (RTX 4090, RTX 3090, A10, L4, RTX A5000, A100, H100, H200) or 'custom'"},
+    {"capacity", "device memory, e.g. 24GB (10^9), 24GiB (2^30), 2.4e10 (bytes); default: the device's"},
+    {"bandwidth", "memory bandwidth per second, e.g. 1008GB (custom devices)"},
+    {"peak-fp32", "peak FP32 TFLOPS (custom devices)"},
+    {"peak-tf32", "peak TF32 tensor TFLOPS, dense"},
+    {"peak-fp16", "peak FP16/BF16 tensor TFLOPS, dense, FP32 accumulate"},
+    {"peak-fp8", "peak FP8 tensor TFLOPS, dense, FP32 accumulate (0: none)"},
+    {"reserve", "fraction of memory kept free, 0 <= r < 1 (default 0.1)"},
+    {"context", "CUDA context allowance (default 512MiB)"},
+    {"workspace", "cuBLASLt/library workspace allowance (default 32MiB)"},
+    {"fragmentation", "allocator fragmentation allowance, fraction of the pool (default 0)"},
+    {"states", "model-state bytes given directly (instead of --params)"},
+    {"per-sample", "activation bytes per sample (instead of a transformer shape)"},
+    {"params", "parameter count, e.g. 7.5e9 or 7.5B"},
+    {"policy", "precision policy: preset (fp32, tf32, bf16-mixed, fp16-mixed, fp16-pure-master, fp8-hybrid) or policy string"},
+    {"optimizer", "sgd, sgd-momentum, adamw, adam-8bit (default adamw)"},
+    {"optimizer-states", "format of the optimizer's moments: fp32 (default) or bf16"},
+    {"zero-stage", "ZeRO stage 0..3 (default 0)"},
+    {"dp", "data-parallel devices (default 1)"},
+    {"seq", "transformer: sequence length s"},
+    {"hidden", "transformer: hidden size h"},
+    {"heads", "transformer: attention heads a"},
+    {"layers", "transformer: layers L"},
+    {"vocab", "transformer: vocabulary v"},
+    {"tp", "transformer: tensor-parallel size t (default 1)"},
+    {"sp", "transformer: sequence parallelism, true/false (default false)"},
+    {"recompute", "none, selective, full (default none; planner: all)"},
+    {"global-batch", "target global batch (samples per optimizer step)"},
+    {"rounding", "accumulation rounding: ceil (default) or exact"},
+    {"window", "completion window with unit, e.g. 8h, 90min, 3600s (runs the planner)"},
+    {"samples", "samples to train in the window"},
+    {"tokens", "tokens to train in the window (samples = tokens / tokens per sample)"},
+    {"tokens-per-sample", "tokens per sample without a transformer shape (default 1)"},
+    {"efficiency", "fraction of the roofline bound reached (default 0.4)"},
+    {"measured-sps", "measured samples/s (calibrates the efficiency; checked against the roofline)"},
+    {"measured-policy", "policy the measurement ran with (default bf16-mixed)"},
+    {"policies", "planner: comma-separated policies to try (default: all presets)"},
+    {"price-per-hour", "device price per hour, for the cost per sample"},
+    {"gemm", "roofline of a GEMM MxNxK, e.g. 8192x8192x8192 (GEMV: 8192x1x8192)"},
+    {"format", "roofline compute format (default fp16); output in the same format"},
+    {"measured-seconds", "measured time of that GEMM: checked for plausibility"},
+};
+// clang-format on
+
+using plan_values = std::map<std::string, std::string, std::less<>>;
+
+/// Reads a JSON object of plan keys; numbers and booleans become their text. Unknown keys are errors.
+inline plan_values read_plan_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw error("input", "'" + path + "'", "a readable JSON file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw error("input", "'" + path + "' (" + e.what() + ")", "a well-formed JSON object");
+  }
+  if (!j.is_object()) throw error("input", "'" + path + "' (" + std::string(j.type_name()) + ")", "a JSON object of plan keys");
+  plan_values out;
+  for (const auto& [key, value] : j.items()) {
+    bool known = false;
+    for (const plan_key& k : plan_keys) known = known || k.name == key;
+    if (!known) throw error("input key", "'" + key + "'", "the flag names of safeamp plan without the leading dashes");
+    if (value.is_string()) {
+      out[key] = value.get<std::string>();
+    } else if (value.is_number() || value.is_boolean()) {
+      out[key] = value.dump();
+    } else {
+      throw error("input key " + key, value.dump(), "a string, a number or a boolean");
+    }
+  }
+  return out;
+}
+
+/// A finite real in [lo, hi] (lo exclusive when `lo_open`).
+inline double parse_real(std::string_view key, const std::string& text, double lo, double hi, bool lo_open,
+                         std::string_view accepted) {
+  std::size_t used = 0;
+  double v = 0.0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw error(key, "'" + text + "'", accepted);
+  }
+  if (used != text.size() || !std::isfinite(v) || v > hi || (lo_open ? !(v > lo) : !(v >= lo))) {
+    throw error(key, "'" + text + "'", accepted);
+  }
+  return v;
+}
+
+/// A count with an optional suffix K (1e3), M (1e6), B or G (1e9), T (1e12): "7.5B", "3.2e9", "125M".
+inline std::uint64_t parse_count(std::string_view key, std::string text, double max, std::string_view accepted) {
+  double scale = 1.0;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'k': case 'K': scale = 1e3; break;
+      case 'm': case 'M': scale = 1e6; break;
+      case 'b': case 'B': case 'g': case 'G': scale = 1e9; break;
+      case 't': case 'T': scale = 1e12; break;
+      default: break;
+    }
+    if (scale != 1.0) text.pop_back();
+  }
+  const double v = parse_real(key, text, 0.0, max / scale, true, accepted) * scale;
+  if (v < 1.0 || v != std::floor(v)) throw error(key, "'" + text + "'", accepted);
+  return static_cast<std::uint64_t>(v);
+}
+
+/// "8h", "90min", "30m", "3600s" -> seconds.
+inline double parse_duration_seconds(std::string_view key, const std::string& text) {
+  const std::string accepted = "a duration > 0 with a unit: h, min (or m), s; e.g. 8h, 90min";
+  std::size_t split = text.find_first_not_of("0123456789.eE+-");
+  if (split == std::string::npos || split == 0) throw error(key, "'" + text + "'", accepted);
+  const std::string unit = text.substr(split);
+  double scale = 0.0;
+  if (unit == "h" || unit == "hours" || unit == "hour") scale = 3600.0;
+  if (unit == "min" || unit == "m") scale = 60.0;
+  if (unit == "s" || unit == "sec") scale = 1.0;
+  if (scale == 0.0) throw error(key, "'" + text + "'", accepted);
+  return parse_real(key, text.substr(0, split), 0.0, 1e9 / scale, true, accepted) * scale;
+}
+
+inline bool parse_bool(std::string_view key, const std::string& text) {
+  if (text == "true" || text == "1" || text == "on" || text == "yes") return true;
+  if (text == "false" || text == "0" || text == "off" || text == "no") return false;
+  throw error(key, "'" + text + "'", "true or false");
+}
+
+/// A preset name, or a policy string such as "params=fp32,compute=bf16,output=bf16".
+inline precision_policy parse_policy_arg(std::string_view key, const std::string& text) {
+  precision_policy p;
+  if (find_policy_preset(text, p)) return p;
+  if (text.find('=') != std::string::npos) return parse_policy(text);
+  throw error(key, "'" + text + "'", std::string(policy_preset_names) + ", or a policy string (key=format,...)");
+}
+
+}  // namespace safeamp::tool

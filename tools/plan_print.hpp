@@ -1,0 +1,150 @@
+// `safeamp plan`: the three reports (budget with its ledgers, roofline of a GEMM, nightly planner) as tables or JSON.
+// Every size printed says its unit: GB (10^9 bytes) and GiB (2^30 bytes) side by side; JSON sizes are in bytes.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "command_registry.hpp"
+#include "plan_request.hpp"
+
+namespace safeamp::tool {
+
+inline void print_size_row(const char* label, std::uint64_t bytes, const char* sign = " ") {
+  std::printf("  %s %-40s %12.3f %12.3f\n", sign, label, in_unit(bytes, byte_unit::gb), in_unit(bytes, byte_unit::gib));
+}
+
+inline void print_device(const device_spec& d, bool capacity_given) {
+  std::printf("Device: %s%s, %s = %s, %.0f GB/s, peak dense TFLOPS fp32 %.1f, tf32 %.1f, fp16/bf16 %.1f (fp32 accumulate%s), "
+              "fp8 %s\n",
+              std::string(d.name).c_str(), capacity_given ? " (capacity as given)" : "",
+              format_bytes(d.capacity_bytes, byte_unit::gb).c_str(),
+              format_bytes(d.capacity_bytes, byte_unit::gib).c_str(), d.memory_bytes_per_second / 1e9,
+              d.peak_fp32_flops / 1e12, d.peak_tf32_flops / 1e12, d.peak_fp16_flops / 1e12,
+              d.half_rate_fp32_accumulate ? ", GeForce half rate" : "",
+              d.peak_fp8_flops > 0.0 ? std::to_string(d.peak_fp8_flops / 1e12).substr(0, 6).c_str() : "none");
+}
+
+inline nlohmann::json device_json(const device_spec& d) {
+  return {{"name", std::string(d.name)},         {"capacity_bytes", d.capacity_bytes},
+          {"memory_bytes_per_second", d.memory_bytes_per_second}, {"peak_fp32_flops", d.peak_fp32_flops},
+          {"peak_tf32_flops", d.peak_tf32_flops}, {"peak_fp16_flops", d.peak_fp16_flops},
+          {"peak_bf16_flops", d.peak_bf16_flops}, {"peak_fp8_flops", d.peak_fp8_flops},
+          {"half_rate_fp32_accumulate", d.half_rate_fp32_accumulate}};
+}
+
+inline int report_roofline(const plan_request& r, nlohmann::json& out, bool json) {
+  const gemm_request& g = *r.gemm;
+  const double e = storage_bytes(g.format);
+  const kernel_cost cost = gemm_cost(g.m, g.n, g.k, e, e, e);
+  const roofline_point p = roofline(r.device, g.format, cost);
+  nlohmann::json j = {{"m", g.m}, {"n", g.n}, {"k", g.k}, {"format", format_name(g.format)}, {"flops", cost.flops},
+                      {"bytes", cost.bytes}, {"intensity_flops_per_byte", p.intensity_flops_per_byte},
+                      {"ridge_flops_per_byte", p.ridge_flops_per_byte}, {"peak_flops", p.peak_flops},
+                      {"attainable_flops", p.attainable_flops}, {"min_seconds", p.min_seconds},
+                      {"verdict", std::string(to_string(p.bound))}};
+  int code = exit_ok;
+  plausibility check;
+  if (g.measured_seconds > 0.0) {
+    check = check_measurement(r.device, g.format, cost, g.measured_seconds);
+    j["measured_flops"] = check.measured_flops;
+    j["plausible"] = check.plausible;
+    j["ratio_to_bound"] = check.ratio;
+    if (!check.plausible) {
+      j["diagnosis"] = check.diagnosis;
+      code = exit_check_failed;
+    }
+  }
+  if (json) {
+    out["device"] = device_json(r.device);
+    out["roofline"] = j;
+    return code;
+  }
+  print_device(r.device, r.capacity_given);
+  std::printf("GEMM %.0f x %.0f x %.0f in %s: %.4g FLOP, %.4g bytes (compulsory), intensity %.2f FLOP/B, ridge %.1f FLOP/B\n",
+              g.m, g.n, g.k, format_name(g.format).c_str(), cost.flops, cost.bytes, p.intensity_flops_per_byte,
+              p.ridge_flops_per_byte);
+  std::printf("  %s: attainable %.2f TFLOP/s of %.2f peak; no kernel can take less than %.4g s\n",
+              std::string(to_string(p.bound)).c_str(), p.attainable_flops / 1e12, p.peak_flops / 1e12, p.min_seconds);
+  if (g.measured_seconds > 0.0) {
+    std::printf("  measured %.4g s = %.2f TFLOP/s (%.2fx the bound): %s\n", g.measured_seconds, check.measured_flops / 1e12,
+                check.ratio, check.plausible ? "plausible" : check.diagnosis.c_str());
+  }
+  return code;
+}
+
+inline std::string policy_label(const plan_request& r) {
+  return r.policy_name + ", " + std::string(to_string(r.states.optimizer)) +
+         (r.states.optimizer_state_format == fp32 ? "" : " (" + format_name(r.states.optimizer_state_format) + " states)");
+}
+
+inline void print_states_ledger(const plan_request& r) {
+  const model_states& m = *r.states_ledger;
+  const state_bytes_per_param b = bytes_per_param(r.policy, r.states);
+  std::printf("Model states: %.4g parameters, %s, ZeRO stage %d over %llu device(s): %.4g bytes/param unpartitioned\n",
+              static_cast<double>(m.parameter_count), policy_label(r).c_str(), static_cast<int>(r.stage),
+              static_cast<unsigned long long>(r.data_parallel), b.total());
+  std::printf("  %-42s %12s %12s\n", "", "GB (10^9)", "GiB (2^30)");
+  print_size_row("weights", m.weight_bytes);
+  print_size_row("gradients", m.gradient_bytes);
+  print_size_row("fp32 master copy", m.master_bytes);
+  print_size_row("optimizer states", m.optimizer_bytes);
+  print_size_row("total model states", m.total_bytes(), "=");
+}
+
+inline void print_activation_ledger(const transformer_shape& t, recompute mode, int element_bytes) {
+  const activation_ledger l = activation_ledger_for(t, 1, mode, element_bytes);
+  std::printf("Activations per sample (Korthikanti et al. 2022), s=%llu h=%llu a=%llu L=%llu v=%llu t=%llu%s, recompute %s, "
+              "%d-byte activations:\n",
+              static_cast<unsigned long long>(t.sequence), static_cast<unsigned long long>(t.hidden),
+              static_cast<unsigned long long>(t.heads), static_cast<unsigned long long>(t.layers),
+              static_cast<unsigned long long>(t.vocabulary), static_cast<unsigned long long>(t.tensor_parallel),
+              t.sequence_parallel ? " +SP" : "", std::string(to_string(mode)).c_str(), element_bytes);
+  std::printf("  %-42s %12s %12s   %s\n", "block (bytes added)", "GB (10^9)", "GiB (2^30)", "held after, GB");
+  for (std::size_t i = 0; i < l.entries.size(); ++i) {
+    const activation_entry& e = l.entries[i];
+    const bool elide = i >= 3 && i + 1 <= t.layers;  // entry i is layer i: show layers 1, 2 and L
+    if (elide) {
+      if (i == 3) std::printf("    ... (%llu layers alike)\n", static_cast<unsigned long long>(t.layers - 3));
+      continue;
+    }
+    std::printf("  %s %-40s %12.4f %12.4f   %.4f%s\n", e.transient ? "~" : "+", e.block.c_str(), in_unit(e.bytes, byte_unit::gb),
+                in_unit(e.bytes, byte_unit::gib), in_unit(e.cumulative_bytes, byte_unit::gb), e.transient ? " (transient)" : "");
+  }
+  std::printf("  peak %s (%s) at \"%s\"\n", format_bytes(l.peak_bytes, byte_unit::gb, 4).c_str(),
+              format_bytes(l.peak_bytes, byte_unit::gib, 4).c_str(), l.peak_block.c_str());
+}
+
+/// Workload and planner options for the request (used by the planner and for "what would fit").
+inline std::pair<workload, planner_options> planner_inputs(const plan_request& r) {
+  workload w;
+  w.shape = r.shape;
+  w.parameters = r.parameters.value_or(0);
+  w.tokens_per_sample = r.tokens_per_sample;
+  w.activation_bytes_per_sample = r.shape ? 0 : r.budget.activation_bytes_per_sample;
+  w.samples = r.samples > 0.0 ? r.samples : 1.0;
+  w.global_batch = r.global_batch;
+  planner_options o;
+  o.device = r.device;
+  o.budget = r.budget;
+  o.window_seconds = r.window_seconds > 0.0 ? r.window_seconds : 1e9;
+  o.efficiency = r.efficiency;
+  o.measured_samples_per_second = r.measured_sps;
+  o.measured_policy = r.measured_policy;
+  if (!r.policy_names.empty()) {
+    o.policies.clear();
+    for (const std::string& n : r.policy_names) o.policies.push_back({n, parse_policy_arg("policies", n)});
+  }
+  if (r.recompute_given) o.recompute_modes = {r.mode};
+  o.states = r.states;
+  o.stage = r.stage;
+  o.data_parallel = r.data_parallel;
+  o.rounding = r.rounding;
+  o.price_per_hour = r.price_per_hour;
+  return {w, o};
+}
+
+}  // namespace safeamp::tool

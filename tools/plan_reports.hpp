@@ -1,0 +1,193 @@
+// `safeamp plan`: the budget report (breakdown, largest microbatch, headroom, accumulation, what would fit) and the
+// nightly-planner report (every configuration, the chosen plan, the runner-up, or what fails by how much).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "plan_print.hpp"
+
+namespace safeamp::tool {
+
+inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) {
+  const memory_budget& b = r.budget;
+  const budget_breakdown d = breakdown(b);
+  const std::int64_t micro = max_microbatch(b);
+  nlohmann::json j = {{"device_bytes", d.device_bytes},
+                      {"context_bytes", d.context_bytes},
+                      {"reserve_fraction", b.reserve_fraction},
+                      {"reserve_bytes", d.reserve_bytes},
+                      {"fragmentation_fraction", b.fragmentation_fraction},
+                      {"fragmentation_bytes", d.fragmentation_bytes},
+                      {"workspace_bytes", d.workspace_bytes},
+                      {"fixed_bytes", d.fixed_bytes},
+                      {"available_for_activations_bytes", d.available_for_activations_bytes},
+                      {"activation_bytes_per_sample", b.activation_bytes_per_sample},
+                      {"max_microbatch", micro}};
+  if (r.states_ledger) {
+    j["model_states"] = {{"parameters", r.states_ledger->parameter_count},   {"policy", r.policy_name},
+                         {"optimizer", std::string(to_string(r.states.optimizer))},
+                         {"zero_stage", static_cast<int>(r.stage)},          {"data_parallel", r.data_parallel},
+                         {"weight_bytes", r.states_ledger->weight_bytes},    {"gradient_bytes", r.states_ledger->gradient_bytes},
+                         {"master_bytes", r.states_ledger->master_bytes},    {"optimizer_bytes", r.states_ledger->optimizer_bytes},
+                         {"total_bytes", r.states_ledger->total_bytes()}};
+  }
+  if (r.shape) {
+    const activation_ledger l = activation_ledger_for(*r.shape, 1, r.mode, storage_bytes(r.policy.output));
+    j["activations"] = {{"recompute", std::string(to_string(r.mode))}, {"stored_bytes_per_sample", l.stored_bytes},
+                        {"peak_bytes_per_sample", l.peak_bytes}, {"peak_block", l.peak_block}};
+  }
+  std::optional<accumulation_plan> acc;
+  if (micro >= 1) {
+    j["headroom_bytes"] = headroom_bytes(b, micro);
+    if (r.global_batch > 0) {
+      acc = accumulation_for(r.global_batch, micro, static_cast<std::int64_t>(r.data_parallel), r.rounding);
+      j["accumulation"] = {{"target_global_batch", r.global_batch}, {"microbatch", acc->microbatch},
+                           {"steps", acc->steps}, {"global_batch", acc->global_batch},
+                           {"rounding", r.rounding == accumulation_rounding::ceil ? "ceil" : "exact"},
+                           {"headroom_bytes", headroom_bytes(b, acc->microbatch)}};
+    }
+  }
+  std::vector<std::string> remedies;
+  if (micro < 1 && r.parameters) {
+    auto [w, o] = planner_inputs(r);
+    const named_policy p{r.policy_name, r.policy};
+    const plan_candidate c = detail::evaluate(w, o, p, r.mode, o.efficiency, o.states, o.stage, o.data_parallel);
+    remedies = detail::remedies_for(w, o, c, o.efficiency);
+  }
+  if (micro < 1) {
+    j["shortfall_bytes"] = -headroom_bytes(b, 1);
+    j["what_would_fit"] = remedies;
+  }
+  if (json) {
+    out["device"] = device_json(r.device);
+    out["budget"] = j;
+    return micro >= 1 ? exit_ok : exit_check_failed;
+  }
+  print_device(r.device, r.capacity_given);
+  if (r.states_ledger) print_states_ledger(r);
+  if (r.shape) print_activation_ledger(*r.shape, r.mode, storage_bytes(r.policy.output));
+  std::printf("Memory budget%s\n  %-42s %12s %12s\n", r.gemm ? "" : "", "", "GB (10^9)", "GiB (2^30)");
+  print_size_row("device capacity", d.device_bytes);
+  print_size_row("CUDA context", d.context_bytes, "-");
+  char label[96];
+  std::snprintf(label, sizeof label, "reserve (%.4g%% of capacity - context)", 100.0 * b.reserve_fraction);
+  print_size_row(label, d.reserve_bytes, "-");
+  std::snprintf(label, sizeof label, "fragmentation allowance (%.4g%%)", 100.0 * b.fragmentation_fraction);
+  print_size_row(label, d.fragmentation_bytes, "-");
+  print_size_row("library workspace", d.workspace_bytes, "-");
+  print_size_row("model states (fixed)", d.fixed_bytes, "-");
+  if (micro >= 1) {
+    print_size_row("available for activations", d.available_for_activations_bytes, "=");
+  } else {
+    print_size_row("SHORT before any activations", d.fixed_shortfall_bytes, "!");
+  }
+  print_size_row("activations per sample", b.activation_bytes_per_sample, " ");
+  if (micro >= 1) {
+    std::printf("Largest microbatch: %lld (floor of available / per sample); headroom %s (%s)\n",
+                static_cast<long long>(micro), format_bytes(static_cast<std::uint64_t>(headroom_bytes(b, micro)), byte_unit::gb, 3).c_str(),
+                format_bytes(static_cast<std::uint64_t>(headroom_bytes(b, micro)), byte_unit::gib, 3).c_str());
+    if (acc) {
+      std::printf("Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %llu device(s) = %lld samples\n",
+                  r.rounding == accumulation_rounding::ceil ? "ceil" : "exact-divisor", static_cast<long long>(r.global_batch),
+                  static_cast<long long>(acc->microbatch), static_cast<long long>(acc->steps),
+                  static_cast<unsigned long long>(r.data_parallel), static_cast<long long>(acc->global_batch));
+    }
+    return exit_ok;
+  }
+  std::printf("Nothing fits: microbatch 1 is short by %s (%s).\n",
+              format_bytes(static_cast<std::uint64_t>(-headroom_bytes(b, 1)), byte_unit::gb, 3).c_str(),
+              format_bytes(static_cast<std::uint64_t>(-headroom_bytes(b, 1)), byte_unit::gib, 3).c_str());
+  if (!remedies.empty()) std::printf("What would fit:\n");
+  for (const std::string& s : remedies) std::printf("  - %s\n", s.c_str());
+  return exit_check_failed;
+}
+
+inline nlohmann::json candidate_json(const plan_candidate& c) {
+  return {{"policy", c.policy_name},
+          {"recompute", std::string(to_string(c.mode))},
+          {"supported", c.supported},
+          {"state_bytes", c.state_bytes},
+          {"activation_bytes_per_sample", c.activation_bytes_per_sample},
+          {"max_microbatch", c.max_microbatch},
+          {"shortfall_bytes", c.shortfall_bytes},
+          {"microbatch", c.accumulation.microbatch},
+          {"accumulation_steps", c.accumulation.steps},
+          {"global_batch", c.accumulation.global_batch},
+          {"headroom_bytes", c.headroom_bytes},
+          {"flops_per_sample", c.flops_per_sample},
+          {"attainable_flops", c.attainable_flops},
+          {"seconds_per_sample", c.seconds_per_sample},
+          {"total_seconds", c.total_seconds},
+          {"margin_seconds", c.margin_seconds},
+          {"cost_per_sample", c.cost_per_sample},
+          {"fits_memory", c.fits_memory()},
+          {"fits", c.fits()}};
+}
+
+inline int report_planner(const plan_request& r, nlohmann::json& out, bool json) {
+  auto [w, o] = planner_inputs(r);
+  const plan_result p = plan(w, o);
+  if (json) {
+    nlohmann::json j = {{"samples", w.samples}, {"window_seconds", o.window_seconds}, {"efficiency", p.efficiency}};
+    j["candidates"] = nlohmann::json::array();
+    for (const plan_candidate& c : p.candidates) j["candidates"].push_back(candidate_json(c));
+    j["chosen"] = p.chosen ? candidate_json(*p.chosen) : nlohmann::json(nullptr);
+    j["runner_up"] = p.runner_up ? candidate_json(*p.runner_up) : nlohmann::json(nullptr);
+    j["failures"] = p.failures;
+    j["remedies"] = p.remedies;
+    out["device"] = device_json(r.device);
+    out["plan"] = j;
+    return p.chosen ? exit_ok : exit_check_failed;
+  }
+  print_device(r.device, r.capacity_given);
+  std::printf("Night: %.6g samples in a %.2f h window; %s, ZeRO stage %d x %llu; step time from the roofline at %.0f%% "
+              "efficiency%s\n",
+              w.samples, o.window_seconds / 3600.0, std::string(to_string(o.states.optimizer)).c_str(),
+              static_cast<int>(o.stage), static_cast<unsigned long long>(o.data_parallel), 100.0 * p.efficiency,
+              r.measured_sps > 0.0 ? " (calibrated from the measured throughput)" : "");
+  std::printf("  %-18s %-9s %6s %6s %7s %10s %10s %10s %9s %10s %8s %9s %s\n", "policy", "recompute", "micro", "steps",
+              "batch", "states GB", "act/smp GB", "headrm GB", "TFLOP/s", "ms/sample", "total h", "margin h", "");
+  for (const plan_candidate& c : p.candidates) {
+    if (!c.fits_memory()) {
+      std::printf("  %-18s %-9s %6s %6s %7s %10.3f %10.4f   %s\n", c.policy_name.c_str(), std::string(to_string(c.mode)).c_str(),
+                  "-", "-", "-", in_unit(c.state_bytes, byte_unit::gb), in_unit(c.activation_bytes_per_sample, byte_unit::gb),
+                  !c.supported ? ("unsupported: no " + format_name(c.policy.compute) + " math units").c_str()
+                               : ("OOM: microbatch 1 short by " +
+                                  format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gb, 3)).c_str());
+      continue;
+    }
+    const char* verdict = c.fits() ? "fits" : "late";
+    std::printf("  %-18s %-9s %6lld %6lld %7lld %10.3f %10.4f %10.3f %9.1f %10.3f %8.2f %9.2f %s\n", c.policy_name.c_str(),
+                std::string(to_string(c.mode)).c_str(), static_cast<long long>(c.accumulation.microbatch),
+                static_cast<long long>(c.accumulation.steps), static_cast<long long>(c.accumulation.global_batch),
+                in_unit(c.state_bytes, byte_unit::gb), in_unit(c.activation_bytes_per_sample, byte_unit::gb),
+                static_cast<double>(c.headroom_bytes) / 1e9, c.attainable_flops * p.efficiency / 1e12,
+                1e3 * c.seconds_per_sample, c.total_seconds / 3600.0, c.margin_seconds / 3600.0, verdict);
+  }
+  if (p.chosen) {
+    const plan_candidate& c = *p.chosen;
+    std::printf("Chosen: %s, recompute %s, microbatch %lld x %lld accumulation steps: %.2f h, %.2f h to spare; "
+                "%.4g device-seconds per sample",
+                c.policy_name.c_str(), std::string(to_string(c.mode)).c_str(), static_cast<long long>(c.accumulation.microbatch),
+                static_cast<long long>(c.accumulation.steps), c.total_seconds / 3600.0, c.margin_seconds / 3600.0,
+                c.seconds_per_sample);
+    if (c.cost_per_sample > 0.0) std::printf(", %.4g per sample at %.4g per hour", c.cost_per_sample, o.price_per_hour);
+    std::printf("\n");
+    if (p.runner_up) {
+      std::printf("Runner-up: %s, recompute %s, microbatch %lld: %.2f h (%.2f h slower)\n", p.runner_up->policy_name.c_str(),
+                  std::string(to_string(p.runner_up->mode)).c_str(), static_cast<long long>(p.runner_up->accumulation.microbatch),
+                  p.runner_up->total_seconds / 3600.0, (p.runner_up->total_seconds - c.total_seconds) / 3600.0);
+    }
+    return exit_ok;
+  }
+  std::printf("No configuration fits:\n");
+  for (const std::string& s : p.failures) std::printf("  - %s\n", s.c_str());
+  if (!p.remedies.empty()) std::printf("What would fit:\n");
+  for (const std::string& s : p.remedies) std::printf("  - %s\n", s.c_str());
+  return exit_check_failed;
+}
+
+}  // namespace safeamp::tool

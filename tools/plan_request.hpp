@@ -1,0 +1,203 @@
+// `safeamp plan`: turns the key/value inputs into typed requests (device, budget, model, shape, window, GEMM),
+// with every default stated here and every bad value reported by key.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan_inputs.hpp"
+
+namespace safeamp::tool {
+
+// Defaults of the tool (the library's own defaults are zero; these are printed with every result).
+inline constexpr double default_reserve_fraction = 0.10;
+inline constexpr std::uint64_t default_context_bytes = 512ULL << 20;   // ~300 MiB with lazy loading, plus margin
+inline constexpr std::uint64_t default_workspace_bytes = 32ULL << 20;  // cuBLASLt workspace as PyTorch sizes it on Hopper
+
+struct gemm_request {
+  double m = 0, n = 0, k = 0;
+  format_spec format = fp16;
+  double measured_seconds = 0.0;
+};
+
+struct plan_request {
+  device_spec device{};
+  bool capacity_given = false;  // --capacity overrides the table's figure
+  memory_budget budget{};  // fixed/per-sample filled in below when known
+  bool has_budget = false;  // fixed and per-sample bytes are known
+  std::optional<std::uint64_t> parameters{};
+  std::string policy_name = "bf16-mixed";
+  precision_policy policy = presets::bf16_mixed;
+  state_options states{};
+  zero_stage stage = zero_stage::none;
+  std::uint64_t data_parallel = 1;
+  std::optional<transformer_shape> shape{};
+  recompute mode = recompute::none;
+  bool recompute_given = false;
+  std::int64_t global_batch = 0;
+  accumulation_rounding rounding = accumulation_rounding::ceil;
+  double window_seconds = 0.0;
+  double samples = 0.0;
+  std::uint64_t tokens_per_sample = 1;
+  double efficiency = 0.4;
+  double measured_sps = 0.0;
+  std::string measured_policy = "bf16-mixed";
+  std::vector<std::string> policy_names{};
+  double price_per_hour = 0.0;
+  std::optional<gemm_request> gemm{};
+  std::optional<model_states> states_ledger{};
+};
+
+inline plan_request resolve_request(const plan_values& v, const device_spec& device) {
+  auto get = [&](const char* k) -> const std::string* {
+    auto it = v.find(k);
+    return it == v.end() ? nullptr : &it->second;
+  };
+  auto count = [&](const char* k, double max) -> std::optional<std::uint64_t> {
+    if (auto* s = get(k)) return parse_count(k, *s, max, "a whole number 1 .. " + std::to_string(static_cast<long long>(max)));
+    return std::nullopt;
+  };
+  plan_request r;
+  r.device = device;
+  r.capacity_given = get("capacity") != nullptr;
+  r.budget.device_bytes = device.capacity_bytes;
+  r.budget.reserve_fraction = default_reserve_fraction;
+  r.budget.context_bytes = default_context_bytes;
+  r.budget.workspace_bytes = default_workspace_bytes;
+  if (auto* s = get("reserve")) r.budget.reserve_fraction = parse_real("reserve", *s, 0.0, 1.0, false, "0 <= reserve < 1");
+  if (r.budget.reserve_fraction >= 1.0) throw error("reserve", "'" + *get("reserve") + "'", "0 <= reserve < 1");
+  if (auto* s = get("context")) r.budget.context_bytes = parse_bytes(*s, "context");
+  if (auto* s = get("workspace")) r.budget.workspace_bytes = parse_bytes(*s, "workspace");
+  if (auto* s = get("fragmentation")) {
+    r.budget.fragmentation_fraction = parse_real("fragmentation", *s, 0.0, 0.999999, false, "0 <= fragmentation < 1");
+  }
+  r.budget.activation_bytes_per_sample = 1;  // checks the overheads against the capacity now
+  validate(r.budget);
+
+  if (auto* s = get("policy")) {
+    r.policy = parse_policy_arg("policy", *s);
+    r.policy_name = *s;
+  }
+  if (auto* s = get("optimizer")) r.states.optimizer = parse_optimizer(*s);
+  if (auto* s = get("optimizer-states")) {
+    r.states.optimizer_state_format = parse_format(*s);
+    if (r.states.optimizer_state_format != fp32 && r.states.optimizer_state_format != bf16 &&
+        r.states.optimizer_state_format != fp16) {
+      throw error("optimizer-states", *s, "fp32, bf16 or fp16");
+    }
+  }
+  if (auto* s = get("zero-stage")) {
+    if (*s != "0" && *s != "1" && *s != "2" && *s != "3") throw error("zero-stage", *s, "0, 1, 2 or 3");
+    r.stage = static_cast<zero_stage>((*s)[0] - '0');
+  }
+  if (auto c = count("dp", 1e6)) r.data_parallel = *c;
+  if (auto* s = get("recompute")) {
+    r.mode = parse_recompute(*s);
+    r.recompute_given = true;
+  }
+  if (auto c = count("global-batch", 1e12)) r.global_batch = static_cast<std::int64_t>(*c);
+  if (auto* s = get("rounding")) {
+    if (*s == "ceil") r.rounding = accumulation_rounding::ceil;
+    else if (*s == "exact" || *s == "exact-divisor") r.rounding = accumulation_rounding::exact_divisor;
+    else throw error("rounding", *s, "ceil or exact");
+  }
+
+  const char* shape_keys[] = {"seq", "hidden", "heads", "layers", "vocab"};
+  int shape_given = 0;
+  for (const char* k : shape_keys) shape_given += get(k) ? 1 : 0;
+  if (shape_given > 0) {
+    if (shape_given < 5) throw error("transformer shape", std::to_string(shape_given) + " of 5 keys", "all of --seq --hidden --heads --layers --vocab");
+    transformer_shape t;
+    t.sequence = *count("seq", 1e7);
+    t.hidden = *count("hidden", 1e6);
+    t.heads = *count("heads", 1e5);
+    t.layers = *count("layers", 1e5);
+    t.vocabulary = *count("vocab", 1e8);
+    if (auto c = count("tp", 1e6)) t.tensor_parallel = *c;
+    if (auto* s = get("sp")) t.sequence_parallel = parse_bool("sp", *s);
+    validate(t);
+    r.shape = t;
+    if (get("params")) throw error("params", *get("params"), "either --params or a transformer shape, not both");
+    r.parameters = parameter_count(t);
+    r.tokens_per_sample = t.sequence;
+  }
+  if (auto* s = get("params")) {
+    r.parameters = parse_count("params", *s, 1e15, "1 .. 1e15 parameters (e.g. 7.5e9, 7.5B, 125M)");
+  }
+  if (auto c = count("tokens-per-sample", 1e8); c && !r.shape) r.tokens_per_sample = *c;
+
+  std::optional<std::uint64_t> fixed;
+  if (auto* s = get("states")) {
+    fixed = parse_bytes(*s, "states");
+    if (r.parameters) throw error("states", *s, "either --states or --params/a transformer shape, not both");
+  } else if (r.parameters) {
+    r.states_ledger = model_states_for(*r.parameters, r.policy, r.states, r.stage, r.data_parallel);
+    fixed = r.states_ledger->total_bytes();
+  }
+  std::optional<std::uint64_t> per_sample;
+  if (auto* s = get("per-sample")) {
+    per_sample = parse_bytes(*s, "per-sample");
+    if (*per_sample == 0) throw error("per-sample", *s, "> 0 bytes");
+    if (r.shape) throw error("per-sample", *s, "either --per-sample or a transformer shape, not both");
+  } else if (r.shape) {
+    per_sample = activation_bytes_per_sample(*r.shape, r.mode, storage_bytes(r.policy.output));
+  }
+  if (fixed && per_sample) {
+    r.budget.fixed_bytes = *fixed;
+    r.budget.activation_bytes_per_sample = *per_sample;
+    r.has_budget = true;
+  }
+
+  if (auto* s = get("window")) r.window_seconds = parse_duration_seconds("window", *s);
+  if (auto* s = get("samples")) r.samples = parse_real("samples", *s, 1.0, 1e15, false, "1 .. 1e15 samples");
+  if (auto* s = get("tokens")) {
+    if (get("samples")) throw error("tokens", *s, "either --samples or --tokens, not both");
+    r.samples = std::ceil(parse_real("tokens", *s, 1.0, 1e18, false, "1 .. 1e18 tokens") /
+                          static_cast<double>(r.tokens_per_sample));
+  }
+  if (auto* s = get("efficiency")) r.efficiency = parse_real("efficiency", *s, 0.0, 1.0, true, "0 < efficiency <= 1");
+  if (auto* s = get("measured-sps")) r.measured_sps = parse_real("measured-sps", *s, 0.0, 1e15, true, "> 0 samples/s");
+  if (auto* s = get("measured-policy")) r.measured_policy = *s;
+  if (auto* s = get("price-per-hour")) r.price_per_hour = parse_real("price-per-hour", *s, 0.0, 1e9, false, ">= 0");
+  if (auto* s = get("policies")) {
+    std::stringstream ss(*s);
+    for (std::string item; std::getline(ss, item, ',');) {
+      (void)parse_policy_arg("policies", item);
+      r.policy_names.push_back(item);
+    }
+  }
+  if (r.window_seconds > 0.0) {
+    if (r.samples <= 0.0) throw error("samples", "missing", "--samples or --tokens with --window");
+    if (!r.parameters) throw error("params", "missing", "--params (with --per-sample) or a transformer shape with --window");
+    if (!r.shape && !per_sample) throw error("per-sample", "missing", "--per-sample or a transformer shape with --window");
+  }
+
+  if (auto* s = get("gemm")) {
+    gemm_request g;
+    double dims[3] = {0, 0, 0};
+    std::stringstream ss(*s);
+    int i = 0;
+    for (std::string item; std::getline(ss, item, 'x'); ++i) {
+      if (i >= 3) throw error("gemm", *s, "MxNxK with three whole numbers >= 1");
+      dims[i] = static_cast<double>(parse_count("gemm", item, 1e9, "MxNxK with three whole numbers 1 .. 1e9"));
+    }
+    if (i != 3) throw error("gemm", *s, "MxNxK with three whole numbers >= 1");
+    g.m = dims[0];
+    g.n = dims[1];
+    g.k = dims[2];
+    if (auto* f = get("format")) g.format = parse_format(*f);
+    if (auto* t = get("measured-seconds")) {
+      g.measured_seconds = parse_real("measured-seconds", *t, 0.0, 1e9, true, "> 0 seconds");
+    }
+    r.gemm = g;
+  }
+  if (!r.gemm && r.window_seconds <= 0.0 && !r.has_budget) {
+    throw error("plan inputs", "incomplete",
+                "model states (--states or --params/--policy/--optimizer) with activations (--per-sample or a transformer "
+                "shape), a --window with --samples, or a --gemm MxNxK");
+  }
+  return r;
+}
+
+}  // namespace safeamp::tool
