@@ -1,4 +1,6 @@
-// Host-callable launchers for kernels that run the core headers' code (rounding) on the device.
+// Casting kernels that run the core rounding routine unchanged on the device: the same round_to and the
+// same Philox stochastic bits (philox_key: element i uses logical index key.offset + i) as round_span on
+// the CPU, so a GPU cast is bit-identical to the simulator's. Launchers are asynchronous.
 #pragma once
 
 #include <cstdint>
@@ -11,5 +13,18 @@ namespace safeamp::cuda {
 /// to round_span on the CPU). Returns the cudaError_t of the launch as an int (0 = success).
 int launch_round(format_spec f, round_options opt, philox_key key, const float* in, float* out, std::uint64_t n,
                  void* stream);
+
+/// Like launch_round, and adds the cast counters (overflow, underflow, subnormal, nan, infinity; the
+/// core's definitions) into the device array `counters` of 5 uint64 (zero it first). `elements` is the
+/// caller's n. Returns the launch's cudaError_t as an int.
+int launch_round_counted(format_spec f, round_options opt, philox_key key, const float* in, float* out, std::uint64_t n,
+                         unsigned long long* counters, void* stream);
+
+/// Encodes n floats into format codes (formats of at most 16 bits), as encode_span does on the CPU.
+int launch_encode16(format_spec f, round_options opt, philox_key key, const float* in, std::uint16_t* out,
+                    std::uint64_t n, void* stream);
+
+/// Device counter array layout for launch_round_counted.
+enum class cast_counter : int { overflow = 0, underflow, subnormal, nan, infinity, count };
 
 }  // namespace safeamp::cuda

@@ -1,0 +1,68 @@
+// The current GPU: whether one is present (device tests skip with CTest's code 77 when not), its name
+// and compute capability, and which row of the core device table (safeamp/memory/devices.hpp) it is.
+#pragma once
+
+#include <cctype>
+#include <string>
+#include <string_view>
+
+#include "safeamp/memory/devices.hpp"
+
+namespace safeamp::cuda {
+
+/// Number of visible CUDA devices; 0 (never an exception) when there is no driver or no device.
+[[nodiscard]] int device_count() noexcept;
+
+struct device_info {
+  std::string name;            // runtime name, e.g. "NVIDIA H100 80GB HBM3"
+  int compute_capability = 0;  // 10 * major + minor, e.g. 90
+  int multiprocessors = 0;
+};
+
+/// The current device (throws cuda_error when there is none).
+[[nodiscard]] device_info current_device();
+
+/// CTest's skip code, returned by device tests and benchmarks when no GPU is present.
+inline constexpr int ctest_skip_code = 77;
+
+/// The table row for a runtime device name, or nullptr when the device is not in the table. A row
+/// matches when its model token (the first word, or the first two for "RTX ..." names) appears in the
+/// runtime name as a whole word, and, for rows that name a memory size ("40GB"), that size does too.
+/// SXM rows do not match PCIe or NVL cards (lower clocks and power: their peaks are lower).
+[[nodiscard]] inline const device_spec* find_device_for_runtime_name(std::string_view runtime_name) {
+  const auto upper = [](std::string_view s) {
+    std::string r(s);
+    for (char& ch : r) ch = (ch >= 'a' && ch <= 'z') ? static_cast<char>(ch - 'a' + 'A') : ch;
+    return r;
+  };
+  const std::string name = upper(runtime_name);
+  const auto word_at = [&name](std::string_view w) {
+    for (std::size_t pos = name.find(w); pos != std::string::npos; pos = name.find(w, pos + 1)) {
+      const bool left = pos == 0 || !std::isalnum(static_cast<unsigned char>(name[pos - 1]));
+      const std::size_t end = pos + w.size();
+      const bool right = end == name.size() || !std::isalnum(static_cast<unsigned char>(name[end]));
+      if (left && right) return true;
+    }
+    return false;
+  };
+  for (const device_spec& d : device_table()) {
+    const std::string row = upper(d.name);
+    std::size_t cut = row.find(' ');
+    if (row.rfind("RTX ", 0) == 0) cut = row.find(' ', cut + 1);
+    const std::string model = row.substr(0, cut);
+    if (!word_at(model)) continue;
+    bool sizes_match = true;
+    for (std::size_t p = row.find("GB"); p != std::string::npos; p = row.find("GB", p + 1)) {
+      std::size_t b = p;
+      while (b > 0 && std::isdigit(static_cast<unsigned char>(row[b - 1]))) --b;
+      if (b < p && name.find(row.substr(b, p + 2 - b)) == std::string::npos) sizes_match = false;
+    }
+    // SXM rows carry SXM figures; the PCIe and NVL cards of the same model are slower and are not matched.
+    const bool form_factor_mismatch = row.find("SXM") != std::string::npos &&
+                                      (name.find("PCIE") != std::string::npos || name.find("NVL") != std::string::npos);
+    if (sizes_match && !form_factor_mismatch) return &d;
+  }
+  return nullptr;
+}
+
+}  // namespace safeamp::cuda

@@ -1,0 +1,55 @@
+// GEMM through cuBLASLt: descriptors built from a gemm_problem, a workspace owned by the engine, and the
+// heuristic's algorithm choice cached per problem (plan_cache). Every call is checked (cuda_error).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "safeamp/cuda/gemm_problem.hpp"
+#include "safeamp/cuda/plan_cache.hpp"
+
+namespace safeamp::cuda {
+
+/// Device pointers of one GEMM call. Scale pointers are device floats, required for fp8 problems
+/// (types.tensor_scales): D = alpha * (a_scale * A) (b_scale * B) + beta * C.
+struct gemm_operands {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* c = nullptr;  // may be nullptr when beta == 0 (then D is used as C)
+  void* d = nullptr;
+  const void* bias = nullptr;  // length m, types.bias, required by bias epilogues
+  const float* a_scale = nullptr;
+  const float* b_scale = nullptr;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+};
+
+struct gemm_engine_options {
+  std::size_t workspace_bytes = std::size_t{32} << 20;  // 32 MiB: what cuBLASLt recommends for Hopper
+};
+
+/// cuBLASLt epilogue value (CUBLASLT_EPILOGUE_*) of our epilogue.
+[[nodiscard]] int to_cublaslt_epilogue(epilogue e) noexcept;
+
+class gemm_engine {
+ public:
+  /// Creates the cuBLASLt handle and allocates the workspace on the current device (throws cuda_error).
+  explicit gemm_engine(gemm_engine_options options = {});
+  ~gemm_engine();
+  gemm_engine(const gemm_engine&) = delete;
+  gemm_engine& operator=(const gemm_engine&) = delete;
+
+  /// Enqueues D = op(A) op(B) (+ C, bias, activation) on `stream` (a cudaStream_t; nullptr = default).
+  /// Validates the problem (safeamp::error) and operands (missing bias / fp8 scales); a problem whose
+  /// types need a newer GPU than the current one throws safeamp::error naming both compute capabilities.
+  void run(const gemm_problem& problem, const gemm_operands& operands, void* stream);
+
+  [[nodiscard]] plan_cache_stats cache_stats() const noexcept;
+  [[nodiscard]] std::size_t workspace_bytes() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace safeamp::cuda

@@ -1,0 +1,185 @@
+// cuBLASLt GEMM: one cached plan per gemm_problem (matmul descriptor, three layouts, the heuristic's
+// algorithm), a workspace owned by the engine, every status checked.
+#include "safeamp/cuda/gemm.hpp"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "check.hpp"
+#include "safeamp/cuda/memory_probe.hpp"
+#include "safeamp/format/round.hpp"
+
+namespace safeamp::cuda {
+
+int to_cublaslt_epilogue(epilogue e) noexcept {
+  switch (e) {
+    case epilogue::none:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case epilogue::relu:
+      return CUBLASLT_EPILOGUE_RELU;
+    case epilogue::gelu:
+      return CUBLASLT_EPILOGUE_GELU;
+    case epilogue::bias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case epilogue::bias_relu:
+      return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case epilogue::bias_gelu:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+namespace {
+
+struct lt_plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+
+  lt_plan() = default;
+  lt_plan(const lt_plan&) = delete;
+  lt_plan& operator=(const lt_plan&) = delete;
+  lt_plan(lt_plan&& o) noexcept : op(o.op), a(o.a), b(o.b), c(o.c), d(o.d), algo(o.algo) {
+    o.op = nullptr;
+    o.a = o.b = o.c = o.d = nullptr;
+  }
+  ~lt_plan() {
+    // Destruction statuses cannot be reported from a destructor; the handles are freed best-effort.
+    if (a != nullptr) (void)cublasLtMatrixLayoutDestroy(a);
+    if (b != nullptr) (void)cublasLtMatrixLayoutDestroy(b);
+    if (c != nullptr) (void)cublasLtMatrixLayoutDestroy(c);
+    if (d != nullptr) (void)cublasLtMatrixLayoutDestroy(d);
+    if (op != nullptr) (void)cublasLtMatmulDescDestroy(op);
+  }
+};
+
+cublasLtMatrixLayout_t make_layout(const matrix_layout& l) {
+  cublasLtMatrixLayout_t h = nullptr;
+  SAFEAMP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&h, static_cast<cudaDataType_t>(to_cuda_data_type(l.type)),
+                                                  static_cast<std::uint64_t>(l.rows),
+                                                  static_cast<std::uint64_t>(l.cols), l.ld));
+  return h;
+}
+
+template <class T>
+void set_desc(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  SAFEAMP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attr, &value, sizeof(value)));
+}
+
+}  // namespace
+
+struct gemm_engine::impl {
+  cublasLtHandle_t handle = nullptr;
+  device_buffer workspace;
+  plan_cache<lt_plan> plans;
+  int compute_capability = 0;
+
+  lt_plan make_plan(const gemm_problem& p) {
+    const gemm_layouts l = describe(p);
+    lt_plan plan;
+    SAFEAMP_CUBLAS_CHECK(
+        cublasLtMatmulDescCreate(&plan.op, static_cast<cublasComputeType_t>(to_cublas_compute_type(p.types.compute)),
+                                 static_cast<cudaDataType_t>(to_cuda_data_type(p.types.scale))));
+    const cublasOperation_t ta = p.op_a == transpose::transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = p.op_b == transpose::transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    set_desc(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, ta);
+    set_desc(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, tb);
+    const auto epi = static_cast<cublasLtEpilogue_t>(to_cublaslt_epilogue(p.epi));
+    set_desc(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+    if (has_bias(p.epi)) {
+      const auto bias_type = static_cast<std::int32_t>(to_cuda_data_type(p.types.bias));
+      set_desc(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+    }
+    plan.a = make_layout(l.a);
+    plan.b = make_layout(l.b);
+    plan.c = make_layout(l.c);
+    plan.d = make_layout(l.d);
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    SAFEAMP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const std::uint64_t ws = workspace.size_bytes();
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t status =
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      status =
+          cublasLtMatmulAlgoGetHeuristic(handle, plan.op, plan.a, plan.b, plan.c, plan.d, pref, 1, &result, &found);
+    }
+    (void)cublasLtMatmulPreferenceDestroy(pref);
+    SAFEAMP_CUBLAS_CHECK(status);
+    if (found == 0) {
+      throw error("gemm problem",
+                  std::to_string(p.m) + " x " + std::to_string(p.n) + " x " + std::to_string(p.k) + " " +
+                      std::string(dtype_name(p.types.a)) + " -> " + std::string(dtype_name(p.types.d)),
+                  "a problem for which cuBLASLt's heuristic returns an algorithm on this GPU");
+    }
+    plan.algo = result.algo;
+    return plan;
+  }
+};
+
+gemm_engine::gemm_engine(gemm_engine_options options) : impl_(std::make_unique<impl>()) {
+  int device = 0;
+  SAFEAMP_CUDA_CHECK(cudaGetDevice(&device));
+  int major = 0, minor = 0;
+  SAFEAMP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  SAFEAMP_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  impl_->compute_capability = 10 * major + minor;
+  SAFEAMP_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
+  try {
+    impl_->workspace = device_buffer(options.workspace_bytes);
+  } catch (...) {
+    (void)cublasLtDestroy(impl_->handle);
+    throw;
+  }
+}
+
+gemm_engine::~gemm_engine() {
+  if (impl_ && impl_->handle != nullptr) {
+    impl_->plans.clear();
+    (void)cublasLtDestroy(impl_->handle);
+  }
+}
+
+void gemm_engine::run(const gemm_problem& p, const gemm_operands& o, void* stream) {
+  if (p.types.min_compute_capability > impl_->compute_capability) {
+    throw error("gemm types",
+                std::string(dtype_name(p.types.a)) + " x " + std::string(dtype_name(p.types.b)) + " (needs sm_" +
+                    std::to_string(p.types.min_compute_capability) + ")",
+                "types this GPU (sm_" + std::to_string(impl_->compute_capability) + ") supports");
+  }
+  if (o.a == nullptr || o.b == nullptr || o.d == nullptr) {
+    throw error("gemm operands", "a null A, B or D pointer", "device pointers for A, B and D");
+  }
+  if (o.beta != 0.0f && o.c == nullptr) throw error("gemm operands C", "nullptr with beta != 0", "a C pointer");
+  if (has_bias(p.epi) && o.bias == nullptr) throw error("gemm operands bias", "nullptr", "a bias pointer");
+  if (p.types.tensor_scales && (o.a_scale == nullptr || o.b_scale == nullptr)) {
+    throw error("gemm operands fp8 scales", "nullptr", "device pointers to A's and B's per-tensor scales");
+  }
+  lt_plan& plan = impl_->plans.get_or_create(p, [this](const gemm_problem& q) { return impl_->make_plan(q); });
+  if (has_bias(p.epi)) set_desc(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, o.bias);
+  if (p.types.tensor_scales) {
+    set_desc(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(o.a_scale));
+    set_desc(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(o.b_scale));
+  }
+  // alpha/beta in the descriptor's scale type: fp32, or fp16 bits for CUBLAS_COMPUTE_16F.
+  float alpha32 = o.alpha, beta32 = o.beta;
+  std::uint16_t alpha16 = static_cast<std::uint16_t>(encode(fp16, o.alpha));
+  std::uint16_t beta16 = static_cast<std::uint16_t>(encode(fp16, o.beta));
+  const bool half_scale = p.types.scale == device_dtype::f16;
+  const void* alpha = half_scale ? static_cast<const void*>(&alpha16) : static_cast<const void*>(&alpha32);
+  const void* beta = half_scale ? static_cast<const void*>(&beta16) : static_cast<const void*>(&beta32);
+  const void* c = o.c != nullptr ? o.c : o.d;
+  SAFEAMP_CUBLAS_CHECK(cublasLtMatmul(impl_->handle, plan.op, alpha, o.a, plan.a, o.b, plan.b, beta, c, plan.c, o.d,
+                                      plan.d, &plan.algo, impl_->workspace.data(), impl_->workspace.size_bytes(),
+                                      static_cast<cudaStream_t>(stream)));
+}
+
+plan_cache_stats gemm_engine::cache_stats() const noexcept { return impl_->plans.stats(); }
+std::size_t gemm_engine::workspace_bytes() const noexcept { return impl_->workspace.size_bytes(); }
+
+}  // namespace safeamp::cuda

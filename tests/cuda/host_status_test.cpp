@@ -1,0 +1,91 @@
+// Host-side (no GPU): status codes -> names, and the error text naming the call and the call site.
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "safeamp/cuda/device.hpp"
+#include "safeamp/cuda/status.hpp"
+#include "safeamp/cuda/telemetry_reader.hpp"
+
+using namespace safeamp::cuda;
+
+TEST_CASE("cuBLAS status names agree with cublasLtGetStatusName", "[cuda][host]") {
+  // Our table is independent of the library; the library's own names are the oracle.
+  for (int s : {0, 1, 3, 7, 8, 11, 13, 14, 15, 16}) {
+    INFO("status " << s);
+    CHECK(std::string(cublas_status_name(s)) == cublasLtGetStatusName(static_cast<cublasStatus_t>(s)));
+  }
+  CHECK(cublas_status_name(15) == "CUBLAS_STATUS_NOT_SUPPORTED");  // cublas_api.h: CUBLAS_STATUS_NOT_SUPPORTED = 15
+  CHECK(cublas_status_name(12345) == "unrecognized cuBLAS status");
+}
+
+TEST_CASE("CUDA runtime status names", "[cuda][host]") {
+  CHECK(cuda_status_name(cudaErrorMemoryAllocation) == "cudaErrorMemoryAllocation");
+  CHECK(cuda_status_name(cudaErrorInvalidValue) == "cudaErrorInvalidValue");
+  CHECK(cuda_status_name(cudaErrorNoDevice) == "cudaErrorNoDevice");
+  CHECK(cuda_status_name(2) == "cudaErrorMemoryAllocation");  // driver_types.h: cudaErrorMemoryAllocation = 2
+}
+
+TEST_CASE("check_status throws cuda_error with name, call and site; success passes", "[cuda][host]") {
+  CHECK_NOTHROW(check_status(status_source::cuda_runtime, 0, "cudaFree(p)", "x.cpp", 1));
+  CHECK_NOTHROW(check_status(status_source::cublas, 0, "cublasLtCreate(&h)", "x.cpp", 1));
+  try {
+    check_status(status_source::cublas, 15, "cublasLtMatmul(h, ...)", "gemm.cpp", 42);
+    FAIL("no exception");
+  } catch (const cuda_error& e) {
+    CHECK(e.source() == status_source::cublas);
+    CHECK(e.status() == 15);
+    CHECK(e.status_name() == "CUBLAS_STATUS_NOT_SUPPORTED");
+    CHECK(e.call() == "cublasLtMatmul(h, ...)");
+    CHECK(std::string(e.what()) ==
+          "cublasLtMatmul(h, ...) failed with CUBLAS_STATUS_NOT_SUPPORTED (15) at gemm.cpp:42");
+  }
+  try {
+    check_status(status_source::cuda_runtime, 2, "cudaMalloc(&p, n)", "mem.cpp", 7);
+    FAIL("no exception");
+  } catch (const safeamp::error& e) {  // cuda_error is a safeamp::error
+    CHECK(std::string(e.what()) == "cudaMalloc(&p, n) failed with cudaErrorMemoryAllocation (2) at mem.cpp:7");
+  }
+  try {
+    check_status(status_source::cublas, 999, "f()", "a.cpp", 3);
+    FAIL("no exception");
+  } catch (const cuda_error& e) {
+    CHECK(e.status_name() == "unrecognized cuBLAS status 999");
+  }
+}
+
+TEST_CASE("runtime device names map onto the device table", "[cuda][host]") {
+  const auto row = [](std::string_view runtime) -> std::string {
+    const safeamp::device_spec* d = find_device_for_runtime_name(runtime);
+    return d == nullptr ? "(none)" : std::string(d->name);
+  };
+  CHECK(row("NVIDIA GeForce RTX 4090") == "RTX 4090");
+  CHECK(row("NVIDIA GeForce RTX 3090") == "RTX 3090");
+  CHECK(row("NVIDIA RTX A5000") == "RTX A5000");
+  CHECK(row("NVIDIA A10") == "A10");
+  CHECK(row("NVIDIA L4") == "L4");
+  CHECK(row("NVIDIA L40S") == "(none)");                   // L4 must be a whole word
+  CHECK(row("NVIDIA A100-SXM4-40GB") == "A100 40GB SXM");  // not A10
+  CHECK(row("NVIDIA A100-SXM4-80GB") == "(none)");         // the row is the 40 GB card
+  CHECK(row("NVIDIA H100 80GB HBM3") == "H100 SXM");
+  CHECK(row("NVIDIA H200") == "H200 SXM");
+  CHECK(row("NVIDIA H100 PCIe") == "(none)");  // the row holds SXM figures
+  CHECK(row("NVIDIA H100 NVL") == "(none)");
+  CHECK(row("Tesla T4") == "(none)");
+}
+
+TEST_CASE("device_count is 0, not an error, without a GPU", "[cuda][host]") {
+  const int n = device_count();
+  CHECK(n >= 0);
+  if (n == 0) CHECK_THROWS_AS(current_device(), cuda_error);
+}
+
+TEST_CASE("telemetry snapshots are due every N steps", "[cuda][host]") {
+  CHECK(snapshot_due(0, 10));
+  CHECK_FALSE(snapshot_due(9, 10));
+  CHECK(snapshot_due(10, 10));
+  CHECK(snapshot_due(7, 1));
+  CHECK_FALSE(snapshot_due(5, 0));
+}
