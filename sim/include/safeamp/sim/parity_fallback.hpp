@@ -1,0 +1,56 @@
+// What to run instead when the parity gate fails: the first configured baseline that did not fail (e.g.
+// bf16-mixed, then fp32), else the last known-good policy that an earlier PASS recorded in the output
+// folder, else the reference policy. Decisions and known-good records are persisted (atomic writes).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "safeamp/sim/parity.hpp"
+
+namespace safeamp::sim {
+
+/// A candidate that passed the gate, as remembered in <out>/known_good.json.
+struct known_good_record {
+  std::string candidate;
+  std::string policy;
+  std::string scenario;
+  std::string reference_id;
+  std::string recorded_utc;
+
+  friend bool operator==(const known_good_record&, const known_good_record&) = default;
+};
+
+/// The gate's decision about one candidate.
+struct fallback_decision {
+  std::string candidate;
+  std::string policy;
+  verdict outcome = verdict::fail;
+  std::string run_instead;           // empty on PASS
+  std::string source;                // why that one: "baseline 1 (bf16-mixed, PASS in this run)", ...
+  std::vector<std::string> reasons;  // the failed checks
+  std::string decided_utc;
+};
+
+/// Decision for `result`. Baselines are names of candidates or policies, tried in order: one whose run in
+/// `this_run` failed (or that is `result` itself) is passed over; one that passed is chosen; one not run
+/// is chosen when it is the reference policy, else chosen and marked as not verified in this run. With no
+/// usable baseline, `last_good` is named; with none of those, the reference policy.
+[[nodiscard]] fallback_decision decide_fallback(const parity_result& result, const std::vector<std::string>& baselines,
+                                                const std::vector<parity_result>& this_run,
+                                                const std::optional<known_good_record>& last_good,
+                                                std::string_view reference_policy);
+
+/// <out>/known_good.json: the most recent PASS (nullopt when the file does not exist; safeamp::error when
+/// it exists but is corrupt).
+[[nodiscard]] std::optional<known_good_record> read_known_good(const std::filesystem::path& file);
+void write_known_good(const std::filesystem::path& file, const known_good_record& record);
+
+/// One JSON line per decision, appended to <out>/decisions.jsonl (the file is rewritten atomically).
+[[nodiscard]] std::string decision_json_line(const fallback_decision& d);
+void append_decisions(const std::filesystem::path& file, const std::vector<fallback_decision>& decisions);
+
+}  // namespace safeamp::sim

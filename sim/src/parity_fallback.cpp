@@ -1,0 +1,112 @@
+// Fallback decisions of the parity gate and their persistence in the output folder.
+#include "safeamp/sim/parity_fallback.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "safeamp/error.hpp"
+#include "safeamp/sim/report_files.hpp"
+
+namespace safeamp::sim {
+namespace {
+using json = nlohmann::json;
+}
+
+fallback_decision decide_fallback(const parity_result& result, const std::vector<std::string>& baselines,
+                                  const std::vector<parity_result>& this_run,
+                                  const std::optional<known_good_record>& last_good, std::string_view reference_policy) {
+  fallback_decision d;
+  d.candidate = result.candidate;
+  d.policy = result.policy;
+  d.outcome = result.outcome;
+  d.reasons = result.reasons;
+  d.decided_utc = utc_now_iso8601();
+  if (result.outcome == verdict::pass) {
+    d.source = "passed the gate";
+    return d;
+  }
+  std::string passed_over;
+  for (std::size_t i = 0; i < baselines.size(); ++i) {
+    const std::string& b = baselines[i];
+    const std::string tag = "baseline " + std::to_string(i + 1) + " (" + b;
+    if (b == result.candidate) continue;  // never suggest the candidate that just failed
+    // Runs of this baseline in this invocation: by candidate label first, else by policy name.
+    std::vector<const parity_result*> runs;
+    for (const parity_result& p : this_run) {
+      if (p.candidate == b) runs.push_back(&p);
+    }
+    if (runs.empty()) {
+      for (const parity_result& p : this_run) {
+        if (p.policy == b && p.candidate != result.candidate) runs.push_back(&p);
+      }
+    }
+    bool any_pass = false;
+    for (const parity_result* p : runs) any_pass = any_pass || p->outcome == verdict::pass;
+    if (!runs.empty() && !any_pass) {
+      passed_over += (passed_over.empty() ? "" : "; ") + b + " failed in this run";
+      continue;
+    }
+    d.run_instead = b;
+    if (!runs.empty()) {
+      d.source = tag + ", PASS in this run)";
+    } else if (b == reference_policy) {
+      d.source = tag + ", the reference policy)";
+    } else {
+      d.source = tag + ", not run in this scenario: verify it)";
+    }
+    if (!passed_over.empty()) d.source += " after " + passed_over;
+    return d;
+  }
+  if (last_good) {
+    d.run_instead = last_good->policy;
+    d.source = "last known-good: " + last_good->candidate + " (" + last_good->policy + ") passed on " +
+               last_good->recorded_utc + " against reference " + last_good->reference_id;
+  } else {
+    d.run_instead = std::string(reference_policy);
+    d.source = "no usable baseline or known-good record: the reference policy";
+  }
+  if (!passed_over.empty()) d.source += " (" + passed_over + ")";
+  return d;
+}
+
+std::optional<known_good_record> read_known_good(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return std::nullopt;
+  json j;
+  try {
+    j = json::parse(read_whole_file(file));
+    known_good_record r;
+    r.candidate = j.at("candidate").get<std::string>();
+    r.policy = j.at("policy").get<std::string>();
+    r.scenario = j.at("scenario").get<std::string>();
+    r.reference_id = j.at("reference_id").get<std::string>();
+    r.recorded_utc = j.at("recorded_utc").get<std::string>();
+    return r;
+  } catch (const json::exception& e) {
+    throw error("known-good record", "'" + file.string() + "' (" + e.what() + ")",
+                "a known_good.json written by safeamp sim (delete it to start afresh)");
+  }
+}
+
+void write_known_good(const std::filesystem::path& file, const known_good_record& r) {
+  const json j{{"candidate", r.candidate},       {"policy", r.policy},
+               {"scenario", r.scenario},         {"reference_id", r.reference_id},
+               {"recorded_utc", r.recorded_utc}};
+  write_file_atomically(file, j.dump(1) + "\n");
+}
+
+std::string decision_json_line(const fallback_decision& d) {
+  const json j{{"decided_utc", d.decided_utc}, {"candidate", d.candidate},     {"policy", d.policy},
+               {"verdict", verdict_name(d.outcome)}, {"run_instead", d.run_instead}, {"source", d.source},
+               {"reasons", d.reasons}};
+  return j.dump() + "\n";
+}
+
+void append_decisions(const std::filesystem::path& file, const std::vector<fallback_decision>& decisions) {
+  std::string text;
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec)) text = read_whole_file(file);
+  for (const fallback_decision& d : decisions) text += decision_json_line(d);
+  write_file_atomically(file, text);
+}
+
+}  // namespace safeamp::sim

@@ -1,0 +1,261 @@
+// Telemetry lines, the terminal summary and the JSON summary of a `safeamp sim` invocation.
+#include "safeamp/sim/report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "safeamp/sim/report_files.hpp"
+
+namespace safeamp::sim {
+namespace {
+
+using json = nlohmann::json;
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+/// Finite doubles as numbers; inf/NaN as strings ("inf", "nan") so JSON stays valid and lossless.
+json number_or_text(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+std::string scale_text(float s) {
+  if (s > 0.0f && std::isfinite(s)) {
+    int e = 0;
+    const float m = std::frexp(s, &e);
+    if (m == 0.5f) return "2^" + std::to_string(e - 1);
+  }
+  return fmt("%g", static_cast<double>(s));
+}
+
+const parity_check* find_check(const parity_result& p, std::string_view prefix) {
+  for (const parity_check& c : p.checks) {
+    if (c.name.rfind(prefix, 0) == 0) return &c;
+  }
+  return nullptr;
+}
+
+/// `s` padded to `w` columns, always followed by at least one space.
+std::string pad(std::string s, std::size_t w) {
+  s.append(s.size() < w ? w - s.size() : 1, ' ');
+  return s;
+}
+
+std::string steps_list(const std::vector<std::int64_t>& steps, std::size_t max_listed) {
+  std::string out;
+  for (std::size_t i = 0; i < steps.size() && i < max_listed; ++i) out += (i ? ", " : "") + std::to_string(steps[i]);
+  if (steps.size() > max_listed) out += ", ... (" + std::to_string(steps.size() - max_listed) + " more)";
+  return out;
+}
+
+}  // namespace
+
+std::uint64_t peak_rss_bytes() noexcept {
+  try {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("VmHWM:", 0) == 0) {
+        return std::stoull(line.substr(6)) * 1024u;  // reported in kB
+      }
+    }
+  } catch (...) {
+  }
+  return 0;
+}
+
+double cost_per_sample(double dollars_per_hour, double samples_per_second) noexcept {
+  if (!(dollars_per_hour > 0.0) || !(samples_per_second > 0.0)) return 0.0;
+  return dollars_per_hour / 3600.0 / samples_per_second;
+}
+
+double underflow_fraction(const layer_counts& c) noexcept {
+  return c.elements == 0 ? 0.0 : static_cast<double>(c.underflow) / static_cast<double>(c.elements);
+}
+
+std::string file_slug(std::string_view label) {
+  std::string out;
+  for (const char ch : label) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.';
+    if (ok) {
+      out += ch;
+    } else if (ch >= 'A' && ch <= 'Z') {
+      out += static_cast<char>(ch - 'A' + 'a');
+    } else if (!out.empty() && out.back() != '-') {
+      out += '-';
+    }
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out.empty() ? "run" : out;
+}
+
+std::string step_json_line(const step_record& s) {
+  using ordered = nlohmann::ordered_json;  // keys in the documented order
+  ordered layers = ordered::array();
+  for (const layer_counts& l : s.grads) {
+    layers.push_back({{"name", l.name},
+                      {"elements", l.elements},
+                      {"overflow", l.overflow},
+                      {"underflow", l.underflow},
+                      {"subnormal", l.subnormal},
+                      {"nan", l.nan}});
+  }
+  const ordered j{{"step", s.step},
+               {"loss", number_or_text(s.loss)},
+               {"scale", number_or_text(s.scale)},
+               {"found_inf", s.found_inf},
+               {"skipped", s.skipped},
+               {"grad_norm_before_clip", number_or_text(s.grad_norm_before_clip)},
+               {"grad_norm_after_clip", number_or_text(s.grad_norm_after_clip)},
+               {"layers", layers},
+               {"step_seconds", s.step_seconds}};
+  return j.dump() + "\n";
+}
+
+std::string telemetry_jsonl(const run_result& run) {
+  std::string out;
+  for (const step_record& s : run.steps) out += step_json_line(s);
+  return out;
+}
+
+std::string render_terminal_summary(const sim_summary& s) {
+  const locked_reference& ref = s.reference;
+  std::string o;
+  o += "safeamp sim: scenario '" + s.scenario + "'\n";
+  o += "  model: " + ref.manifest.model + "\n";
+  o += "  data:  " + ref.manifest.data + "\n";
+  o += "  " + std::to_string(ref.manifest.steps) + " steps x batch " + std::to_string(ref.manifest.batch_size) +
+       ", seed " + std::to_string(ref.manifest.seed) + ", " + ref.manifest.optimizer + "\n";
+  o += "  reference: " + ref.manifest.policy + ", id " + ref.reference_id + ", locked " + ref.locked_utc +
+       (s.reference_reused ? " (reused from the output folder)" : " (locked by this run)") + "\n";
+  for (const manifest_difference& d : s.environment_notes) {
+    o += "  note: " + d.field + " differs from the lock: '" + d.reference_value + "' now '" + d.candidate_value + "'\n";
+  }
+  o += "\n";
+  const std::size_t wn = 31;
+  o += pad("run", wn) + pad("policy", 12) + pad("scaler", 9) + pad("loss", 16) + pad("accuracy", 16) +
+       pad("curve", 8) + pad("logits", 8) + pad("slices", 8) + pad("skipped", 8) + pad("scale", 14) + "verdict\n";
+  o += pad(ref.label, wn) + pad(ref.manifest.policy, 12) + pad("none", 9) + pad(fmt("%.4f", ref.final_eval.loss), 16) +
+       pad(fmt("%.4f", ref.final_eval.accuracy), 16) + pad("-", 8) + pad("-", 8) + pad("-", 8) + pad("0", 8) +
+       pad("-", 14) + "reference\n";
+  for (const candidate_outcome& c : s.candidates) {
+    const eval_metrics& e = c.run.final_eval;
+    const double dl = (e.loss - ref.final_eval.loss) / ref.final_eval.loss * 100.0;
+    const double da = (e.accuracy - ref.final_eval.accuracy) * 100.0;
+    const parity_check* curve = find_check(c.parity, "loss-curve gap");
+    const parity_check* logit = find_check(c.parity, "golden logits max abs");
+    std::size_t slice_checks = 0;
+    std::size_t slice_fails = 0;
+    for (const parity_check& k : c.parity.checks) {
+      if (k.name.rfind("slice ", 0) == 0) {
+        ++slice_checks;
+        if (!k.passed) ++slice_fails;
+      }
+    }
+    const std::string scaler_kind = c.scaler.substr(0, c.scaler.find(' '));
+    std::string verdict = verdict_name(c.parity.outcome);
+    if (c.expect != expectation::any) {
+      verdict += std::string(" (expected ") + (c.expect == expectation::pass ? "PASS" : "FAIL") +
+                 (c.as_expected ? ")" : ", NOT AS EXPECTED)");
+    }
+    o += pad(c.name, wn) + pad(c.parity.policy, 12) + pad(scaler_kind, 9) +
+         pad(fmt("%.4f", e.loss) + fmt(" %+.1f%%", dl), 16) + pad(fmt("%.4f", e.accuracy) + fmt(" %+.1fpt", da), 16) +
+         pad(curve ? fmt("%.1f%%", curve->value * 100.0) : "-", 8) + pad(logit ? fmt("%.3f", logit->value) : "-", 8) +
+         pad(slice_fails == 0 ? "ok" : std::to_string(slice_fails) + "/" + std::to_string(slice_checks) + " x", 8) +
+         pad(std::to_string(c.parity.skips.skipped), 8) +
+         pad(scale_text(c.parity.skips.min_scale) + ".." + scale_text(c.parity.skips.max_scale), 14) + verdict + "\n";
+  }
+  o += "\n  loss/accuracy: final held-out, change vs reference; curve: mean gap of the smoothed training loss;\n"
+       "  logits: max |error| / rms of the golden probe logits; slices: failing slice checks.\n\n";
+  for (const candidate_outcome& c : s.candidates) {
+    const parity_tolerances& t = c.parity.tolerances;
+    o += c.name + ": tolerances loss " + fmt("%.3g", t.loss_rel) + " rel, accuracy " + fmt("%.3g", t.accuracy_abs) +
+         ", curve " + fmt("%.3g", t.curve_gap_rel) + ", logits " + fmt("%.3g", t.logit_abs) + "/" +
+         fmt("%.3g", t.logit_rel) + "\n";
+    if (!c.faults.empty()) o += "  faults: " + c.faults + "\n";
+    if (c.parity.skips.skipped > 0) {
+      o += "  skipped " + std::to_string(c.parity.skips.skipped) + " step(s) at " +
+           steps_list(c.parity.skips.steps, 12) + "\n";
+    }
+    if (c.parity.outcome == verdict::fail) {
+      for (const std::string& r : c.parity.reasons) o += "  FAIL " + r + "\n";
+      o += "  -> run instead: " + c.decision.run_instead + " [" + c.decision.source + "]\n";
+    }
+  }
+  o += "\n";
+  bool all_expected = true;
+  for (const candidate_outcome& c : s.candidates) all_expected = all_expected && c.as_expected;
+  o += all_expected ? "every verdict is the one the scenario expects\n"
+                    : "some verdicts differ from what the scenario expects (exit code 1)\n";
+  return o;
+}
+
+std::string render_summary_json(const sim_summary& s) {
+  json cands = json::array();
+  for (const candidate_outcome& c : s.candidates) {
+    json checks = json::array();
+    for (const parity_check& k : c.parity.checks) {
+      checks.push_back({{"name", k.name},
+                        {"value", number_or_text(k.value)},
+                        {"limit", number_or_text(k.limit)},
+                        {"passed", k.passed},
+                        {"detail", k.detail}});
+    }
+    json slices = json::array();
+    for (const slice_metrics& sl : c.run.final_eval.slices) {
+      slices.push_back({{"name", sl.name}, {"count", sl.count}, {"loss", number_or_text(sl.loss)},
+                        {"accuracy", number_or_text(sl.accuracy)}});
+    }
+    cands.push_back(json{{"name", c.name},
+                     {"policy", c.parity.policy},
+                     {"scaler", c.scaler},
+                     {"faults", c.faults},
+                     {"verdict", verdict_name(c.parity.outcome)},
+                     {"expected", expectation_name(c.expect)},
+                     {"as_expected", c.as_expected},
+                     {"reasons", c.parity.reasons},
+                     {"run_instead", c.decision.run_instead},
+                     {"fallback_source", c.decision.source},
+                     {"held_out_loss", number_or_text(c.run.final_eval.loss)},
+                     {"held_out_accuracy", number_or_text(c.run.final_eval.accuracy)},
+                     {"slices", slices},
+                     {"checks", checks},
+                     {"skipped_steps", c.parity.skips.steps},
+                     {"min_scale", c.parity.skips.min_scale},
+                     {"max_scale", c.parity.skips.max_scale},
+                     {"weights_hash", hex64(c.run.weights_hash)},
+                     {"wall_seconds", c.run.wall_seconds},
+                     {"samples_per_second", c.run.samples_per_second},
+                     {"cost_per_sample_dollars", cost_per_sample(s.dollars_per_hour, c.run.samples_per_second)},
+                     {"telemetry", c.telemetry_file}});
+  }
+  const locked_reference& r = s.reference;
+  json ref_slices = json::array();
+  for (const slice_metrics& sl : r.final_eval.slices) {
+    ref_slices.push_back({{"name", sl.name}, {"count", sl.count}, {"loss", sl.loss}, {"accuracy", sl.accuracy}});
+  }
+  const json j{{"scenario", s.scenario},
+               {"reference",
+                {{"id", r.reference_id},
+                 {"locked_utc", r.locked_utc},
+                 {"reused", s.reference_reused},
+                 {"policy", r.manifest.policy},
+                 {"held_out_loss", r.final_eval.loss},
+                 {"held_out_accuracy", r.final_eval.accuracy},
+                 {"slices", ref_slices},
+                 {"samples_per_second", r.samples_per_second}}},
+               {"candidates", cands},
+               {"peak_rss_bytes", s.peak_rss_bytes},
+               {"dollars_per_hour", s.dollars_per_hour},
+               {"total_wall_seconds", s.total_wall_seconds},
+               {"exit_code", s.exit_code}};
+  return j.dump(1) + "\n";
+}
+
+}  // namespace safeamp::sim

@@ -1,0 +1,255 @@
+// Line and bar charts as inline SVG for the HTML report.
+#include "safeamp/sim/report_svg.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace safeamp::sim {
+namespace {
+
+constexpr double margin_left = 64.0;
+constexpr double margin_right = 230.0;  // legend
+constexpr double margin_top = 28.0;
+constexpr double margin_bottom = 40.0;
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::string tick_label(double v) {
+  char buf[32];
+  if (v != 0.0 && (std::abs(v) >= 1e5 || std::abs(v) < 1e-3)) {
+    std::snprintf(buf, sizeof buf, "%.0e", v);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+  }
+  return buf;
+}
+
+/// About `n` round tick values covering [lo, hi].
+std::vector<double> nice_ticks(double lo, double hi, int n) {
+  std::vector<double> out;
+  if (!(hi > lo)) return {lo};
+  const double raw = (hi - lo) / n;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (const double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  }
+  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) {
+    out.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);  // no "-0" label
+  }
+  return out;
+}
+
+std::string svg_open(int w, int h, const std::string& title) {
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) + "\" height=\"" +
+         std::to_string(h) + "\" viewBox=\"0 0 " + std::to_string(w) + " " + std::to_string(h) +
+         "\" role=\"img\" font-family=\"sans-serif\" font-size=\"11\">\n<title>" + html_escape(title) +
+         "</title>\n<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n<text x=\"" + num(margin_left) +
+         "\" y=\"16\" font-size=\"13\" font-weight=\"bold\">" + html_escape(title) + "</text>\n";
+}
+
+}  // namespace
+
+std::string_view series_colour(std::size_t i) noexcept {
+  static constexpr std::array<std::string_view, 10> palette = {"#222222", "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e",
+                                                               "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
+  return palette[i % palette.size()];
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string render_line_chart(const svg_line_chart& c) {
+  const auto ty = [&c](double y) { return c.log2_y ? (y > 0.0 ? std::log2(y) : std::nan("")) : y; };
+  double x0 = std::numeric_limits<double>::infinity();
+  double x1 = -x0;
+  double y0 = x0;
+  double y1 = -x0;
+  const auto extend = [&](double x, double y) {
+    const double v = ty(y);
+    if (!std::isfinite(x) || !std::isfinite(v)) return;
+    x0 = std::min(x0, x);
+    x1 = std::max(x1, x);
+    y0 = std::min(y0, v);
+    y1 = std::max(y1, v);
+  };
+  for (const svg_series& s : c.series) {
+    for (std::size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) extend(s.x[i], s.y[i]);
+  }
+  for (const svg_points& p : c.points) {
+    for (std::size_t i = 0; i < std::min(p.x.size(), p.y.size()); ++i) extend(p.x[i], p.y[i]);
+  }
+  std::string svg = svg_open(c.width, c.height, c.title);
+  if (!std::isfinite(x0)) {
+    svg += "<text x=\"" + num(margin_left) + "\" y=\"60\">no data</text>\n</svg>\n";
+    return svg;
+  }
+  if (x1 == x0) x1 = x0 + 1.0;
+  if (y1 == y0) {
+    y0 -= 0.5;
+    y1 += 0.5;
+  }
+  const double pad = (y1 - y0) * 0.05;
+  y0 -= pad;
+  y1 += pad;
+  const double pw = c.width - margin_left - margin_right;
+  const double ph = c.height - margin_top - margin_bottom;
+  const auto px = [&](double x) { return margin_left + (x - x0) / (x1 - x0) * pw; };
+  const auto py = [&](double v) { return margin_top + (1.0 - (v - y0) / (y1 - y0)) * ph; };
+
+  // Axes, grid and ticks.
+  svg += "<g stroke=\"#dddddd\" stroke-width=\"1\">\n";
+  std::string labels;
+  std::vector<double> yt;
+  if (c.log2_y) {
+    const int step = std::max(1, static_cast<int>(std::ceil((y1 - y0) / 6.0)));
+    for (int e = static_cast<int>(std::ceil(y0)); e <= static_cast<int>(std::floor(y1)); e += step) yt.push_back(e);
+  } else {
+    yt = nice_ticks(y0, y1, 5);
+  }
+  for (const double t : yt) {
+    svg += "<line x1=\"" + num(margin_left) + "\" x2=\"" + num(margin_left + pw) + "\" y1=\"" + num(py(t)) +
+           "\" y2=\"" + num(py(t)) + "\"/>\n";
+    const std::string text = c.log2_y ? "2^" + std::to_string(static_cast<int>(t)) : tick_label(t);
+    labels += "<text x=\"" + num(margin_left - 6) + "\" y=\"" + num(py(t) + 4) + "\" text-anchor=\"end\">" +
+              html_escape(text) + "</text>\n";
+  }
+  for (const double t : nice_ticks(x0, x1, 6)) {
+    svg += "<line y1=\"" + num(margin_top) + "\" y2=\"" + num(margin_top + ph) + "\" x1=\"" + num(px(t)) +
+           "\" x2=\"" + num(px(t)) + "\"/>\n";
+    labels += "<text x=\"" + num(px(t)) + "\" y=\"" + num(margin_top + ph + 14) + "\" text-anchor=\"middle\">" +
+              tick_label(t) + "</text>\n";
+  }
+  svg += "</g>\n<rect x=\"" + num(margin_left) + "\" y=\"" + num(margin_top) + "\" width=\"" + num(pw) +
+         "\" height=\"" + num(ph) + "\" fill=\"none\" stroke=\"#444444\"/>\n" + labels;
+  svg += "<text x=\"" + num(margin_left + pw / 2) + "\" y=\"" + num(c.height - 6.0) + "\" text-anchor=\"middle\">" +
+         html_escape(c.x_label) + "</text>\n";
+  svg += "<text transform=\"translate(14," + num(margin_top + ph / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
+         html_escape(c.y_label) + "</text>\n";
+
+  // Series: polylines, broken at non-finite values, thinned to max_points_per_series.
+  double legend_y = margin_top + 8;
+  const double legend_x = margin_left + pw + 12;
+  for (std::size_t k = 0; k < c.series.size(); ++k) {
+    const svg_series& s = c.series[k];
+    const std::string colour(series_colour(k));
+    const std::size_t n = std::min(s.x.size(), s.y.size());
+    const std::size_t stride = std::max<std::size_t>(1, (n + c.max_points_per_series - 1) / c.max_points_per_series);
+    std::string pts;
+    const auto flush = [&]() {
+      if (!pts.empty()) {
+        svg += "<polyline fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"1.6\"" +
+               (s.dashed ? " stroke-dasharray=\"5,3\"" : "") + " points=\"" + pts + "\"/>\n";
+      }
+      pts.clear();
+    };
+    for (std::size_t i = 0; i < n; i += stride) {
+      const double v = ty(s.y[i]);
+      if (!std::isfinite(v) || !std::isfinite(s.x[i])) {
+        flush();
+        continue;
+      }
+      pts += num(px(s.x[i])) + "," + num(py(v)) + " ";
+    }
+    flush();
+    svg += "<line x1=\"" + num(legend_x) + "\" x2=\"" + num(legend_x + 18) + "\" y1=\"" + num(legend_y) + "\" y2=\"" +
+           num(legend_y) + "\" stroke=\"" + colour + "\" stroke-width=\"2\"" +
+           (s.dashed ? " stroke-dasharray=\"5,3\"" : "") + "/>\n<text x=\"" + num(legend_x + 22) + "\" y=\"" +
+           num(legend_y + 4) + "\">" + html_escape(s.name) + "</text>\n";
+    legend_y += 15;
+  }
+  for (const svg_points& p : c.points) {
+    for (std::size_t i = 0; i < std::min(p.x.size(), p.y.size()); ++i) {
+      const double v = ty(p.y[i]);
+      if (!std::isfinite(v)) continue;
+      const double cx = px(p.x[i]);
+      const double cy = py(v);
+      svg += "<path d=\"M" + num(cx - 4) + " " + num(cy - 4) + " L" + num(cx + 4) + " " + num(cy + 4) + " M" +
+             num(cx - 4) + " " + num(cy + 4) + " L" + num(cx + 4) + " " + num(cy - 4) +
+             "\" stroke=\"#d62728\" stroke-width=\"2\"/>\n";
+    }
+    svg += "<path d=\"M" + num(legend_x + 5) + " " + num(legend_y - 4) + " l8 8 m-8 0 l8 -8\" stroke=\"#d62728\" "
+           "stroke-width=\"2\"/>\n<text x=\"" + num(legend_x + 22) + "\" y=\"" + num(legend_y + 4) + "\">" +
+           html_escape(p.name) + "</text>\n";
+    legend_y += 15;
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+std::string render_bar_chart(const svg_bar_chart& c) {
+  std::string svg = svg_open(c.width, c.height, c.title);
+  double vmax = 0.0;
+  for (const auto& row : c.values) {
+    for (const double v : row) {
+      if (std::isfinite(v)) vmax = std::max(vmax, v);
+    }
+  }
+  if (c.groups.empty() || c.bars.empty()) {
+    svg += "<text x=\"" + num(margin_left) + "\" y=\"60\">no data</text>\n</svg>\n";
+    return svg;
+  }
+  if (vmax <= 0.0) vmax = 1.0;
+  const double pw = c.width - margin_left - margin_right;
+  const double ph = c.height - margin_top - margin_bottom;
+  const double group_w = pw / static_cast<double>(c.groups.size());
+  const double bar_w = group_w * 0.8 / static_cast<double>(c.bars.size());
+  const auto py = [&](double v) { return margin_top + (1.0 - v / vmax) * ph; };
+  for (const double t : nice_ticks(0.0, vmax, 5)) {
+    svg += "<line x1=\"" + num(margin_left) + "\" x2=\"" + num(margin_left + pw) + "\" y1=\"" + num(py(t)) +
+           "\" y2=\"" + num(py(t)) + "\" stroke=\"#dddddd\"/>\n<text x=\"" + num(margin_left - 6) + "\" y=\"" +
+           num(py(t) + 4) + "\" text-anchor=\"end\">" + tick_label(t) + "</text>\n";
+  }
+  for (std::size_t g = 0; g < c.groups.size(); ++g) {
+    const double gx = margin_left + static_cast<double>(g) * group_w + group_w * 0.1;
+    for (std::size_t b = 0; b < c.bars.size(); ++b) {
+      const double v = g < c.values[b].size() ? c.values[b][g] : std::nan("");
+      if (!std::isfinite(v)) continue;
+      svg += "<rect x=\"" + num(gx + static_cast<double>(b) * bar_w) + "\" y=\"" + num(py(v)) + "\" width=\"" +
+             num(bar_w * 0.92) + "\" height=\"" + num(py(0.0) - py(v)) + "\" fill=\"" +
+             std::string(series_colour(b)) + "\"><title>" + html_escape(c.bars[b] + " / " + c.groups[g]) + ": " +
+             tick_label(v) + "</title></rect>\n";
+    }
+    svg += "<text x=\"" + num(gx + group_w * 0.4) + "\" y=\"" + num(margin_top + ph + 14) +
+           "\" text-anchor=\"middle\">" + html_escape(c.groups[g]) + "</text>\n";
+  }
+  svg += "<rect x=\"" + num(margin_left) + "\" y=\"" + num(margin_top) + "\" width=\"" + num(pw) + "\" height=\"" +
+         num(ph) + "\" fill=\"none\" stroke=\"#444444\"/>\n";
+  svg += "<text transform=\"translate(14," + num(margin_top + ph / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
+         html_escape(c.y_label) + "</text>\n";
+  double legend_y = margin_top + 8;
+  const double legend_x = margin_left + pw + 12;
+  for (std::size_t b = 0; b < c.bars.size(); ++b) {
+    svg += "<rect x=\"" + num(legend_x) + "\" y=\"" + num(legend_y - 6) + "\" width=\"12\" height=\"10\" fill=\"" +
+           std::string(series_colour(b)) + "\"/>\n<text x=\"" + num(legend_x + 18) + "\" y=\"" + num(legend_y + 3) +
+           "\">" + html_escape(c.bars[b]) + "</text>\n";
+    legend_y += 15;
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace safeamp::sim

@@ -1,0 +1,517 @@
+// Scenario JSON: strict parsing (unknown keys with a did-you-mean, types, ranges), the run configurations
+// and manifests derived from a scenario, and the gate tolerances of each candidate.
+#include "safeamp/sim/scenario.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "safeamp/error.hpp"
+#include "safeamp/policy/precision_policy.hpp"
+#include "safeamp/scaling/scaler_presets.hpp"
+#include "safeamp/scaling/scaler_validate.hpp"
+#include "safeamp/sim/report_files.hpp"
+
+namespace safeamp::sim {
+namespace {
+
+using json = nlohmann::json;
+
+std::string type_name(const json& j) { return j.type_name(); }
+
+std::string short_dump(const json& j) {
+  std::string s = j.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+/// Reads one JSON object: refuses keys outside `keys` (with a suggestion) and values of the wrong type
+/// or outside their range, naming the full key path.
+class object_reader {
+ public:
+  object_reader(const json& j, std::string path, std::vector<std::string> keys) : j_(j), path_(std::move(path)) {
+    if (!j.is_object()) throw error(path_, short_dump(j) + " (" + type_name(j) + ")", "a JSON object");
+    for (const auto& [key, value] : j.items()) {
+      if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+      const std::string guess = closest_match(key, keys);
+      std::string accepted = guess.empty() ? "" : "did you mean '" + guess + "'? ";
+      accepted += "known keys: ";
+      for (std::size_t i = 0; i < keys.size(); ++i) accepted += (i ? ", " : "") + keys[i];
+      throw error(where(key), "an unknown key", accepted);
+    }
+  }
+
+  [[nodiscard]] std::string where(std::string_view key) const {
+    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  }
+  [[nodiscard]] bool has(const char* key) const { return j_.contains(key); }
+  [[nodiscard]] const json& at(const char* key) const { return j_.at(key); }
+
+  [[nodiscard]] std::string text(const char* key, std::string fallback, bool non_empty = true) const {
+    if (!has(key)) return fallback;
+    const json& v = at(key);
+    if (!v.is_string()) throw error(where(key), short_dump(v), "a string");
+    std::string s = v.get<std::string>();
+    if (non_empty && s.empty()) throw error(where(key), "\"\"", "a non-empty string");
+    return s;
+  }
+
+  [[nodiscard]] double number(const char* key, double fallback, double lo, double hi, const char* accepted) const {
+    if (!has(key)) return fallback;
+    const json& v = at(key);
+    if (!v.is_number()) throw error(where(key), short_dump(v), std::string("a number, ") + accepted);
+    const double x = v.get<double>();
+    if (!(x >= lo && x <= hi)) throw error(where(key), short_dump(v), accepted);
+    return x;
+  }
+
+  [[nodiscard]] std::int64_t integer(const char* key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) const {
+    if (!has(key)) return fallback;
+    const json& v = at(key);
+    const std::string accepted = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    if (!v.is_number()) throw error(where(key), short_dump(v), accepted);
+    const double x = v.get<double>();
+    if (!(x >= static_cast<double>(lo) && x <= static_cast<double>(hi)) || std::floor(x) != x) {
+      throw error(where(key), short_dump(v), accepted);
+    }
+    return v.is_number_integer() ? v.get<std::int64_t>() : static_cast<std::int64_t>(x);
+  }
+
+  [[nodiscard]] bool boolean(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = at(key);
+    if (!v.is_boolean()) throw error(where(key), short_dump(v), "true or false");
+    return v.get<bool>();
+  }
+
+  template <class E>
+  [[nodiscard]] E choice(const char* key, E fallback, const std::vector<std::pair<std::string, E>>& options) const {
+    if (!has(key)) return fallback;
+    const json& v = at(key);
+    std::vector<std::string> names;
+    std::string accepted;
+    for (const auto& [n, e] : options) {
+      names.push_back(n);
+      accepted += (accepted.empty() ? "" : ", ") + n;
+    }
+    if (v.is_string()) {
+      for (const auto& [n, e] : options) {
+        if (n == v.get<std::string>()) return e;
+      }
+      const std::string guess = closest_match(v.get<std::string>(), names);
+      if (!guess.empty()) accepted = "did you mean '" + guess + "'? one of " + accepted;
+    }
+    throw error(where(key), short_dump(v), accepted);
+  }
+
+ private:
+  const json& j_;
+  std::string path_;
+};
+
+constexpr std::int64_t max_steps = 1'000'000;
+constexpr std::int64_t max_dimension = 1 << 16;
+constexpr double huge = std::numeric_limits<double>::max();
+
+tolerance_overrides parse_tolerances(const json& j, const std::string& path) {
+  const object_reader r(j, path,
+                        {"loss_rel", "accuracy_abs", "curve_gap_rel", "logit_abs", "logit_rel", "slice_loss_rel",
+                         "slice_accuracy_abs"});
+  tolerance_overrides o;
+  const auto get = [&r](const char* key, std::optional<double>& out) {
+    if (r.has(key)) out = r.number(key, 0.0, 0.0, huge, "a finite number >= 0");
+  };
+  get("loss_rel", o.loss_rel);
+  get("accuracy_abs", o.accuracy_abs);
+  get("curve_gap_rel", o.curve_gap_rel);
+  get("logit_abs", o.logit_abs);
+  get("logit_rel", o.logit_rel);
+  get("slice_loss_rel", o.slice_loss_rel);
+  get("slice_accuracy_abs", o.slice_accuracy_abs);
+  return o;
+}
+
+tolerance_overrides merge(tolerance_overrides base, const tolerance_overrides& top) {
+  const auto m = [](std::optional<double>& b, const std::optional<double>& t) {
+    if (t) b = t;
+  };
+  m(base.loss_rel, top.loss_rel);
+  m(base.accuracy_abs, top.accuracy_abs);
+  m(base.curve_gap_rel, top.curve_gap_rel);
+  m(base.logit_abs, top.logit_abs);
+  m(base.logit_rel, top.logit_rel);
+  m(base.slice_loss_rel, top.slice_loss_rel);
+  m(base.slice_accuracy_abs, top.slice_accuracy_abs);
+  return base;
+}
+
+precision_policy parse_policy_field(const std::string& text, const std::string& path) {
+  try {
+    return parse_policy(text);
+  } catch (const error& e) {
+    throw error(path, "'" + text + "' (" + e.what() + ")",
+                "a preset (" + std::string(policy_preset_names) + ") or a policy string");
+  }
+}
+
+void parse_model(const json& j, run_config& c) {
+  const object_reader r(j, "model",
+                        {"kind", "context", "width", "heads", "layers", "ffn_multiplier", "input_dim", "hidden_dim",
+                         "hidden_layers", "classes", "activation"});
+  c.model = r.choice<model_kind>("kind", model_kind::transformer,
+                                 {{"transformer", model_kind::transformer}, {"mlp", model_kind::mlp}});
+  auto& t = c.transformer;
+  t.context = r.integer("context", t.context, 1, max_dimension);
+  t.width = r.integer("width", t.width, 1, max_dimension);
+  t.heads = r.integer("heads", t.heads, 1, max_dimension);
+  t.layers = r.integer("layers", t.layers, 1, 64);
+  t.ffn_multiplier = r.integer("ffn_multiplier", t.ffn_multiplier, 1, 64);
+  if (t.width % t.heads != 0) {
+    throw error("model.width", std::to_string(t.width), "a multiple of model.heads (" + std::to_string(t.heads) + ")");
+  }
+  auto& m = c.mlp;
+  m.input_dim = r.integer("input_dim", m.input_dim, 1, max_dimension);
+  m.hidden_dim = r.integer("hidden_dim", m.hidden_dim, 1, max_dimension);
+  m.hidden_layers = r.integer("hidden_layers", m.hidden_layers, 0, 64);
+  m.classes = r.integer("classes", m.classes, 2, max_dimension);
+  m.activation = r.choice<activation_kind>("activation", m.activation,
+                                           {{"gelu", activation_kind::gelu}, {"relu", activation_kind::relu}});
+}
+
+void parse_data(const json& j, run_config& c) {
+  const object_reader r(j, "data",
+                        {"seed", "corpus_path", "eval_fraction", "eval_samples", "train_samples", "cluster_spread",
+                         "input_scale", "probe_rows"});
+  auto& d = c.data;
+  d.seed = static_cast<std::uint64_t>(r.integer("seed", static_cast<std::int64_t>(d.seed), 0,
+                                                std::numeric_limits<std::int64_t>::max()));
+  d.corpus_path = r.text("corpus_path", d.corpus_path);
+  d.eval_fraction = r.number("eval_fraction", d.eval_fraction, 0.001, 0.9, "in [0.001, 0.9]");
+  d.eval_samples = r.integer("eval_samples", d.eval_samples, 1, 1 << 24);
+  d.train_samples = r.integer("train_samples", d.train_samples, 1, 1 << 24);
+  d.cluster_spread = r.number("cluster_spread", d.cluster_spread, 0.0, 1e6, "in [0, 1e6]");
+  d.input_scale = r.number("input_scale", d.input_scale, 1e-30, 1e30, "in [1e-30, 1e30]");
+  d.probe_rows = r.integer("probe_rows", d.probe_rows, 1, 4096);
+}
+
+void parse_training(const json& j, scenario& s) {
+  const object_reader r(j, "training",
+                        {"steps", "batch_size", "seed", "threads", "clip_norm", "loss_multiplier", "optimizer"});
+  run_config& c = s.base;
+  c.steps = r.integer("steps", c.steps, 1, max_steps);
+  c.batch_size = r.integer("batch_size", c.batch_size, 1, 1 << 20);
+  c.seed = static_cast<std::uint64_t>(
+      r.integer("seed", static_cast<std::int64_t>(c.seed), 0, std::numeric_limits<std::int64_t>::max()));
+  c.threads = static_cast<int>(r.integer("threads", c.threads, 1, 256));
+  c.clip_norm = r.number("clip_norm", c.clip_norm, 0.0, huge, "a finite number >= 0 (0: no clipping)");
+  s.loss_multiplier = r.number("loss_multiplier", s.loss_multiplier, 1e-30, 1e30, "in [1e-30, 1e30]");
+  if (r.has("optimizer")) {
+    const object_reader o(r.at("optimizer"), "training.optimizer",
+                          {"kind", "learning_rate", "momentum", "beta1", "beta2", "epsilon", "weight_decay",
+                           "master_weights", "stochastic_write_back"});
+    auto& op = c.optimizer;
+    op.kind = o.choice<optimizer_kind>("kind", op.kind,
+                                       {{"adamw", optimizer_kind::adamw}, {"sgd-momentum", optimizer_kind::sgd_momentum}});
+    op.learning_rate = o.number("learning_rate", op.learning_rate, 1e-12, 10.0, "in [1e-12, 10]");
+    op.momentum = o.number("momentum", op.momentum, 0.0, 0.999999, "in [0, 1)");
+    op.beta1 = o.number("beta1", op.beta1, 0.0, 0.999999, "in [0, 1)");
+    op.beta2 = o.number("beta2", op.beta2, 0.0, 0.999999999, "in [0, 1)");
+    op.epsilon = o.number("epsilon", op.epsilon, 1e-30, 1.0, "in [1e-30, 1]");
+    op.weight_decay = o.number("weight_decay", op.weight_decay, 0.0, 1.0, "in [0, 1]");
+    if (o.has("master_weights")) {
+      op.master_weights = o.boolean("master_weights", false) ? master_weights_mode::on : master_weights_mode::off;
+    }
+    op.stochastic_write_back = o.boolean("stochastic_write_back", op.stochastic_write_back);
+  }
+}
+
+scaler_choice parse_scaler(const json& j, const std::string& path) {
+  const object_reader r(j, path,
+                        {"kind", "preset", "init_scale", "growth_factor", "backoff_factor", "growth_interval",
+                         "hysteresis", "min_scale", "max_scale", "static_scale"});
+  scaler_choice sc;
+  sc.kind = r.choice<scaler_kind>("kind", scaler_kind::dynamic,
+                                  {{"dynamic", scaler_kind::dynamic},
+                                   {"static", scaler_kind::static_scale},
+                                   {"none", scaler_kind::none}});
+  if (r.has("preset")) {
+    const std::string name = r.text("preset", "");
+    try {
+      sc.dynamic = scaler_presets::by_name(name);
+    } catch (const error&) {
+      throw error(r.where("preset"), "'" + name + "'", std::string(scaler_presets::names));
+    }
+  }
+  scaler_config& d = sc.dynamic;
+  const double fmax = static_cast<double>(std::numeric_limits<float>::max());
+  d.init_scale = static_cast<float>(r.number("init_scale", d.init_scale, 1e-30, fmax, "a finite number > 0"));
+  d.growth_factor = r.number("growth_factor", d.growth_factor, 1.0, 1e6, "in (1, 1e6]");
+  d.backoff_factor = r.number("backoff_factor", d.backoff_factor, 0.0, 1.0, "in (0, 1)");
+  d.growth_interval = static_cast<std::int32_t>(r.integer("growth_interval", d.growth_interval, 1, 1 << 30));
+  d.hysteresis = static_cast<std::int32_t>(r.integer("hysteresis", d.hysteresis, 1, 1 << 30));
+  d.min_scale = static_cast<float>(r.number("min_scale", d.min_scale, 1e-30, fmax, "a finite number > 0"));
+  d.max_scale = static_cast<float>(r.number("max_scale", d.max_scale, 1e-30, fmax, "a finite number > 0"));
+  sc.static_scale = static_cast<float>(r.number("static_scale", sc.static_scale, 1e-30, fmax, "a finite number > 0"));
+  if (sc.kind == scaler_kind::dynamic) {
+    try {
+      validate(d);
+    } catch (const error& e) {
+      throw error(path, std::string("an invalid dynamic scaler (") + e.what() + ")", "a valid scaler_config");
+    }
+  }
+  return sc;
+}
+
+std::vector<fault_spec> parse_faults(const json& j, const std::string& path, std::int64_t steps) {
+  if (!j.is_array()) throw error(path, short_dump(j), "an array of faults");
+  std::vector<fault_spec> out;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string p = path + "[" + std::to_string(i) + "]";
+    const object_reader r(j[i], p, {"kind", "steps", "target", "factor"});
+    fault_spec f;
+    if (!r.has("kind")) throw error(p + ".kind", "missing", "gradient_inf, gradient_nan, loss_spike, tiny_loss, input_nan");
+    f.kind = r.choice<fault_kind>("kind", f.kind,
+                                  {{"gradient_inf", fault_kind::gradient_inf},
+                                   {"gradient_nan", fault_kind::gradient_nan},
+                                   {"loss_spike", fault_kind::loss_spike},
+                                   {"tiny_loss", fault_kind::tiny_loss},
+                                   {"input_nan", fault_kind::input_nan}});
+    if (!r.has("steps") || !r.at("steps").is_array() || r.at("steps").empty()) {
+      throw error(p + ".steps", r.has("steps") ? short_dump(r.at("steps")) : "missing",
+                  "a non-empty array of step indices in [0, training.steps)");
+    }
+    for (const json& s : r.at("steps")) {
+      if (!s.is_number_integer() || s.get<std::int64_t>() < 0 || s.get<std::int64_t>() >= steps) {
+        throw error(p + ".steps", short_dump(s), "step indices in [0, " + std::to_string(steps) + ")");
+      }
+      f.steps.push_back(s.get<std::int64_t>());
+    }
+    f.target = r.text("target", "", false);
+    f.factor = r.number("factor", f.factor, 1e-30, 1e30, "in [1e-30, 1e30]");
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+candidate_spec parse_candidate(const json& j, const std::string& path, std::int64_t steps) {
+  const object_reader r(j, path, {"name", "policy", "scaler", "master_weights", "faults", "expect", "tolerances"});
+  candidate_spec c;
+  if (!r.has("name")) throw error(path + ".name", "missing", "a non-empty string");
+  c.name = r.text("name", "");
+  if (!r.has("policy")) throw error(path + ".policy", "missing", "a preset name or a policy string");
+  c.policy_text = r.text("policy", "");
+  c.policy = parse_policy_field(c.policy_text, r.where("policy"));
+  if (r.has("scaler")) {
+    c.scaler = parse_scaler(r.at("scaler"), r.where("scaler"));
+  } else {
+    // No scaler given: dynamic when the gradient format needs one, none otherwise.
+    c.scaler.kind = needs_loss_scaling(c.policy) ? scaler_kind::dynamic : scaler_kind::none;
+  }
+  if (r.has("master_weights")) c.master_weights = r.boolean("master_weights", false);
+  if (r.has("faults")) c.faults = parse_faults(r.at("faults"), r.where("faults"), steps);
+  c.expect = r.choice<expectation>("expect", expectation::pass,
+                                   {{"pass", expectation::pass}, {"fail", expectation::fail}, {"any", expectation::any}});
+  if (r.has("tolerances")) c.tolerances = parse_tolerances(r.at("tolerances"), r.where("tolerances"));
+  return c;
+}
+
+}  // namespace
+
+const char* expectation_name(expectation e) noexcept {
+  switch (e) {
+    case expectation::pass: return "pass";
+    case expectation::fail: return "fail";
+    case expectation::any: return "any";
+  }
+  return "any";
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1);
+  std::vector<std::size_t> cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string closest_match(std::string_view word, const std::vector<std::string>& known) {
+  std::string best;
+  std::size_t best_d = std::numeric_limits<std::size_t>::max();
+  for (const std::string& k : known) {
+    const std::size_t d = edit_distance(word, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  // A likely typo: at most a third of the longer word edited (and at least 1 edit allowed, at most 3).
+  const std::size_t allowed = std::clamp<std::size_t>(std::max(word.size(), best.size()) / 3, 1, 3);
+  return best_d <= allowed ? best : std::string{};
+}
+
+scenario parse_scenario(std::string_view text, std::string_view source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw error("scenario " + std::string(source), std::string("not valid JSON (") + e.what() + ")",
+                "a JSON object (see scenarios/*.json)");
+  }
+  const object_reader r(j, "",
+                        {"name", "description", "model", "data", "training", "reference", "candidates", "tolerances",
+                         "baselines", "cost"});
+  scenario s;
+  s.base.model = model_kind::transformer;
+  s.name = r.text("name", s.name);
+  s.description = r.text("description", "", false);
+  if (r.has("model")) parse_model(r.at("model"), s.base);
+  if (r.has("data")) parse_data(r.at("data"), s.base);
+  if (r.has("training")) parse_training(r.at("training"), s);
+  if (r.has("reference")) {
+    const object_reader ref(r.at("reference"), "reference", {"policy"});
+    s.reference_policy_text = ref.text("policy", s.reference_policy_text);
+  }
+  s.base.policy = parse_policy_field(s.reference_policy_text, "reference.policy");
+  s.base.label = "reference " + s.reference_policy_text;
+  s.base.scaler.kind = scaler_kind::none;
+  if (!r.has("candidates") || !r.at("candidates").is_array() || r.at("candidates").empty()) {
+    throw error("candidates", r.has("candidates") ? short_dump(r.at("candidates")) : "missing",
+                "a non-empty array of candidate runs");
+  }
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < r.at("candidates").size(); ++i) {
+    const std::string p = "candidates[" + std::to_string(i) + "]";
+    candidate_spec c = parse_candidate(r.at("candidates")[i], p, s.base.steps);
+    if (!names.insert(c.name).second) throw error(p + ".name", "'" + c.name + "' (used twice)", "unique names");
+    if (c.name == s.base.label) throw error(p + ".name", "'" + c.name + "'", "a name other than the reference's");
+    s.candidates.push_back(std::move(c));
+  }
+  if (r.has("tolerances")) s.tolerances = parse_tolerances(r.at("tolerances"), "tolerances");
+  if (r.has("baselines")) {
+    const json& b = r.at("baselines");
+    if (!b.is_array()) throw error("baselines", short_dump(b), "an array of candidate or policy names");
+    for (const json& x : b) {
+      if (!x.is_string() || x.get<std::string>().empty()) {
+        throw error("baselines", short_dump(x), "non-empty candidate or policy names");
+      }
+      s.baselines.push_back(x.get<std::string>());
+    }
+  }
+  if (r.has("cost")) {
+    const object_reader c(r.at("cost"), "cost", {"dollars_per_hour"});
+    s.dollars_per_hour = c.number("dollars_per_hour", 0.0, 0.0, 1e9, "a finite number >= 0");
+  }
+  // The simulator's own validation of every run this scenario makes (shapes, policy vs model, faults).
+  validate(reference_config(s));
+  for (std::size_t i = 0; i < s.candidates.size(); ++i) {
+    try {
+      validate(candidate_config(s, s.candidates[i]));
+    } catch (const error& e) {
+      throw error("candidates[" + std::to_string(i) + "] (" + s.candidates[i].name + ")", e.what(),
+                  "a run the simulator can perform");
+    }
+  }
+  return s;
+}
+
+void override_seed(scenario& s, std::uint64_t seed) noexcept { s.base.seed = seed; }
+
+namespace {
+/// The loss multiplier is the simulator's tiny_loss fault (loss times factor) at every step.
+void add_loss_multiplier(const scenario& s, run_config& c) {
+  if (s.loss_multiplier == 1.0) return;
+  fault_spec f;
+  f.kind = fault_kind::tiny_loss;
+  f.factor = s.loss_multiplier;
+  for (std::int64_t i = 0; i < c.steps; ++i) f.steps.push_back(i);
+  c.faults.insert(c.faults.begin(), std::move(f));
+}
+}  // namespace
+
+run_config reference_config(const scenario& s) {
+  run_config c = s.base;
+  c.faults.clear();
+  add_loss_multiplier(s, c);
+  return c;
+}
+
+run_config candidate_config(const scenario& s, const candidate_spec& cand) {
+  run_config c = s.base;
+  c.label = cand.name;
+  c.policy = cand.policy;
+  c.scaler = cand.scaler;
+  if (cand.master_weights) {
+    c.optimizer.master_weights = *cand.master_weights ? master_weights_mode::on : master_weights_mode::off;
+  }
+  c.faults = cand.faults;
+  add_loss_multiplier(s, c);
+  return c;
+}
+
+run_manifest manifest_for(const scenario& s, const run_config& c) {
+  run_manifest m;
+  m.scenario = s.name;
+  std::string data_bytes;
+  if (c.model == model_kind::transformer) {
+    const auto& t = c.transformer;
+    m.model = "transformer context=" + std::to_string(t.context) + " width=" + std::to_string(t.width) +
+              " heads=" + std::to_string(t.heads) + " layers=" + std::to_string(t.layers) +
+              " ffn_multiplier=" + std::to_string(t.ffn_multiplier);
+    std::string corpus;
+    try {
+      corpus = read_whole_file(c.data.corpus_path);
+    } catch (const error&) {
+      throw error("data.corpus_path", "'" + c.data.corpus_path + "' (cannot be read)", "a readable text file");
+    }
+    m.data = "corpus " + c.data.corpus_path + " (" + std::to_string(corpus.size()) +
+             " bytes) eval_fraction=" + std::to_string(c.data.eval_fraction) +
+             " eval_samples=" + std::to_string(c.data.eval_samples);
+    data_bytes = corpus + "|" + m.data;
+  } else {
+    const auto& p = c.mlp;
+    m.model = "mlp input_dim=" + std::to_string(p.input_dim) + " hidden_dim=" + std::to_string(p.hidden_dim) +
+              " hidden_layers=" + std::to_string(p.hidden_layers) + " classes=" + std::to_string(p.classes) +
+              " activation=" + (p.activation == activation_kind::gelu ? "gelu" : "relu");
+    m.data = "gaussian clusters train=" + std::to_string(c.data.train_samples) +
+             " eval=" + std::to_string(c.data.eval_samples) + " spread=" + std::to_string(c.data.cluster_spread) +
+             " input_scale=" + std::to_string(c.data.input_scale);
+    data_bytes = m.data;
+  }
+  m.data_fingerprint = hex64(fnv1a64(data_bytes + "|seed=" + std::to_string(c.data.seed)));
+  m.seed = c.seed;
+  m.data_seed = c.data.seed;
+  m.steps = c.steps;
+  m.batch_size = c.batch_size;
+  char lr[32];
+  std::snprintf(lr, sizeof lr, "%g", c.optimizer.learning_rate);
+  char mult[32];
+  std::snprintf(mult, sizeof mult, "%g", s.loss_multiplier);
+  char clip[32];
+  std::snprintf(clip, sizeof clip, "%g", c.clip_norm);
+  m.optimizer = to_string(c.optimizer.kind) + " lr=" + lr + " clip=" + clip + " loss_multiplier=" + mult;
+  m.probe_rows = 0;  // 0: known only after the run (lock_reference and the tool fill them in)
+  m.probe_cols = 0;
+  m.policy = policy_label(c.policy);
+  const build_environment env = current_environment();
+  m.library_version = env.library_version;
+  m.compiler = env.compiler;
+  m.compiler_flags = env.compiler_flags;
+  m.hardware = env.hardware;
+  m.threads = c.threads;
+  return m;
+}
+
+parity_tolerances tolerances_for(const scenario& s, const candidate_spec& c) {
+  return apply_overrides(default_tolerances(coarsest_format(c.policy)), merge(s.tolerances, c.tolerances));
+}
+
+}  // namespace safeamp::sim

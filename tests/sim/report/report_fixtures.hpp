@@ -1,0 +1,99 @@
+// Hand-built run results and manifests for the report/gate tests (no training needed): a loss curve
+// loss(t) = base * (1 + offset) * (1 + 1/(1+t)), four slices, a 3 x 5 probe batch.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "safeamp/policy/precision_policy.hpp"
+#include "safeamp/sim/parity.hpp"
+#include "safeamp/sim/parity_fallback.hpp"
+#include "safeamp/sim/reference.hpp"
+#include "safeamp/sim/report.hpp"
+#include "safeamp/sim/run_result.hpp"
+
+namespace fixtures {
+
+inline safeamp::sim::run_manifest make_manifest() {
+  safeamp::sim::run_manifest m;
+  m.scenario = "fixture";
+  m.model = "mlp input_dim=4 hidden_dim=8 hidden_layers=1 classes=5 activation=gelu";
+  m.data = "gaussian clusters";
+  m.data_fingerprint = "0123456789abcdef";
+  m.seed = 7;
+  m.data_seed = 3;
+  m.steps = 40;
+  m.batch_size = 16;
+  m.optimizer = "adamw lr=0.01";
+  m.probe_rows = 3;
+  m.probe_cols = 5;
+  m.policy = "fp32";
+  m.library_version = SAFEAMP_VERSION_STRING;
+  m.compiler = "g++ 12";
+  m.compiler_flags = "-O2";
+  m.hardware = "test CPU";
+  m.threads = 2;
+  return m;
+}
+
+/// A run whose losses are (1 + loss_offset) times the reference's; slices "a".."d" of 25 samples each.
+inline safeamp::sim::run_result make_run(const std::string& label, int steps, double base_loss, double loss_offset,
+                                         const safeamp::precision_policy& policy = safeamp::presets::fp32) {
+  safeamp::sim::run_result r;
+  r.label = label;
+  r.policy = policy;
+  for (int t = 0; t < steps; ++t) {
+    safeamp::sim::step_record s;
+    s.step = t;
+    s.loss = base_loss * (1.0 + loss_offset) * (1.0 + 1.0 / (1.0 + t));
+    s.scale = 1.0f;
+    s.grad_norm_before_clip = 2.0;
+    s.grad_norm_after_clip = 1.0;
+    s.grads = {{"w1", 100, 0, 0, 0, 0}, {"w2", 50, 0, 0, 0, 0}};
+    s.step_seconds = 0.001;
+    r.steps.push_back(s);
+  }
+  r.final_eval.loss = base_loss * (1.0 + loss_offset);
+  r.final_eval.accuracy = 0.8;
+  for (const char* n : {"a", "b", "c", "d"}) r.final_eval.slices.push_back({n, 25, r.final_eval.loss, 0.8});
+  r.probe_rows = 3;
+  r.probe_cols = 5;
+  for (int i = 0; i < 15; ++i) r.probe_logits.push_back(static_cast<float>(i % 5) - 2.0f);  // -2..2, rms sqrt(2)
+  r.weights_hash = 0x1234abcdull;
+  r.wall_seconds = 2.0;
+  r.samples_per_second = 320.0;
+  return r;
+}
+
+/// A summary with one failing (expected) and one passing candidate with a skipped step.
+inline safeamp::sim::sim_summary make_summary() {
+  using namespace safeamp::sim;
+  sim_summary s;
+  s.scenario = "fixture <scenario>";
+  s.reference = lock_reference(make_run("reference fp32", 40, 2.0, 0.0), make_manifest());
+  candidate_outcome bad;
+  bad.name = "fp16 no scaling";
+  bad.scaler = "none";
+  bad.run = make_run("fp16 no scaling", 40, 2.0, 0.3, safeamp::presets::fp16_mixed);
+  for (auto& st : bad.run.steps) st.grads[0].underflow = 40;  // 40 % of w1 underflows
+  bad.parity = evaluate_parity(s.reference, bad.run, default_tolerances(safeamp::fp16));
+  bad.expect = expectation::fail;
+  candidate_outcome good;
+  good.name = "fp16 dynamic";
+  good.scaler = "dynamic (init 65536)";
+  good.faults = "gradient_inf at step 5";
+  good.run = make_run("fp16 dynamic", 40, 2.0, 0.0, safeamp::presets::fp16_mixed);
+  good.run.steps[5].skipped = true;
+  good.run.steps[5].found_inf = true;
+  for (auto& st : good.run.steps) st.scale = st.step < 5 ? 65536.0f : 32768.0f;
+  good.parity = evaluate_parity(s.reference, good.run, default_tolerances(safeamp::fp16));
+  std::vector<parity_result> all = {bad.parity, good.parity};
+  bad.decision = decide_fallback(bad.parity, {"fp16 dynamic", "fp32"}, all, std::nullopt, "fp32");
+  good.decision = decide_fallback(good.parity, {}, all, std::nullopt, "fp32");
+  s.candidates = {bad, good};
+  s.dollars_per_hour = 3.6;
+  s.peak_rss_bytes = 50u << 20;
+  return s;
+}
+
+}  // namespace fixtures

@@ -1,0 +1,159 @@
+// Telemetry lines, the terminal summary, the HTML report's self-containment and content, the cost formula,
+// peak memory, and the progress line (silent when not a terminal).
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "report_fixtures.hpp"
+#include "safeamp/sim/progress.hpp"
+#include "safeamp/sim/report.hpp"
+#include "safeamp/sim/report_svg.hpp"
+
+using namespace safeamp::sim;
+
+namespace {
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("telemetry: one JSON object per step with every field, non-finite numbers as text") {
+  run_result r = fixtures::make_run("t", 3, 1.0, 0.0);
+  r.steps[1].found_inf = true;
+  r.steps[1].skipped = true;
+  r.steps[1].grad_norm_before_clip = std::numeric_limits<double>::infinity();
+  r.steps[1].grads[0].overflow = 2;
+  r.steps[1].grads[1].underflow = 7;
+  const std::string text = telemetry_jsonl(r);
+  CHECK(count_of(text, "\n") == 3);
+  const auto line = nlohmann::json::parse(text.substr(text.find('\n') + 1, text.find('\n', text.find('\n') + 1) - text.find('\n') - 1));
+  CHECK(line["step"] == 1);
+  CHECK(line["loss"].get<double>() == r.steps[1].loss);
+  CHECK(line["scale"].get<double>() == 1.0);
+  CHECK(line["found_inf"] == true);
+  CHECK(line["skipped"] == true);
+  CHECK(line["grad_norm_before_clip"] == "inf");
+  CHECK(line["grad_norm_after_clip"].get<double>() == 1.0);
+  CHECK(line["layers"][0]["name"] == "w1");
+  CHECK(line["layers"][0]["overflow"] == 2);
+  CHECK(line["layers"][1]["underflow"] == 7);
+  CHECK(line["layers"][1]["elements"] == 50);
+  CHECK(line["step_seconds"].get<double>() == 0.001);
+}
+
+TEST_CASE("cost, underflow fraction, slugs and peak memory") {
+  // $3.60 per hour = $0.001 per second; at 1000 samples/s one sample costs $1e-6.
+  CHECK(cost_per_sample(3.6, 1000.0) == Approx(1e-6));
+  CHECK(cost_per_sample(0.0, 1000.0) == 0.0);
+  CHECK(cost_per_sample(3.6, 0.0) == 0.0);
+  CHECK(underflow_fraction({"w", 200, 0, 50, 0, 0}) == 0.25);
+  CHECK(underflow_fraction({"w", 0, 0, 0, 0, 0}) == 0.0);
+  CHECK(file_slug("fp16-mixed Dynamic (x2)") == "fp16-mixed-dynamic-x2");
+  CHECK(file_slug("///") == "run");
+  // Touch 64 MiB: the high-water mark of resident memory must reach at least that.
+  std::vector<char> block(64u << 20, 1);
+  for (std::size_t i = 0; i < block.size(); i += 4096) block[i] = static_cast<char>(i);
+  CHECK(peak_rss_bytes() >= block.size());
+}
+
+TEST_CASE("terminal summary: every run, the failing reason, the fallback, skips and expectations") {
+  const sim_summary s = fixtures::make_summary();
+  const std::string t = render_terminal_summary(s);
+  CHECK(t.find("reference fp32") != std::string::npos);
+  CHECK(t.find("fp16 no scaling") != std::string::npos);
+  CHECK(t.find("FAIL (expected FAIL)") != std::string::npos);
+  CHECK(t.find("PASS (expected PASS)") != std::string::npos);
+  CHECK(t.find("FAIL held-out loss") != std::string::npos);
+  CHECK(t.find("-> run instead: fp16 dynamic") != std::string::npos);
+  CHECK(t.find("skipped 1 step(s) at 5") != std::string::npos);
+  CHECK(t.find("2^15..2^16") != std::string::npos);
+  CHECK(t.find("every verdict is the one the scenario expects") != std::string::npos);
+}
+
+TEST_CASE("summary JSON carries verdicts, reasons, fallbacks and cost") {
+  const sim_summary s = fixtures::make_summary();
+  const auto j = nlohmann::json::parse(render_summary_json(s));
+  CHECK(j["candidates"].size() == 2);
+  CHECK(j["candidates"][0]["verdict"] == "FAIL");
+  CHECK(j["candidates"][0]["run_instead"] == "fp16 dynamic");
+  CHECK(j["candidates"][1]["verdict"] == "PASS");
+  CHECK(j["candidates"][1]["skipped_steps"] == std::vector<int>{5});
+  CHECK(j["candidates"][1]["cost_per_sample_dollars"].get<double>() == Approx(3.6 / 3600.0 / 320.0));
+  CHECK(j["reference"]["id"] == s.reference.reference_id);
+}
+
+TEST_CASE("the HTML report is self-contained and shows every section") {
+  const std::string h = render_html_report(fixtures::make_summary());
+  CHECK(h.rfind("<!DOCTYPE html>", 0) == 0);
+  // No scripts and nothing fetched: the only URL is the SVG namespace identifier.
+  CHECK(count_of(h, "<script") == 0);
+  CHECK(count_of(h, "src=") == 0);
+  CHECK(count_of(h, "href=") == 0);
+  CHECK(count_of(h, "url(") == 0);
+  CHECK(count_of(h, "http") == count_of(h, "xmlns=\"http://www.w3.org/2000/svg\""));
+  // loss curves, scale, one underflow chart (only the unscaled run underflows), two slice charts.
+  CHECK(count_of(h, "<svg") == 5);
+  CHECK(count_of(h, "</svg>") == 5);
+  CHECK(h.find("Underflow fraction per layer: fp16 no scaling") != std::string::npos);
+  CHECK(h.find("fp16 dynamic: no gradient underflow recorded") != std::string::npos);
+  CHECK(h.find("skipped step") != std::string::npos);
+  CHECK(h.find("Reference manifest") != std::string::npos);
+  CHECK(h.find("0123456789abcdef") != std::string::npos);  // data fingerprint
+  CHECK(h.find("Throughput and cost") != std::string::npos);
+  CHECK(h.find("50.0 MiB") != std::string::npos);
+  CHECK(h.find("VmHWM") != std::string::npos);
+  // The scenario name is escaped.
+  CHECK(h.find("fixture &lt;scenario&gt;") != std::string::npos);
+  CHECK(h.find("fixture <scenario>") == std::string::npos);
+}
+
+TEST_CASE("svg charts: polylines per series, breaks at non-finite values, log2 ticks") {
+  svg_line_chart c;
+  c.title = "t";
+  c.series.push_back({"a", {0, 1, 2, 3}, {1, 2, std::numeric_limits<double>::quiet_NaN(), 4}, false});
+  const std::string svg = render_line_chart(c);
+  CHECK(count_of(svg, "<polyline") == 2);  // broken at the NaN
+  svg_line_chart l;
+  l.log2_y = true;
+  l.series.push_back({"s", {0, 1}, {1024, 65536}, false});
+  const std::string ls = render_line_chart(l);
+  CHECK(ls.find("2^10") != std::string::npos);
+  CHECK(ls.find("2^16") != std::string::npos);
+  CHECK(render_line_chart(svg_line_chart{}).find("no data") != std::string::npos);
+  CHECK(html_escape("a<b & \"c\"") == "a&lt;b &amp; &quot;c&quot;");
+}
+
+TEST_CASE("progress: the line's text, silence when not a terminal, drawing and erasing when one") {
+  // 2 of 5 done with a 10-wide bar: floor(2 * 10 / 5) = 4 filled cells.
+  CHECK(render_progress_line(2, 5, 3.25, "run b", 10) == "[####------] 2/5  3.2 s  run b");
+  CHECK(render_progress_line(9, 5, 0.0, "", 4) == "[####] 5/5  0.0 s  ");
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  {
+    progress_bar quiet(3, f, false, {.delay_seconds = 0.0});
+    quiet.update(1, "x");
+    quiet.finish();
+    CHECK_FALSE(quiet.drew());
+  }
+  CHECK(std::ftell(f) == 0);
+  {
+    progress_bar slow_start(3, f, true, {.delay_seconds = 3600.0});
+    slow_start.update(1, "x");  // before the delay: nothing
+    slow_start.finish();
+    CHECK_FALSE(slow_start.drew());
+  }
+  CHECK(std::ftell(f) == 0);
+  {
+    progress_bar bar(3, f, true, {.delay_seconds = 0.0, .redraw_seconds = 0.01});
+    bar.update(2, "run c");
+    bar.finish();
+    CHECK(bar.drew());
+  }
+  CHECK(std::ftell(f) > 0);
+  std::fclose(f);
+}

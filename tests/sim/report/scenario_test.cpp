@@ -1,0 +1,118 @@
+// Scenario parsing: the embedded default, did-you-mean for unknown keys and values, malformed JSON and
+// impossible values named by their key path, and the run configurations a scenario produces.
+#include <catch2/catch.hpp>
+
+#include "safeamp/error.hpp"
+#include "safeamp/sim/report_files.hpp"
+#include "safeamp/sim/scenario.hpp"
+
+using namespace safeamp::sim;
+
+namespace {
+std::string error_of(const std::string& text) {
+  try {
+    (void)parse_scenario(text, "test");
+  } catch (const safeamp::error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+const std::string minimal_candidates = R"("candidates": [{"name": "b", "policy": "bf16-mixed"}])";
+std::string with(const std::string& body) { return "{" + body + ", " + minimal_candidates + "}"; }
+}  // namespace
+
+TEST_CASE("edit distance and did-you-mean") {
+  CHECK(edit_distance("kitten", "sitting") == 3);  // the textbook example
+  CHECK(edit_distance("", "abc") == 3);
+  CHECK(edit_distance("same", "same") == 0);
+  CHECK(closest_match("learning_rat", {"momentum", "learning_rate", "beta1"}) == "learning_rate");
+  CHECK(closest_match("candidats", {"candidates", "baselines"}) == "candidates");
+  CHECK(closest_match("zzzzzzzz", {"steps", "seed"}).empty());
+}
+
+TEST_CASE("the embedded default scenario parses and says what it expects") {
+  const scenario s = parse_scenario(default_scenario_json(), "embedded default");
+  CHECK(s.name == "default");
+  CHECK(s.base.model == model_kind::transformer);
+  CHECK(s.base.policy == safeamp::presets::fp32);
+  REQUIRE(s.candidates.size() == 4);
+  CHECK(s.candidates[0].policy == safeamp::presets::fp16_mixed);
+  CHECK(s.candidates[0].scaler.kind == scaler_kind::none);
+  CHECK(s.candidates[0].expect == expectation::fail);
+  CHECK(s.candidates[1].scaler.kind == scaler_kind::dynamic);
+  CHECK(s.candidates[1].expect == expectation::pass);
+  CHECK(s.candidates[2].policy == safeamp::presets::bf16_mixed);
+  CHECK(s.candidates[2].expect == expectation::pass);
+  CHECK_FALSE(s.candidates[3].faults.empty());
+  CHECK(s.baselines == std::vector<std::string>{"bf16-mixed", "fp32"});
+  // Candidate tolerances come from the coarsest format: fp16 for the fp16 runs, bf16 for bf16-mixed.
+  CHECK(tolerances_for(s, s.candidates[0]) == default_tolerances(safeamp::fp16));
+  CHECK(tolerances_for(s, s.candidates[2]) == default_tolerances(safeamp::bf16));
+}
+
+TEST_CASE("configurations: the loss multiplier is a tiny_loss fault at every step of every run") {
+  scenario s = parse_scenario(
+      with(R"("model": {"kind": "mlp"}, "training": {"steps": 12, "loss_multiplier": 0.001})"), "test");
+  const run_config ref = reference_config(s);
+  REQUIRE(ref.faults.size() == 1);
+  CHECK(ref.faults[0].kind == fault_kind::tiny_loss);
+  CHECK(ref.faults[0].factor == 0.001);
+  CHECK(ref.faults[0].steps.size() == 12);
+  CHECK(ref.scaler.kind == scaler_kind::none);
+  const run_config c = candidate_config(s, s.candidates[0]);
+  CHECK(c.policy == safeamp::presets::bf16_mixed);
+  CHECK(c.label == "b");
+  CHECK(c.faults.size() == 1);
+  // No scaler given: none for bf16 (fp32's exponent range), dynamic for fp16.
+  CHECK(c.scaler.kind == scaler_kind::none);
+  s = parse_scenario(R"({"model": {"kind": "mlp"}, "candidates": [{"name": "h", "policy": "fp16-mixed"}]})", "t");
+  CHECK(s.candidates[0].scaler.kind == scaler_kind::dynamic);
+  override_seed(s, 99);
+  CHECK(reference_config(s).seed == 99);
+  CHECK(candidate_config(s, s.candidates[0]).seed == 99);
+}
+
+TEST_CASE("malformed JSON and unknown keys are named, with a suggestion") {
+  CHECK_THAT(error_of("{\"name\": \"x\",,}"), Catch::Contains("not valid JSON"));
+  CHECK_THAT(error_of("[1, 2]"), Catch::Contains("a JSON object"));
+  CHECK_THAT(error_of(with(R"("trainig": {})")), Catch::Contains("trainig") && Catch::Contains("did you mean 'training'"));
+  CHECK_THAT(error_of(with(R"("training": {"optimizer": {"learning_rat": 0.1}})")),
+             Catch::Contains("training.optimizer.learning_rat") && Catch::Contains("did you mean 'learning_rate'"));
+  CHECK_THAT(error_of(R"({"candidates": [{"name": "a", "policy": "fp16-mixed", "scaler": {"kind": "dynamc"}}]})"),
+             Catch::Contains("candidates[0].scaler.kind") && Catch::Contains("did you mean 'dynamic'"));
+  CHECK_THAT(error_of(R"({"candidates": [{"name": "a", "polcy": "fp16-mixed"}]})"),
+             Catch::Contains("did you mean 'policy'"));
+}
+
+TEST_CASE("impossible values are refused with the key path and the accepted range") {
+  CHECK_THAT(error_of(with(R"("training": {"steps": 0})")), Catch::Contains("training.steps"));
+  CHECK_THAT(error_of(with(R"("training": {"steps": 2.5})")), Catch::Contains("an integer"));
+  CHECK_THAT(error_of(with(R"("training": {"batch_size": "many"})")), Catch::Contains("training.batch_size"));
+  CHECK_THAT(error_of(with(R"("model": {"width": 30, "heads": 4})")), Catch::Contains("multiple of model.heads"));
+  CHECK_THAT(error_of(with(R"("tolerances": {"loss_rel": -1})")), Catch::Contains("tolerances.loss_rel"));
+  CHECK_THAT(error_of(with(R"("cost": {"dollars_per_hour": -3})")), Catch::Contains("cost.dollars_per_hour"));
+  CHECK_THAT(error_of(R"({"candidates": []})"), Catch::Contains("candidates"));
+  CHECK_THAT(error_of(R"({"model": {"kind": "mlp"}})"), Catch::Contains("candidates"));
+  CHECK_THAT(error_of(R"({"candidates": [{"name": "a", "policy": "fp17"}]})"), Catch::Contains("candidates[0].policy"));
+  CHECK_THAT(error_of(R"({"candidates": [{"name": "a", "policy": "fp32"}, {"name": "a", "policy": "fp32"}]})"),
+             Catch::Contains("used twice"));
+  CHECK_THAT(error_of(R"({"training": {"steps": 10}, "candidates": [{"name": "a", "policy": "fp16-mixed",
+             "faults": [{"kind": "gradient_inf", "steps": [10]}]}]})"),
+             Catch::Contains("candidates[0].faults[0].steps"));
+  CHECK_THAT(error_of(R"({"candidates": [{"name": "a", "policy": "fp16-mixed",
+             "scaler": {"kind": "dynamic", "backoff_factor": 1.5}}]})"),
+             Catch::Contains("backoff_factor"));
+  CHECK_THAT(error_of(R"({"candidates": [{"name": "a", "policy": "fp16-mixed", "expect": "maybe"}]})"),
+             Catch::Contains("candidates[0].expect"));
+  CHECK_THAT(error_of(with(R"("baselines": "fp32")")), Catch::Contains("baselines"));
+}
+
+TEST_CASE("the shipped scenario files parse, and scenarios/default.json is the embedded default") {
+  const std::string dir = SAFEAMP_SCENARIOS_DIR;
+  const std::string text = safeamp::sim::read_whole_file(dir + "/default.json");
+  CHECK(text == std::string(default_scenario_json()) + "\n");
+  CHECK(parse_scenario(text, "default.json").candidates.size() == 4);
+  const scenario quick = parse_scenario(safeamp::sim::read_whole_file(dir + "/mlp-quick.json"), "mlp-quick.json");
+  CHECK(quick.base.model == model_kind::mlp);
+  CHECK(quick.candidates.size() == 3);
+}
