@@ -1,0 +1,84 @@
+// Layers with explicit forward and backward, each op in the format the precision policy gives its op
+// class: linear (matmul; bias added in the GEMM epilogue), GELU/ReLU (elementwise), layer norm
+// (normalization), embedding (elementwise add of token and position rows; reduction for its gradient).
+// Activations are stored in policy.output, activation gradients in policy.gradient, parameter gradients
+// are cast into policy.gradient with counters (that cast is where fp16 gradients underflow).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "safeamp/policy/precision_policy.hpp"
+#include "safeamp/sim/parameter.hpp"
+#include "safeamp/sim/tensor.hpp"
+
+namespace safeamp::sim {
+
+/// y = x W + b, W (in, out), b (1, out).
+struct linear_layer {
+  std::size_t weight = 0;
+  std::size_t bias = 0;
+  matrix input;  // cached forward input
+
+  /// out_format: the format y is written in (policy.output, or a wider consumer format such as the loss's).
+  void forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params, const matrix& x,
+               matrix& y, format_spec out_format);
+  /// Sets the weight/bias gradients (with counters) and, when dx is not null, dx = dy W^T.
+  void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, const matrix& dy,
+                matrix* dx);
+};
+
+/// Creates a linear layer's parameters "<name>.weight" (in, out) and "<name>.bias" (1, out).
+linear_layer make_linear(parameter_list& params, const std::string& name, Eigen::Index in, Eigen::Index out);
+
+enum class activation_fn : std::uint8_t { gelu, relu };
+
+struct activation_layer {
+  activation_fn fn = activation_fn::gelu;
+  matrix input;
+  void forward(exec_context& ctx, const precision_policy& pol, const matrix& x, matrix& y);
+  void backward(exec_context& ctx, const precision_policy& pol, const matrix& dy, matrix& dx);
+};
+
+/// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and its derivative.
+[[nodiscard]] float gelu(float x) noexcept;
+[[nodiscard]] float gelu_derivative(float x) noexcept;
+
+/// Row-wise layer norm with gain and bias ("<name>.gain", "<name>.bias", each (1, width)). The mean and the
+/// variance are summed left to right in the normalization format (each addition rounded there).
+struct layer_norm_layer {
+  std::size_t gain = 0;
+  std::size_t bias = 0;
+  float epsilon = 1e-5f;
+  matrix normalized;          // x_hat, in the normalization format
+  std::vector<float> rstd;    // per row
+  void forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params, const matrix& x,
+               matrix& y);
+  void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, const matrix& dy,
+                matrix& dx);
+};
+
+layer_norm_layer make_layer_norm(parameter_list& params, const std::string& name, Eigen::Index width);
+
+/// Token embedding (vocab, width) plus learned positions (context, width); row r of the batch is token
+/// tokens[r] at position r % context.
+struct embedding_layer {
+  std::size_t tokens_table = 0;
+  std::size_t positions_table = 0;
+  std::vector<std::int32_t> tokens;
+  std::int64_t context = 0;
+  void forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params,
+               const std::vector<std::int32_t>& batch_tokens, matrix& y);
+  void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, const matrix& dy);
+};
+
+embedding_layer make_embedding(parameter_list& params, const std::string& name, Eigen::Index vocab,
+                               Eigen::Index context, Eigen::Index width);
+
+/// y = a + b (residual), in the elementwise format, stored in policy.output.
+void residual_add(exec_context& ctx, const precision_policy& pol, const matrix& a, const matrix& b, matrix& y);
+
+/// Casts a parameter gradient into policy.gradient and adds the counters to the parameter.
+void cast_gradient(exec_context& ctx, const precision_policy& pol, parameter& p);
+
+}  // namespace safeamp::sim

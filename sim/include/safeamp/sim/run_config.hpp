@@ -1,0 +1,142 @@
+// What one simulated training run is: model and shapes, data, precision policy, loss scaler, optimizer,
+// steps, seed, threads, injected faults, clipping and checkpointing. A plain value; validate() checks
+// every field and throws safeamp::error naming it. train() (trainer.hpp) runs it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "safeamp/format/round_options.hpp"
+#include "safeamp/policy/precision_policy.hpp"
+#include "safeamp/scaling/scaler_config.hpp"
+
+namespace safeamp::sim {
+
+enum class model_kind : std::uint8_t { mlp, transformer };
+enum class activation_kind : std::uint8_t { gelu, relu };
+
+/// MLP classifier: input_dim -> hidden_dim (x hidden_layers, activation) -> classes.
+struct mlp_shape {
+  std::int64_t input_dim = 32;
+  std::int64_t hidden_dim = 64;
+  std::int64_t hidden_layers = 2;
+  std::int64_t classes = 8;
+  activation_kind activation = activation_kind::gelu;
+  friend bool operator==(const mlp_shape&, const mlp_shape&) = default;
+};
+
+/// Decoder-only transformer (pre-norm, learned positions, GELU MLP, tied nothing). The vocabulary is
+/// the set of bytes of the corpus.
+struct transformer_shape {
+  std::int64_t context = 32;  // tokens per sequence
+  std::int64_t width = 64;    // model dimension; a multiple of heads
+  std::int64_t heads = 4;
+  std::int64_t layers = 2;
+  std::int64_t ffn_multiplier = 4;
+  friend bool operator==(const transformer_shape&, const transformer_shape&) = default;
+};
+
+/// Data: the MLP trains on Gaussian clusters (one per class, means drawn from `seed`), the transformer
+/// on the bytes of `corpus_path` (the last eval_fraction of the file is held out).
+struct data_config {
+  std::uint64_t seed = 1;
+  std::int64_t train_samples = 4096;   // MLP: training set size
+  std::int64_t eval_samples = 1024;    // MLP: held-out set size; transformer: held-out sequences
+  double cluster_spread = 1.0;         // MLP: standard deviation of each cluster around its mean
+  double input_scale = 1.0;            // MLP: every input is multiplied by this (large values stress fp16)
+  std::string corpus_path = "/usr/share/common-licenses/GPL-3";
+  double eval_fraction = 0.1;          // transformer: fraction of the corpus held out (its tail)
+  std::int64_t probe_rows = 8;         // MLP: probe samples; transformer: probe sequences
+  friend bool operator==(const data_config&, const data_config&) = default;
+};
+
+enum class scaler_kind : std::uint8_t { dynamic, static_scale, none };
+
+struct scaler_choice {
+  scaler_kind kind = scaler_kind::dynamic;
+  scaler_config dynamic{};       // used when kind == dynamic
+  float static_scale = 1.0f;     // used when kind == static_scale
+  friend bool operator==(const scaler_choice&, const scaler_choice&) = default;
+};
+
+enum class optimizer_kind : std::uint8_t { sgd_momentum, adamw };
+
+/// Whether an fp32 master copy of the parameters is kept: as the policy says (precision_policy::
+/// master_weights), or forced on/off (off with fp16 parameters shows the stagnation master weights fix).
+enum class master_weights_mode : std::uint8_t { from_policy, on, off };
+
+struct optimizer_config {
+  optimizer_kind kind = optimizer_kind::adamw;
+  double learning_rate = 1e-3;
+  double momentum = 0.9;          // SGD
+  double beta1 = 0.9;             // AdamW
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  double weight_decay = 0.0;      // AdamW decoupled decay
+  master_weights_mode master_weights = master_weights_mode::from_policy;
+  bool stochastic_write_back = false;  // round the updated weights to the parameter format stochastically
+  friend bool operator==(const optimizer_config&, const optimizer_config&) = default;
+};
+
+enum class fault_kind : std::uint8_t {
+  gradient_inf,   // +inf written into one element of the gradient of parameter `target`
+  gradient_nan,   // NaN written into one element of the gradient of parameter `target`
+  loss_spike,     // the loss is multiplied by `factor` (e.g. 1e6) so the scaled backward overflows
+  tiny_loss,      // the loss is multiplied by `factor` (e.g. 1e-6) so gradients underflow
+  input_nan,      // one input value of the batch is NaN (MLP: a feature; transformer: an embedding row)
+};
+
+/// One fault, active at the listed steps (0-based step indices).
+struct fault_spec {
+  fault_kind kind = fault_kind::gradient_inf;
+  std::vector<std::int64_t> steps;
+  std::string target;   // parameter name for gradient faults (empty: the first parameter)
+  double factor = 1.0;  // loss_spike / tiny_loss multiplier
+  friend bool operator==(const fault_spec&, const fault_spec&) = default;
+};
+
+struct checkpoint_options {
+  std::string save_path;             // written (atomically) after step save_after_step; empty: never
+  std::int64_t save_after_step = -1;
+  std::string resume_path;           // when set, the run starts from this checkpoint
+  std::int64_t stop_after_steps = -1;  // stop early after this many steps (simulates an interruption); -1: run all
+  friend bool operator==(const checkpoint_options&, const checkpoint_options&) = default;
+};
+
+struct run_config {
+  std::string label = "run";
+  model_kind model = model_kind::mlp;
+  mlp_shape mlp{};
+  transformer_shape transformer{};
+  data_config data{};
+  precision_policy policy{};
+  scaler_choice scaler{};
+  optimizer_config optimizer{};
+  round_options rounding{};     // how every cast of the run rounds (stochastic: keyed by seed, tensor, step)
+  std::int64_t steps = 100;
+  std::int64_t batch_size = 64;  // MLP: samples; transformer: sequences
+  std::uint64_t seed = 1;        // initialisation, batch order, stochastic rounding
+  int threads = 1;               // results are bit-identical for any thread count
+  std::vector<fault_spec> faults;
+  double clip_norm = 0.0;        // global L2 clip of the unscaled gradient; 0: off
+  double loss_weight = 1.0;      // the training loss is multiplied by this (an auxiliary-loss weight); the
+                                 // step records report the weighted loss, final_eval the unweighted one
+  bool record_layer_counts = true;
+  checkpoint_options checkpoint{};
+  friend bool operator==(const run_config&, const run_config&) = default;
+};
+
+/// Throws safeamp::error naming the first invalid field (shapes, steps, learning rate, threads, faults,
+/// a policy the model cannot run, ...).
+void validate(const run_config& cfg);
+
+[[nodiscard]] std::string to_string(model_kind k);
+[[nodiscard]] std::string to_string(optimizer_kind k);
+[[nodiscard]] std::string to_string(scaler_kind k);
+[[nodiscard]] std::string to_string(fault_kind k);
+
+/// True when the run keeps fp32 master weights (the mode, resolved against the policy).
+[[nodiscard]] bool keeps_master_weights(const run_config& cfg) noexcept;
+
+}  // namespace safeamp::sim

@@ -1,0 +1,82 @@
+// What one simulated training run produced: a record of every step (loss, scale, skip, norms, per-layer
+// gradient cast counters), held-out metrics with per-slice breakdown, the probe batch's logits and a
+// hash of the final weights' bits. Consumed by the reference lock, the parity gate and the report.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "safeamp/policy/precision_policy.hpp"
+
+namespace safeamp::sim {
+
+inline constexpr const char* loss_gradient_name = "loss.dlogits";
+
+/// Gradient cast counters of one layer (parameter tensor) in one step, from the cast of the scaled
+/// gradient into the policy's gradient format (before unscaling). The first entry of a step, named
+/// loss_gradient_name, counts the cast of the loss gradient d(scale * loss)/d logits: when it underflows,
+/// everything downstream is exactly zero and no parameter cast sees a nonzero value to lose.
+struct layer_counts {
+  std::string name;
+  std::uint64_t elements = 0;
+  std::uint64_t overflow = 0;
+  std::uint64_t underflow = 0;  // finite nonzero values that became zero
+  std::uint64_t subnormal = 0;
+  std::uint64_t nan = 0;
+
+  friend bool operator==(const layer_counts&, const layer_counts&) = default;
+};
+
+/// One optimizer step.
+struct step_record {
+  std::int64_t step = 0;
+  double loss = 0.0;                   // unscaled training loss of the batch
+  float scale = 1.0f;                  // loss scale used for this step's backward
+  bool found_inf = false;              // an inf/NaN gradient was detected after unscaling
+  bool skipped = false;                // the optimizer did not run
+  double grad_norm_before_clip = 0.0;  // global L2 norm of the unscaled gradient (inf/NaN when found_inf)
+  double grad_norm_after_clip = 0.0;
+  std::vector<layer_counts> grads;     // "loss.dlogits" (the loss gradient), then one per parameter tensor
+  double step_seconds = 0.0;           // wall time; the only non-deterministic field
+
+  /// Equality of the deterministic fields (step_seconds excluded).
+  friend bool operator==(const step_record& a, const step_record& b) {
+    return a.step == b.step && a.loss == b.loss && a.scale == b.scale && a.found_inf == b.found_inf &&
+           a.skipped == b.skipped && a.grad_norm_before_clip == b.grad_norm_before_clip &&
+           a.grad_norm_after_clip == b.grad_norm_after_clip && a.grads == b.grads;
+  }
+};
+
+/// Metrics of one slice of the held-out set (MLP: one class; transformer: one position bucket).
+struct slice_metrics {
+  std::string name;
+  std::int64_t count = 0;
+  double loss = 0.0;
+  double accuracy = 0.0;
+
+  friend bool operator==(const slice_metrics&, const slice_metrics&) = default;
+};
+
+struct eval_metrics {
+  double loss = 0.0;      // mean cross-entropy (nats) over the held-out set
+  double accuracy = 0.0;  // fraction of argmax predictions that are right
+  std::vector<slice_metrics> slices;
+
+  friend bool operator==(const eval_metrics&, const eval_metrics&) = default;
+};
+
+struct run_result {
+  std::string label;                 // e.g. "fp16-mixed dynamic"
+  precision_policy policy;           // what ran
+  std::vector<step_record> steps;    // every step
+  eval_metrics final_eval;           // held-out metrics at the end
+  std::vector<float> probe_logits;   // logits of the fixed probe batch at the end (row-major)
+  std::int64_t probe_rows = 0;
+  std::int64_t probe_cols = 0;
+  std::uint64_t weights_hash = 0;    // FNV-1a over the bits of the final weights (determinism checks)
+  double wall_seconds = 0.0;
+  double samples_per_second = 0.0;
+};
+
+}  // namespace safeamp::sim

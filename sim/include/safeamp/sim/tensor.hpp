@@ -1,0 +1,79 @@
+// Emulated tensors: Eigen float matrices (row-major) whose values are kept exactly representable in a
+// number format, the cast step that rounds them there (any rounding mode, stochastic bits keyed by element
+// index) and counts overflow/underflow/subnormal/NaN, and the execution context that hands out those keys.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <span>
+
+#include "safeamp/format/format_spec.hpp"
+#include "safeamp/format/philox.hpp"
+#include "safeamp/format/round.hpp"
+#include "safeamp/format/round_options.hpp"
+#include "safeamp/format/round_span.hpp"
+
+namespace safeamp::sim {
+
+/// A 2-D tensor: rows are samples/tokens, columns features. Row-major so a row is contiguous.
+using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+[[nodiscard]] inline std::span<float> span_of(matrix& m) noexcept {
+  return {m.data(), static_cast<std::size_t>(m.size())};
+}
+[[nodiscard]] inline std::span<const float> span_of(const matrix& m) noexcept {
+  return {m.data(), static_cast<std::size_t>(m.size())};
+}
+
+/// Per-step execution state: rounding options, the random key source and the thread count. Casts made
+/// from the calling thread take keys in program order, so a run's stochastic bits depend on
+/// (seed, step, cast site, element index) only.
+struct exec_context {
+  round_options rounding{};     // for tensor casts (scalar intermediates of ops always round to nearest)
+  std::uint64_t seed = 0;
+  std::int64_t step = 0;
+  std::uint32_t cast_site = 0;  // reset to 0 at every step
+  int threads = 1;
+  cast_stats activation_stats{};  // every forward cast of this step, summed
+
+  /// A fresh key for the next cast site of this step.
+  [[nodiscard]] philox_key next_key() noexcept {
+    const std::uint64_t step_mix = static_cast<std::uint64_t>(step) * 0x9E3779B97F4A7C15ull;
+    return philox_key{.seed = seed ^ step_mix, .stream = cast_site++, .offset = 0};
+  }
+  void begin_step(std::int64_t s) noexcept {
+    step = s;
+    cast_site = 0;
+    activation_stats = cast_stats{};
+  }
+};
+
+/// Rounds `m` in place to `f` (rounding mode from `opt`; stochastic bits keyed by `key` and element index)
+/// and returns the counters (those of round_span). Round-to-nearest-even into fp16, bf16 and tf32 takes a
+/// vectorised bit-operation path that gives round_span's bits and counters; every other format and mode
+/// calls the core round_span. fp32 is the identity (only NaN/inf are counted).
+cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, philox_key key);
+
+/// dst = src rounded to f (one pass on the fast path; otherwise a copy then cast_in_place).
+cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_options& opt, philox_key key);
+
+/// True when cast_in_place takes its fast path for (f, opt).
+[[nodiscard]] bool has_fast_cast(format_spec f, const round_options& opt) noexcept;
+
+/// The same with a key from ctx.
+inline cast_stats cast_in_place(exec_context& ctx, matrix& m, format_spec f) {
+  return cast_in_place(m, f, ctx.rounding, ctx.next_key());
+}
+
+/// Scalar round-to-nearest into f for op intermediates (identity for fp32).
+[[nodiscard]] inline float round_scalar(format_spec f, float x) noexcept {
+  return f == fp32 ? x : round_to(f, x);
+}
+
+/// True when every element of m is exactly representable in f (NaN and inf count as representable).
+[[nodiscard]] bool representable(const matrix& m, format_spec f) noexcept;
+
+/// FNV-1a 64 over the bits of the floats (for determinism checks).
+[[nodiscard]] std::uint64_t hash_bits(std::span<const float> values, std::uint64_t h = 0xcbf29ce484222325ull) noexcept;
+
+}  // namespace safeamp::sim

@@ -1,0 +1,14 @@
+// The simulated trainer: runs a run_config end to end (data, model, forward/backward under the policy,
+// the core loss scaler, clipping, the optimizer, faults, checkpoints) and returns the run_result.
+#pragma once
+
+#include "safeamp/sim/run_config.hpp"
+#include "safeamp/sim/run_result.hpp"
+
+namespace safeamp::sim {
+
+/// Trains as configured. Deterministic: the same config gives bit-identical step records, probe logits
+/// and weights_hash for any `threads`, and across a save/resume. Throws safeamp::error on bad input.
+[[nodiscard]] run_result train(const run_config& cfg);
+
+}  // namespace safeamp::sim

@@ -1,0 +1,206 @@
+// Binary checkpoints with checksum, written atomically (see checkpoint.hpp).
+#include "safeamp/sim/checkpoint.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string_view>
+#include <vector>
+
+#include "safeamp/error.hpp"
+
+namespace safeamp::sim {
+namespace {
+
+constexpr char magic[16] = {'S', 'A', 'F', 'E', 'A', 'M', 'P', '-', 'S', 'I', 'M', '-', 'C', 'K', 'P', 'T'};
+
+std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+class writer {
+ public:
+  template <class T>
+  void put(const T& v) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+    bytes.insert(bytes.end(), p, p + sizeof(T));
+  }
+  void put_string(std::string_view s) {
+    put(static_cast<std::uint64_t>(s.size()));
+    bytes.insert(bytes.end(), s.begin(), s.end());
+  }
+  void put_matrix(const matrix& m) {
+    put(static_cast<std::int64_t>(m.rows()));
+    put(static_cast<std::int64_t>(m.cols()));
+    const auto* p = reinterpret_cast<const std::uint8_t*>(m.data());
+    bytes.insert(bytes.end(), p, p + static_cast<std::size_t>(m.size()) * sizeof(float));
+  }
+  std::vector<std::uint8_t> bytes;
+};
+
+class reader {
+ public:
+  reader(const std::string& path, const std::vector<std::uint8_t>& b, std::size_t end) : path_(path), bytes_(b), end_(end) {}
+  template <class T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, bytes_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string get_string() {
+    const auto n = get<std::uint64_t>();
+    need(n);
+    std::string s(reinterpret_cast<const char*>(bytes_.data() + pos_), static_cast<std::size_t>(n));
+    pos_ += static_cast<std::size_t>(n);
+    return s;
+  }
+  matrix get_matrix(const std::string& what, Eigen::Index rows, Eigen::Index cols) {
+    const auto r = get<std::int64_t>();
+    const auto c = get<std::int64_t>();
+    if (r != rows || c != cols) {
+      throw error("checkpoint '" + path_ + "' " + what + " shape", std::to_string(r) + "x" + std::to_string(c),
+                  std::to_string(rows) + "x" + std::to_string(cols) + " (the model of this run)");
+    }
+    matrix m(rows, cols);
+    const std::size_t n = static_cast<std::size_t>(m.size()) * sizeof(float);
+    need(n);
+    std::memcpy(m.data(), bytes_.data() + pos_, n);
+    pos_ += n;
+    return m;
+  }
+  [[nodiscard]] std::size_t position() const noexcept { return pos_; }
+
+ private:
+  void need(std::uint64_t n) const {
+    if (n > end_ - pos_) throw error("checkpoint '" + path_ + "'", "truncated", "a complete checkpoint file");
+  }
+  const std::string& path_;
+  const std::vector<std::uint8_t>& bytes_;
+  std::size_t end_;
+  std::size_t pos_ = 0;
+};
+
+void put_matrices(writer& w, const std::vector<matrix>& ms) {
+  w.put(static_cast<std::uint64_t>(ms.size()));
+  for (const matrix& m : ms) w.put_matrix(m);
+}
+
+std::vector<matrix> get_matrices(reader& r, const std::string& what, const parameter_list& params) {
+  const auto n = r.get<std::uint64_t>();
+  if (n != 0 && n != params.size()) {
+    throw error("checkpoint " + what + " tensors", std::to_string(n), "0 or " + std::to_string(params.size()));
+  }
+  std::vector<matrix> out;
+  for (std::size_t i = 0; i < n; ++i) out.push_back(r.get_matrix(what + " " + params[i].name, params[i].value.rows(), params[i].value.cols()));
+  return out;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const checkpoint_data& meta, const parameter_list& params,
+                     const optimizer_state& opt) {
+  writer w;
+  for (const char c : magic) w.put(c);
+  w.put(checkpoint_version);
+  w.put(meta.config_fingerprint);
+  w.put(meta.next_step);
+  w.put(static_cast<std::uint64_t>(params.size()));
+  for (const parameter& p : params) {
+    w.put_string(p.name);
+    w.put_matrix(p.value);
+  }
+  put_matrices(w, opt.first);
+  put_matrices(w, opt.second);
+  put_matrices(w, opt.master);
+  w.put(opt.updates);
+  w.put_string(meta.scaler_json);
+  w.put(fnv1a(w.bytes.data(), w.bytes.size()));
+
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    if (!out) throw error("checkpoint path", "'" + path + "' (cannot create " + partial + ")", "a writable location");
+    out.write(reinterpret_cast<const char*>(w.bytes.data()), static_cast<std::streamsize>(w.bytes.size()));
+    out.flush();
+    if (!out) {
+      out.close();
+      std::remove(partial.c_str());
+      throw error("checkpoint path", "'" + path + "' (write failed)", "a writable location with free space");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) {
+    std::remove(partial.c_str());
+    throw error("checkpoint path", "'" + path + "' (rename failed: " + ec.message() + ")", "a writable location");
+  }
+}
+
+checkpoint_data load_checkpoint(const std::string& path, parameter_list& params, optimizer_state& opt) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error("checkpoint", "'" + path + "' (cannot be opened)", "an existing checkpoint file");
+  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  constexpr std::size_t min_size = sizeof magic + sizeof(std::uint32_t) + sizeof(std::uint64_t);
+  if (bytes.size() < min_size || std::memcmp(bytes.data(), magic, sizeof magic) != 0) {
+    throw error("checkpoint '" + path + "'", bytes.size() < min_size ? "truncated" : "not a safeamp checkpoint (bad magic)",
+                "a file written by safeamp::sim::save_checkpoint");
+  }
+  const std::size_t body = bytes.size() - sizeof(std::uint64_t);
+  std::uint64_t stored = 0;
+  std::memcpy(&stored, bytes.data() + body, sizeof stored);
+  if (stored != fnv1a(bytes.data(), body)) {
+    throw error("checkpoint '" + path + "'", "corrupt or truncated (checksum mismatch)", "an intact checkpoint file");
+  }
+  reader r(path, bytes, body);
+  for (std::size_t i = 0; i < sizeof magic; ++i) (void)r.get<char>();
+  const auto version = r.get<std::uint32_t>();
+  if (version != checkpoint_version) {
+    throw error("checkpoint '" + path + "' version", std::to_string(version), std::to_string(checkpoint_version));
+  }
+  checkpoint_data meta;
+  meta.config_fingerprint = r.get<std::uint64_t>();
+  meta.next_step = r.get<std::int64_t>();
+  const auto count = r.get<std::uint64_t>();
+  if (count != params.size()) {
+    throw error("checkpoint '" + path + "' parameters", std::to_string(count), std::to_string(params.size()));
+  }
+  std::vector<matrix> values;
+  for (const parameter& p : params) {
+    const std::string name = r.get_string();
+    if (name != p.name) throw error("checkpoint '" + path + "' parameter", "'" + name + "'", "'" + p.name + "'");
+    values.push_back(r.get_matrix(name, p.value.rows(), p.value.cols()));
+  }
+  optimizer_state loaded;
+  loaded.first = get_matrices(r, "optimizer first moment", params);
+  loaded.second = get_matrices(r, "optimizer second moment", params);
+  loaded.master = get_matrices(r, "master weights", params);
+  loaded.updates = r.get<std::int64_t>();
+  meta.scaler_json = r.get_string();
+  if (r.position() != body) {
+    throw error("checkpoint '" + path + "'", "has " + std::to_string(body - r.position()) + " unexpected trailing bytes",
+                "a file written by this version");
+  }
+  if (loaded.first.size() != opt.first.size() || loaded.second.size() != opt.second.size() ||
+      loaded.master.size() != opt.master.size()) {
+    throw error("checkpoint '" + path + "' optimizer state",
+                std::to_string(loaded.first.size()) + "/" + std::to_string(loaded.second.size()) + "/" +
+                    std::to_string(loaded.master.size()) + " tensors",
+                std::to_string(opt.first.size()) + "/" + std::to_string(opt.second.size()) + "/" +
+                    std::to_string(opt.master.size()) + " (this run's optimizer)");
+  }
+  // Everything parsed: commit.
+  for (std::size_t i = 0; i < params.size(); ++i) params[i].value = std::move(values[i]);
+  opt = std::move(loaded);
+  return meta;
+}
+
+}  // namespace safeamp::sim

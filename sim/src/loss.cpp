@@ -1,0 +1,67 @@
+// Cross-entropy in the policy's loss format (see loss.hpp).
+#include "safeamp/sim/loss.hpp"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "safeamp/error.hpp"
+
+namespace safeamp::sim {
+
+loss_result cross_entropy(exec_context& ctx, const precision_policy& pol, const matrix& logits,
+                          const std::vector<std::int32_t>& targets, double grad_scale, matrix* dlogits) {
+  if (static_cast<Eigen::Index>(targets.size()) != logits.rows()) {
+    throw error("cross_entropy targets", std::to_string(targets.size()),
+                "one per logits row (" + std::to_string(logits.rows()) + ")");
+  }
+  const format_spec f = pol.format_for(op_class::loss);
+  const Eigen::Index rows = logits.rows();
+  const Eigen::Index classes = logits.cols();
+  loss_result out;
+  out.row_loss.resize(static_cast<std::size_t>(rows));
+  out.predicted.resize(static_cast<std::size_t>(rows));
+  if (dlogits != nullptr) dlogits->resize(rows, classes);
+  const float coef = static_cast<float>(grad_scale / static_cast<double>(rows));
+  std::vector<float> x(static_cast<std::size_t>(classes));
+  float total = 0.0f;
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    const std::int32_t t = targets[static_cast<std::size_t>(r)];
+    if (t < 0 || t >= classes) throw error("cross_entropy target", std::to_string(t), "0.." + std::to_string(classes - 1));
+    float m = -std::numeric_limits<float>::infinity();
+    std::int32_t arg = -1;
+    bool finite = true;
+    for (Eigen::Index j = 0; j < classes; ++j) {
+      const float v = round_scalar(f, logits(r, j));
+      x[static_cast<std::size_t>(j)] = v;
+      finite = finite && std::isfinite(v);
+      if (v > m) {
+        m = v;
+        arg = static_cast<std::int32_t>(j);
+      }
+    }
+    float sum = 0.0f;
+    for (Eigen::Index j = 0; j < classes; ++j) {
+      sum = round_scalar(f, sum + round_scalar(f, std::exp(round_scalar(f, x[static_cast<std::size_t>(j)] - m))));
+    }
+    const float lse = round_scalar(f, m + round_scalar(f, std::log(sum)));
+    const float row_loss = finite ? round_scalar(f, lse - x[static_cast<std::size_t>(t)])
+                                  : std::numeric_limits<float>::quiet_NaN();
+    out.row_loss[static_cast<std::size_t>(r)] = row_loss;
+    out.predicted[static_cast<std::size_t>(r)] = finite ? arg : -1;
+    total = round_scalar(f, total + row_loss);
+    if (dlogits != nullptr) {
+      for (Eigen::Index j = 0; j < classes; ++j) {
+        const float p = finite ? round_scalar(f, std::exp(round_scalar(f, x[static_cast<std::size_t>(j)] - lse)))
+                               : std::numeric_limits<float>::quiet_NaN();
+        const float target = j == t ? 1.0f : 0.0f;
+        (*dlogits)(r, j) = round_scalar(f, coef * round_scalar(f, p - target));
+      }
+    }
+  }
+  out.loss = static_cast<double>(round_scalar(f, total / static_cast<float>(rows)));
+  if (dlogits != nullptr) out.gradient_stats = cast_in_place(ctx, *dlogits, pol.gradient);
+  return out;
+}
+
+}  // namespace safeamp::sim

@@ -1,0 +1,138 @@
+// Validation and names of run_config (see run_config.hpp).
+#include "safeamp/sim/run_config.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "safeamp/error.hpp"
+#include "safeamp/format/format_names.hpp"
+#include "safeamp/policy/precision_policy.hpp"
+#include "safeamp/scaling/scaler_validate.hpp"
+
+namespace safeamp::sim {
+namespace {
+
+void require(bool ok, const std::string& field, const std::string& value, const std::string& accepted) {
+  if (!ok) throw error(field, value, accepted);
+}
+
+std::string num(double v) { return std::to_string(v); }
+
+void validate_policy(const precision_policy& p) {
+  const format_spec roles[] = {p.param, p.compute, p.output, p.accumulate, p.gradient};
+  const char* names[] = {"policy param", "policy compute", "policy output", "policy accumulate", "policy gradient"};
+  for (std::size_t i = 0; i < 5; ++i) {
+    require(is_valid(roles[i]), names[i], format_name(roles[i]), "a valid format (2..8 exponent, 1..23 mantissa bits)");
+  }
+  for (const op_class c : all_op_classes) {
+    require(is_valid(p.format_for(c)), "policy " + std::string(op_class_name(c)), format_name(p.format_for(c)),
+            "a valid format");
+  }
+  // The simulator keeps one global loss scale; 8-bit gradients need per-tensor (delayed) scaling factors,
+  // which its trainer does not implement, and 8-bit parameter storage has no meaningful update path.
+  require(required_scaling(p) != gradient_scaling::per_tensor_scaling, "policy gradient", format_name(p.gradient),
+          "a format of at least 16 bits (8-bit gradients need per-tensor scaling, which the simulator does not run)");
+  require(storage_bytes(p.param) >= 2, "policy param", format_name(p.param),
+          "a format of at least 16 bits (the simulator does not store parameters in fp8)");
+  require(p.accumulate.mantissa_bits >= p.format_for(op_class::matmul).mantissa_bits, "policy accumulate",
+          format_name(p.accumulate), "a format at least as precise as the matmul inputs");
+}
+
+}  // namespace
+
+bool keeps_master_weights(const run_config& cfg) noexcept {
+  switch (cfg.optimizer.master_weights) {
+    case master_weights_mode::on: return true;
+    case master_weights_mode::off: return false;
+    case master_weights_mode::from_policy: return cfg.policy.master_weights;
+  }
+  return false;
+}
+
+void validate(const run_config& c) {
+  require(c.steps >= 0, "steps", std::to_string(c.steps), ">= 0");
+  require(c.batch_size >= 1, "batch_size", std::to_string(c.batch_size), ">= 1");
+  require(c.threads >= 1 && c.threads <= 256, "threads", std::to_string(c.threads), "1..256");
+  require(std::isfinite(c.clip_norm) && c.clip_norm >= 0.0, "clip_norm", num(c.clip_norm), "a finite number >= 0 (0: off)");
+  require(std::isfinite(c.loss_weight) && c.loss_weight > 0.0, "loss_weight", num(c.loss_weight), "a finite number > 0");
+  validate_policy(c.policy);
+
+  if (c.model == model_kind::mlp) {
+    const mlp_shape& m = c.mlp;
+    require(m.input_dim >= 1, "mlp input_dim", std::to_string(m.input_dim), ">= 1");
+    require(m.hidden_dim >= 1, "mlp hidden_dim", std::to_string(m.hidden_dim), ">= 1");
+    require(m.hidden_layers >= 0 && m.hidden_layers <= 64, "mlp hidden_layers", std::to_string(m.hidden_layers), "0..64");
+    require(m.classes >= 2, "mlp classes", std::to_string(m.classes), ">= 2");
+    require(c.data.train_samples >= 1, "data train_samples", std::to_string(c.data.train_samples), ">= 1");
+    require(std::isfinite(c.data.cluster_spread) && c.data.cluster_spread >= 0.0, "data cluster_spread",
+            num(c.data.cluster_spread), "a finite number >= 0");
+    require(std::isfinite(c.data.input_scale) && c.data.input_scale > 0.0, "data input_scale", num(c.data.input_scale),
+            "a finite number > 0");
+  } else {
+    const transformer_shape& t = c.transformer;
+    require(t.context >= 2 && t.context <= 4096, "transformer context", std::to_string(t.context), "2..4096");
+    require(t.heads >= 1, "transformer heads", std::to_string(t.heads), ">= 1");
+    require(t.width >= 1 && t.width % t.heads == 0, "transformer width", std::to_string(t.width),
+            "a positive multiple of heads (" + std::to_string(t.heads) + ")");
+    require(t.layers >= 1 && t.layers <= 64, "transformer layers", std::to_string(t.layers), "1..64");
+    require(t.ffn_multiplier >= 1, "transformer ffn_multiplier", std::to_string(t.ffn_multiplier), ">= 1");
+    require(c.data.eval_fraction > 0.0 && c.data.eval_fraction <= 0.5, "data eval_fraction", num(c.data.eval_fraction),
+            "(0, 0.5]");
+    require(!c.data.corpus_path.empty(), "data corpus_path", "''", "a path to a text file");
+  }
+  require(c.data.eval_samples >= 1, "data eval_samples", std::to_string(c.data.eval_samples), ">= 1");
+  require(c.data.probe_rows >= 1, "data probe_rows", std::to_string(c.data.probe_rows), ">= 1");
+
+  const optimizer_config& o = c.optimizer;
+  require(std::isfinite(o.learning_rate) && o.learning_rate > 0.0, "optimizer learning_rate", num(o.learning_rate),
+          "a finite number > 0");
+  require(o.momentum >= 0.0 && o.momentum < 1.0, "optimizer momentum", num(o.momentum), "[0, 1)");
+  require(o.beta1 >= 0.0 && o.beta1 < 1.0, "optimizer beta1", num(o.beta1), "[0, 1)");
+  require(o.beta2 >= 0.0 && o.beta2 < 1.0, "optimizer beta2", num(o.beta2), "[0, 1)");
+  require(std::isfinite(o.epsilon) && o.epsilon > 0.0, "optimizer epsilon", num(o.epsilon), "a finite number > 0");
+  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0.0, "optimizer weight_decay", num(o.weight_decay),
+          "a finite number >= 0");
+
+  if (c.scaler.kind == scaler_kind::dynamic) {
+    validate(c.scaler.dynamic);
+  } else if (c.scaler.kind == scaler_kind::static_scale) {
+    require(std::isfinite(c.scaler.static_scale) && c.scaler.static_scale >= float_min_normal, "scaler static_scale",
+            num(c.scaler.static_scale), "a finite normal float >= 2^-126");
+  }
+  for (const fault_spec& f : c.faults) {
+    for (const std::int64_t s : f.steps) {
+      require(s >= 0, "fault " + to_string(f.kind) + " step", std::to_string(s), ">= 0");
+    }
+    if (f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss) {
+      require(std::isfinite(f.factor) && f.factor > 0.0, "fault " + to_string(f.kind) + " factor", num(f.factor),
+              "a finite number > 0");
+    }
+  }
+  const checkpoint_options& k = c.checkpoint;
+  require(k.save_path.empty() || (k.save_after_step >= 0 && k.save_after_step < c.steps), "checkpoint save_after_step",
+          std::to_string(k.save_after_step), "0..steps-1 when save_path is set");
+  require(k.stop_after_steps >= -1, "checkpoint stop_after_steps", std::to_string(k.stop_after_steps), ">= -1");
+}
+
+std::string to_string(model_kind k) { return k == model_kind::mlp ? "mlp" : "transformer"; }
+std::string to_string(optimizer_kind k) { return k == optimizer_kind::sgd_momentum ? "sgd-momentum" : "adamw"; }
+std::string to_string(scaler_kind k) {
+  switch (k) {
+    case scaler_kind::dynamic: return "dynamic";
+    case scaler_kind::static_scale: return "static";
+    case scaler_kind::none: return "none";
+  }
+  return "unknown";
+}
+std::string to_string(fault_kind k) {
+  switch (k) {
+    case fault_kind::gradient_inf: return "gradient-inf";
+    case fault_kind::gradient_nan: return "gradient-nan";
+    case fault_kind::loss_spike: return "loss-spike";
+    case fault_kind::tiny_loss: return "tiny-loss";
+    case fault_kind::input_nan: return "input-nan";
+  }
+  return "unknown";
+}
+
+}  // namespace safeamp::sim

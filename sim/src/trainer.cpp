@@ -1,0 +1,283 @@
+// The simulated trainer (see trainer.hpp). One step, as every trainer does it:
+//   forward under the policy -> loss; backward of scale * loss; unscale every gradient buffer (inf/NaN
+//   check); clip on the unscaled norm; step(apply) runs the optimizer only when all is finite; update().
+#include "safeamp/sim/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "safeamp/error.hpp"
+#include "safeamp/policy/precision_policy.hpp"
+#include "safeamp/scaling/loss_scaler.hpp"
+#include "safeamp/sim/checkpoint.hpp"
+#include "safeamp/sim/datasets.hpp"
+#include "safeamp/sim/loss.hpp"
+#include "safeamp/sim/models.hpp"
+#include "safeamp/sim/optimizer.hpp"
+
+namespace safeamp::sim {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using any_scaler = std::variant<loss_scaler, static_loss_scaler, noop_loss_scaler>;
+
+any_scaler make_scaler(const scaler_choice& s) {
+  switch (s.kind) {
+    case scaler_kind::dynamic: return loss_scaler(dynamic_scale_rule(s.dynamic));
+    case scaler_kind::static_scale: return static_loss_scaler(static_scale_rule(s.static_scale));
+    case scaler_kind::none: return noop_loss_scaler();
+  }
+  return noop_loss_scaler();
+}
+
+// The fields a checkpoint must agree with to be resumed (not steps, threads, label, faults or checkpointing).
+std::uint64_t fingerprint(const run_config& c) {
+  std::string s = to_string(c.model) + "|" + to_string(c.policy) + "|" + to_string(c.optimizer.kind) + "|" +
+                  to_string(c.scaler.kind);
+  const auto add = [&s](double v) {
+    s += '|';
+    s += std::to_string(v);
+  };
+  if (c.model == model_kind::mlp) {
+    for (const std::int64_t v : {c.mlp.input_dim, c.mlp.hidden_dim, c.mlp.hidden_layers, c.mlp.classes}) add(static_cast<double>(v));
+    add(static_cast<double>(c.mlp.activation));
+  } else {
+    for (const std::int64_t v : {c.transformer.context, c.transformer.width, c.transformer.heads, c.transformer.layers,
+                                 c.transformer.ffn_multiplier}) {
+      add(static_cast<double>(v));
+    }
+  }
+  add(static_cast<double>(c.seed));
+  add(static_cast<double>(c.data.seed));
+  add(static_cast<double>(c.batch_size));
+  add(static_cast<double>(keeps_master_weights(c)));
+  s += '|';
+  s += c.data.corpus_path;
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the text
+  for (const char ch : s) {
+    h ^= static_cast<std::uint8_t>(ch);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+bool fault_at(const run_config& cfg, fault_kind kind, std::int64_t step) {
+  for (const fault_spec& f : cfg.faults) {
+    if (f.kind == kind && std::find(f.steps.begin(), f.steps.end(), step) != f.steps.end()) return true;
+  }
+  return false;
+}
+
+// Loss multiplier of the loss-spike and tiny-loss faults at this step.
+double loss_factor(const run_config& cfg, std::int64_t step) {
+  double factor = cfg.loss_weight;
+  for (const fault_spec& f : cfg.faults) {
+    if ((f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss) &&
+        std::find(f.steps.begin(), f.steps.end(), step) != f.steps.end()) {
+      factor *= f.factor;
+    }
+  }
+  return factor;
+}
+
+std::size_t parameter_index(const parameter_list& params, const std::string& name) {
+  if (name.empty()) return 0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (params[i].name == name) return i;
+  }
+  std::string names;
+  for (const parameter& p : params) names += (names.empty() ? "" : ", ") + p.name;
+  throw error("fault target", "'" + name + "'", names);
+}
+
+// Either data source behind one interface.
+struct data_source {
+  std::optional<cluster_data> clusters;
+  std::optional<corpus_data> corpus;
+  [[nodiscard]] batch train_batch(std::int64_t step, std::int64_t n) const {
+    return clusters ? clusters->train_batch(step, n) : corpus->train_batch(step, n);
+  }
+  [[nodiscard]] batch eval_set() const { return clusters ? clusters->eval_set() : corpus->eval_set(); }
+  [[nodiscard]] batch probe() const { return clusters ? clusters->probe() : corpus->probe(); }
+  [[nodiscard]] std::vector<std::string> slice_names() const {
+    return clusters ? clusters->slice_names() : corpus->slice_names();
+  }
+};
+
+eval_metrics evaluate(exec_context& ctx, const precision_policy& pol, model& m, const batch& b,
+                      const std::vector<std::string>& slice_names) {
+  matrix logits;
+  m.forward(ctx, pol, b, logits);
+  const loss_result r = cross_entropy(ctx, pol, logits, b.targets, 1.0, nullptr);
+  eval_metrics e;
+  std::vector<double> loss_sum(slice_names.size(), 0.0), right(slice_names.size(), 0.0);
+  std::vector<std::int64_t> count(slice_names.size(), 0);
+  double total = 0.0, total_right = 0.0;
+  for (std::size_t i = 0; i < r.row_loss.size(); ++i) {
+    const auto s = static_cast<std::size_t>(b.slices[i]);
+    const double ok = r.predicted[i] == b.targets[i] ? 1.0 : 0.0;
+    loss_sum[s] += r.row_loss[i];
+    right[s] += ok;
+    ++count[s];
+    total += r.row_loss[i];
+    total_right += ok;
+  }
+  const auto n = static_cast<double>(r.row_loss.size());
+  e.loss = total / n;
+  e.accuracy = total_right / n;
+  for (std::size_t s = 0; s < slice_names.size(); ++s) {
+    const double c = static_cast<double>(count[s]);
+    e.slices.push_back(slice_metrics{.name = slice_names[s], .count = count[s],
+                                     .loss = count[s] > 0 ? loss_sum[s] / c : 0.0,
+                                     .accuracy = count[s] > 0 ? right[s] / c : 0.0});
+  }
+  return e;
+}
+
+}  // namespace
+
+run_result train(const run_config& cfg) {
+  validate(cfg);
+  const auto wall_start = clock_type::now();
+  const precision_policy& pol = cfg.policy;
+  const bool master = keeps_master_weights(cfg);
+
+  data_source data;
+  std::unique_ptr<model> net;
+  if (cfg.model == model_kind::mlp) {
+    data.clusters.emplace(cfg.mlp, cfg.data);
+    net = make_mlp(cfg.mlp, cfg.seed, pol.param);
+  } else {
+    data.corpus.emplace(cfg.transformer, cfg.data);
+    net = make_transformer(cfg.transformer, data.corpus->vocab_size(), cfg.seed, pol.param);
+  }
+  parameter_list& params = net->parameters();
+  std::vector<std::size_t> fault_targets;
+  for (const fault_spec& f : cfg.faults) fault_targets.push_back(parameter_index(params, f.target));
+
+  optimizer opt(cfg.optimizer, pol, master, params);
+  any_scaler scaler = make_scaler(cfg.scaler);
+  std::int64_t start = 0;
+  const std::uint64_t config_print = fingerprint(cfg);
+  if (!cfg.checkpoint.resume_path.empty()) {
+    // Load into copies first so a bad file leaves nothing half-restored.
+    parameter_list loaded_params = params;
+    optimizer_state loaded_opt = opt.state();
+    const checkpoint_data meta = load_checkpoint(cfg.checkpoint.resume_path, loaded_params, loaded_opt);
+    if (meta.config_fingerprint != config_print) {
+      throw error("checkpoint '" + cfg.checkpoint.resume_path + "' configuration", "a different model/policy/seed",
+                  "the run_config the checkpoint was saved from (steps, threads, faults may differ)");
+    }
+    if (meta.next_step > cfg.steps) {
+      throw error("checkpoint next step", std::to_string(meta.next_step), "<= steps (" + std::to_string(cfg.steps) + ")");
+    }
+    if (auto* dyn = std::get_if<loss_scaler>(&scaler)) dyn->load_json(meta.scaler_json);
+    params = std::move(loaded_params);
+    opt.state() = std::move(loaded_opt);
+    start = meta.next_step;
+  }
+
+  exec_context ctx{.rounding = cfg.rounding, .seed = cfg.seed, .step = 0, .cast_site = 0, .threads = cfg.threads,
+                   .activation_stats = {}};
+  run_result result;
+  result.label = cfg.label;
+  result.policy = pol;
+
+  std::vector<std::span<float>> buffers;
+  for (parameter& p : params) buffers.push_back(span_of(p.grad));
+
+  matrix logits, dlogits;
+  std::int64_t steps_run = 0;
+  for (std::int64_t step = start; step < cfg.steps; ++step) {
+    if (cfg.checkpoint.stop_after_steps >= 0 && steps_run >= cfg.checkpoint.stop_after_steps) break;
+    const auto t0 = clock_type::now();
+    ctx.begin_step(step);
+    batch b = data.train_batch(step, cfg.batch_size);
+    b.inject_nan = fault_at(cfg, fault_kind::input_nan, step);
+    zero_grads(params);
+    net->forward(ctx, pol, b, logits);
+
+    step_record rec;
+    rec.step = step;
+    const double factor = loss_factor(cfg, step);
+    std::visit(
+        [&](auto& s) {
+          rec.scale = s.scale();
+          const loss_result lr =
+              cross_entropy(ctx, pol, logits, b.targets, static_cast<double>(s.scale()) * factor, &dlogits);
+          rec.loss = lr.loss * factor;
+          net->backward(ctx, pol, dlogits);
+          for (std::size_t i = 0; i < cfg.faults.size(); ++i) {
+            const fault_spec& f = cfg.faults[i];
+            if ((f.kind == fault_kind::gradient_inf || f.kind == fault_kind::gradient_nan) &&
+                std::find(f.steps.begin(), f.steps.end(), step) != f.steps.end()) {
+              params[fault_targets[i]].grad.data()[0] = f.kind == fault_kind::gradient_inf
+                                                            ? std::numeric_limits<float>::infinity()
+                                                            : std::numeric_limits<float>::quiet_NaN();
+            }
+          }
+          if (cfg.record_layer_counts) {
+            const cast_stats& d = lr.gradient_stats;  // where the backward starts: the loss gradient's cast
+            rec.grads.push_back(layer_counts{.name = std::string(loss_gradient_name), .elements = d.elements,
+                                             .overflow = d.overflow, .underflow = d.underflow,
+                                             .subnormal = d.subnormal, .nan = d.nan});
+            for (const parameter& p : params) {
+              rec.grads.push_back(layer_counts{.name = p.name, .elements = p.grad_stats.elements,
+                                               .overflow = p.grad_stats.overflow, .underflow = p.grad_stats.underflow,
+                                               .subnormal = p.grad_stats.subnormal, .nan = p.grad_stats.nan});
+            }
+          }
+          for (const std::span<float> g : buffers) (void)s.unscale(g);
+          const std::span<const std::span<float>> all(buffers);
+          if (cfg.clip_norm > 0.0) {
+            const clip_result c = s.clip_grad_norm(all, cfg.clip_norm);
+            rec.grad_norm_before_clip = c.norm_before;
+            rec.grad_norm_after_clip = c.norm_after;
+          } else {
+            rec.grad_norm_before_clip = global_grad_norm(all);
+            rec.grad_norm_after_clip = rec.grad_norm_before_clip;
+          }
+          const step_report report = s.step([&] { opt.step(ctx, params); });
+          rec.found_inf = report.found_inf;
+          rec.skipped = !report.applied;
+          (void)s.update();
+        },
+        scaler);
+    rec.step_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+    result.steps.push_back(std::move(rec));
+    ++steps_run;
+
+    if (!cfg.checkpoint.save_path.empty() && step == cfg.checkpoint.save_after_step) {
+      checkpoint_data meta{.config_fingerprint = config_print, .next_step = step + 1, .scaler_json = {}};
+      if (const auto* dyn = std::get_if<loss_scaler>(&scaler)) meta.scaler_json = dyn->save_json();
+      save_checkpoint(cfg.checkpoint.save_path, meta, params, opt.state());
+    }
+  }
+
+  ctx.begin_step(-1);
+  result.final_eval = evaluate(ctx, pol, *net, data.eval_set(), data.slice_names());
+  const batch probe = data.probe();
+  matrix probe_logits;
+  net->forward(ctx, pol, probe, probe_logits);
+  result.probe_rows = probe_logits.rows();
+  result.probe_cols = probe_logits.cols();
+  result.probe_logits.assign(probe_logits.data(), probe_logits.data() + probe_logits.size());
+  std::uint64_t h = hash_parameters(params);
+  for (const matrix& m : opt.state().master) h = hash_bits(span_of(m), h);
+  result.weights_hash = h;
+  result.wall_seconds = std::chrono::duration<double>(clock_type::now() - wall_start).count();
+  const double samples = static_cast<double>(steps_run * cfg.batch_size *
+                                             (cfg.model == model_kind::transformer ? cfg.transformer.context : 1));
+  result.samples_per_second = result.wall_seconds > 0.0 ? samples / result.wall_seconds : 0.0;
+  return result;
+}
+
+}  // namespace safeamp::sim

@@ -1,0 +1,241 @@
+// Every layer's backward against central finite differences of its forward (fp32 policy, loss
+// L = sum(w * y) with random w), and the softmax-overflow demonstration: scores beyond 65504 overflow
+// when softmax runs in fp16, not under fp16-mixed (softmax in fp32).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "safeamp/error.hpp"
+#include "safeamp/policy.hpp"
+#include "safeamp/sim/attention.hpp"
+#include "safeamp/sim/layers.hpp"
+#include "safeamp/sim/loss.hpp"
+#include "safeamp/sim/parameter.hpp"
+
+using namespace safeamp;
+using namespace safeamp::sim;
+
+namespace {
+
+constexpr precision_policy fp32_policy = presets::fp32;
+
+matrix random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint32_t stream, double std_dev = 1.0) {
+  matrix m(rows, cols);
+  init_normal(m, std_dev, 77, stream, fp32);
+  return m;
+}
+
+double weighted_sum(const matrix& y, const matrix& w) {
+  double s = 0.0;
+  for (Eigen::Index i = 0; i < y.size(); ++i) s += static_cast<double>(y.data()[i]) * w.data()[i];
+  return s;
+}
+
+// Central difference of loss() with respect to *x, step h; restores *x.
+double central_difference(float* x, float h, const std::function<double()>& loss) {
+  const float saved = *x;
+  *x = saved + h;
+  const double up = loss();
+  *x = saved - h;
+  const double down = loss();
+  *x = saved;
+  return (up - down) / (2.0 * static_cast<double>(h));
+}
+
+// Checks analytic gradient entries against finite differences for up to `samples` entries of `values`.
+// Tolerance: the truncation error of a central difference is O(h^2) and the float rounding of the loss
+// is about u * sum|w y| / h; we accept 1e-2 relative to the gradient's own scale.
+void check_gradient(const char* what, matrix& values, const matrix& analytic, const std::function<double()>& loss,
+                    float h = 1e-2f, Eigen::Index samples = 24) {
+  INFO(what);
+  REQUIRE(values.size() == analytic.size());
+  const double scale = std::max(1e-3, static_cast<double>(analytic.cwiseAbs().maxCoeff()));
+  const Eigen::Index stride = std::max<Eigen::Index>(1, values.size() / samples);
+  for (Eigen::Index i = 0; i < values.size(); i += stride) {
+    const double numeric = central_difference(values.data() + i, h, loss);
+    INFO("element " << i << ": analytic " << analytic.data()[i] << ", numeric " << numeric);
+    CHECK(std::abs(numeric - analytic.data()[i]) <= 1e-2 * scale);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("linear backward matches finite differences") {
+  parameter_list params;
+  exec_context ctx;
+  linear_layer l = make_linear(params, "fc", 6, 5);
+  params[l.weight].value = random_matrix(6, 5, 1);
+  params[l.bias].value = random_matrix(1, 5, 2);
+  matrix x = random_matrix(7, 6, 3);
+  const matrix w = random_matrix(7, 5, 4);
+  matrix y, dx;
+  auto loss = [&] {
+    matrix out;
+    l.forward(ctx, fp32_policy, params, x, out, fp32);
+    return weighted_sum(out, w);
+  };
+  l.forward(ctx, fp32_policy, params, x, y, fp32);
+  l.backward(ctx, fp32_policy, params, w, &dx);
+  check_gradient("dx", x, dx, loss);
+  check_gradient("dW", params[l.weight].value, params[l.weight].grad, loss);
+  check_gradient("db", params[l.bias].value, params[l.bias].grad, loss);
+  // Mismatched shapes are errors naming the field, never a silent broadcast.
+  matrix wrong = random_matrix(7, 4, 5);
+  CHECK_THROWS_WITH(l.forward(ctx, fp32_policy, params, wrong, y, fp32), Catch::Contains("linear input columns"));
+  CHECK_THROWS_WITH(l.backward(ctx, fp32_policy, params, wrong, &dx), Catch::Contains("linear output-gradient columns"));
+}
+
+TEST_CASE("GELU and ReLU backward match finite differences") {
+  exec_context ctx;
+  for (const activation_fn fn : {activation_fn::gelu, activation_fn::relu}) {
+    activation_layer a{.fn = fn, .input = {}};
+    matrix x = random_matrix(5, 8, 5);
+    for (Eigen::Index i = 0; i < x.size(); ++i) {  // keep ReLU inputs away from its kink
+      if (std::abs(x.data()[i]) < 0.1f) x.data()[i] = 0.5f;
+    }
+    const matrix w = random_matrix(5, 8, 6);
+    auto loss = [&] {
+      matrix out;
+      activation_layer probe{.fn = fn, .input = {}};
+      probe.forward(ctx, fp32_policy, x, out);
+      return weighted_sum(out, w);
+    };
+    matrix y, dx;
+    a.forward(ctx, fp32_policy, x, y);
+    a.backward(ctx, fp32_policy, w, dx);
+    check_gradient(fn == activation_fn::gelu ? "gelu dx" : "relu dx", x, dx, loss, 1e-3f);
+  }
+  // GELU(1) = 0.5 (1 + tanh(sqrt(2/pi) 1.044715)) = 0.841192 (tanh approximation, hand-computed).
+  CHECK(gelu(1.0f) == Approx(0.841192).epsilon(1e-5));
+}
+
+TEST_CASE("layer norm backward matches finite differences") {
+  parameter_list params;
+  exec_context ctx;
+  layer_norm_layer ln = make_layer_norm(params, "ln", 8);
+  params[ln.gain].value = random_matrix(1, 8, 7);
+  params[ln.bias].value = random_matrix(1, 8, 8);
+  matrix x = random_matrix(4, 8, 9);
+  const matrix w = random_matrix(4, 8, 10);
+  auto loss = [&] {
+    layer_norm_layer probe = ln;
+    matrix out;
+    probe.forward(ctx, fp32_policy, params, x, out);
+    return weighted_sum(out, w);
+  };
+  matrix y, dx;
+  ln.forward(ctx, fp32_policy, params, x, y);
+  // Normalised rows: mean 0, variance 1 (with gain 1, bias 0 this is y itself).
+  ln.backward(ctx, fp32_policy, params, w, dx);
+  check_gradient("dx", x, dx, loss, 1e-2f);
+  check_gradient("dgain", params[ln.gain].value, params[ln.gain].grad, loss);
+  check_gradient("dbias", params[ln.bias].value, params[ln.bias].grad, loss);
+}
+
+TEST_CASE("causal attention backward matches finite differences, and the mask holds") {
+  exec_context ctx;
+  attention_op att;
+  att.sequences = 2;
+  att.context = 5;
+  att.heads = 2;
+  att.head_dim = 3;
+  matrix qkv = random_matrix(10, 18, 11);
+  const matrix w = random_matrix(10, 6, 12);
+  auto loss = [&] {
+    attention_op probe = att;
+    matrix out;
+    probe.forward(ctx, fp32_policy, qkv, out);
+    return weighted_sum(out, w);
+  };
+  matrix out, dqkv;
+  att.forward(ctx, fp32_policy, qkv, out);
+  for (const matrix& p : att.probs) {
+    for (Eigen::Index r = 0; r < p.rows(); ++r) {
+      CHECK(p.row(r).sum() == Approx(1.0).epsilon(1e-6));
+      for (Eigen::Index c = r + 1; c < p.cols(); ++c) CHECK(p(r, c) == 0.0f);
+    }
+  }
+  att.backward(ctx, fp32_policy, w, dqkv);
+  check_gradient("dqkv", qkv, dqkv, loss, 1e-2f, 60);
+}
+
+TEST_CASE("embedding backward matches finite differences") {
+  parameter_list params;
+  exec_context ctx;
+  embedding_layer e = make_embedding(params, "embed", 6, 4, 3);
+  params[e.tokens_table].value = random_matrix(6, 3, 13);
+  params[e.positions_table].value = random_matrix(4, 3, 14);
+  const std::vector<std::int32_t> tokens = {1, 5, 1, 0, 2, 2, 3, 1};  // two sequences of 4, token 1 repeated
+  const matrix w = random_matrix(8, 3, 15);
+  auto loss = [&] {
+    embedding_layer probe = e;
+    matrix out;
+    probe.forward(ctx, fp32_policy, params, tokens, out);
+    return weighted_sum(out, w);
+  };
+  matrix y;
+  e.forward(ctx, fp32_policy, params, tokens, y);
+  e.backward(ctx, fp32_policy, params, w);
+  check_gradient("tokens table", params[e.tokens_table].value, params[e.tokens_table].grad, loss);
+  check_gradient("positions table", params[e.positions_table].value, params[e.positions_table].grad, loss);
+  CHECK_THROWS_AS(e.forward(ctx, fp32_policy, params, std::vector<std::int32_t>{0, 1, 9, 2}, y), safeamp::error);
+}
+
+TEST_CASE("cross-entropy gradient matches finite differences and the hand-computed value") {
+  exec_context ctx;
+  matrix logits = random_matrix(6, 5, 16);
+  const std::vector<std::int32_t> targets = {0, 4, 2, 2, 1, 3};
+  auto loss = [&] { return cross_entropy(ctx, fp32_policy, logits, targets, 1.0, nullptr).loss; };
+  matrix dlogits;
+  (void)cross_entropy(ctx, fp32_policy, logits, targets, 1.0, &dlogits);
+  check_gradient("dlogits", logits, dlogits, loss, 1e-2f, 30);
+  // Two equal logits: loss ln 2, gradient (0.5 - 1, 0.5) / rows.
+  matrix two(1, 2);
+  two << 3.0f, 3.0f;
+  matrix d;
+  const loss_result r = cross_entropy(ctx, fp32_policy, two, {0}, 1.0, &d);
+  CHECK(r.loss == Approx(std::log(2.0)).epsilon(1e-6));
+  CHECK(d(0, 0) == -0.5f);
+  CHECK(d(0, 1) == 0.5f);
+  CHECK_THROWS_AS(cross_entropy(ctx, fp32_policy, two, {2}, 1.0, nullptr), safeamp::error);
+  CHECK_THROWS_AS(cross_entropy(ctx, fp32_policy, two, {0, 1}, 1.0, nullptr), safeamp::error);
+}
+
+TEST_CASE("attention scores overflow when softmax runs in fp16, not under fp16-mixed (softmax in fp32)") {
+  // Q and K entries of 300 (exact in fp16): every score is 300 * 300 * 16 / sqrt(16) = 360000 > 65504.
+  attention_op att;
+  att.sequences = 1;
+  att.context = 4;
+  att.heads = 1;
+  att.head_dim = 16;
+  matrix qkv = matrix::Constant(4, 48, 300.0f);
+  qkv.rightCols(16) = random_matrix(4, 16, 17);  // V
+  const precision_policy mixed = presets::fp16_mixed;
+  REQUIRE(mixed.format_for(op_class::softmax) == fp32);
+  const precision_policy low_softmax = mixed.with_op(op_class::softmax, fp16);
+
+  exec_context ctx;
+  matrix out_mixed, out_low, out_ref;
+  attention_op a1 = att, a2 = att, a3 = att;
+  a1.forward(ctx, mixed, qkv, out_mixed);
+  a2.forward(ctx, low_softmax, qkv, out_low);
+  a3.forward(ctx, presets::fp32, qkv, out_ref);
+  CHECK(a1.score_stats.overflow == 0);
+  CHECK(a2.score_stats.overflow == 16);  // all 4x4 scores (the mask is applied after the GEMM)
+  CHECK(out_mixed.allFinite());
+  CHECK_FALSE(out_low.allFinite());
+  // fp16-mixed matches fp32 up to the fp16 rounding of V, P and the output: 3 u_fp16 relative to max |V|.
+  const double tol = 3.0 * unit_roundoff(fp16) * static_cast<double>(qkv.rightCols(16).cwiseAbs().maxCoeff());
+  CHECK((out_mixed - out_ref).cwiseAbs().maxCoeff() <= tol);
+
+  // The same with the loss: logits of 70000 are inf in an fp16 loss, finite in an fp32 one.
+  matrix logits(1, 3);
+  logits << 70000.0f, 1.0f, 2.0f;
+  const loss_result fp32_loss = cross_entropy(ctx, mixed, logits, {0}, 1.0, nullptr);
+  const loss_result fp16_loss = cross_entropy(ctx, mixed.with_op(op_class::loss, fp16), logits, {0}, 1.0, nullptr);
+  CHECK(std::isfinite(fp32_loss.loss));
+  CHECK(fp32_loss.loss == Approx(0.0).margin(1e-6));
+  CHECK_FALSE(std::isfinite(fp16_loss.loss));
+}

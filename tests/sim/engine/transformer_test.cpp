@@ -1,0 +1,86 @@
+// The shipped decoder-only transformer on the GPL-3 text (Debian base-files): it learns, fp16-mixed with
+// dynamic scaling and bf16-mixed track fp32, per-position metrics and probe logits are reported, and
+// 1 and 2 threads give bit-identical runs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "safeamp/format.hpp"
+#include "safeamp/policy.hpp"
+#include "safeamp/scaling.hpp"
+#include "safeamp/sim/trainer.hpp"
+
+using namespace safeamp;
+using namespace safeamp::sim;
+
+namespace {
+
+run_config transformer_config(const precision_policy& pol, std::int64_t steps) {
+  run_config c;
+  c.label = "transformer";
+  c.model = model_kind::transformer;
+  c.transformer = transformer_shape{.context = 32, .width = 64, .heads = 4, .layers = 2, .ffn_multiplier = 4};
+  c.policy = pol;
+  c.steps = steps;
+  c.batch_size = 8;
+  c.data.eval_samples = 64;
+  c.optimizer.kind = optimizer_kind::adamw;
+  c.optimizer.learning_rate = 3e-3;
+  c.scaler.kind = scaler_kind::none;
+  return c;
+}
+
+double tracking_tolerance(format_spec f) { return 16.0 * unit_roundoff(f); }
+
+}  // namespace
+
+TEST_CASE("the transformer learns the corpus and fp16-mixed (dynamic scaling) and bf16-mixed track fp32") {
+  if (!std::filesystem::exists(data_config{}.corpus_path)) {
+    WARN("no corpus at " << data_config{}.corpus_path << " (Debian package base-files); skipping");
+    std::exit(77);
+  }
+  const run_result ref = train(transformer_config(presets::fp32, 120));
+  auto cfg = transformer_config(presets::fp16_mixed, 120);
+  cfg.scaler.kind = scaler_kind::dynamic;
+  cfg.scaler.dynamic = scaler_presets::pytorch;
+  const run_result half = train(cfg);
+  const run_result bf16r = train(transformer_config(presets::bf16_mixed, 120));
+
+  const double vocab = static_cast<double>(ref.probe_cols);
+  std::printf("transformer: vocab %.0f, first loss %.4f, held-out loss fp32 %.4f fp16-mixed %.4f bf16-mixed %.4f;"
+              " accuracy fp32 %.3f\n",
+              vocab, ref.steps.front().loss, ref.final_eval.loss, half.final_eval.loss, bf16r.final_eval.loss,
+              ref.final_eval.accuracy);
+  for (const slice_metrics& s : ref.final_eval.slices) {
+    std::printf("  %-16s count %lld loss %.4f accuracy %.3f\n", s.name.c_str(), static_cast<long long>(s.count),
+                s.loss, s.accuracy);
+  }
+  // Learning: from about ln(vocab) to well below it.
+  CHECK(ref.steps.front().loss > 0.9 * std::log(vocab));
+  CHECK(ref.final_eval.loss < 0.7 * std::log(vocab));
+  CHECK(ref.final_eval.accuracy > 0.15);
+  REQUIRE(ref.final_eval.slices.size() == 4);
+  for (const slice_metrics& s : ref.final_eval.slices) CHECK(s.count > 0);
+  for (const slice_metrics& s : ref.final_eval.slices) CHECK(s.loss < 0.75 * std::log(vocab));
+  CHECK(ref.probe_rows == 8 * 32);
+  CHECK(ref.probe_logits.size() == static_cast<std::size_t>(ref.probe_rows * ref.probe_cols));
+
+  CHECK(std::abs(half.final_eval.loss - ref.final_eval.loss) / ref.final_eval.loss < tracking_tolerance(fp16));
+  CHECK(std::abs(bf16r.final_eval.loss - ref.final_eval.loss) / ref.final_eval.loss < tracking_tolerance(bf16));
+  for (const step_record& s : half.steps) CHECK_FALSE(s.skipped);
+}
+
+TEST_CASE("the transformer gives bit-identical runs on 1 and 2 threads") {
+  if (!std::filesystem::exists(data_config{}.corpus_path)) std::exit(77);
+  auto cfg = transformer_config(presets::fp16_mixed, 10);
+  cfg.scaler.kind = scaler_kind::dynamic;
+  cfg.threads = 1;
+  const run_result one = train(cfg);
+  cfg.threads = 2;
+  const run_result two = train(cfg);
+  CHECK(one.steps == two.steps);
+  CHECK(one.weights_hash == two.weights_hash);
+  CHECK(one.probe_logits == two.probe_logits);
+}
