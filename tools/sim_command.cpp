@@ -61,10 +61,10 @@ std::string faults_text(const std::vector<fault_spec>& faults) {
   for (const fault_spec& f : faults) {
     if (!out.empty()) out += "; ";
     out += to_string(f.kind);
-    if (f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss) out += " x" + g(f.factor);
-    if (!f.target.empty()) out += " in " + f.target;
+    if (f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss) out.append(" x").append(g(f.factor));
+    if (!f.target.empty()) out.append(" in ").append(f.target);
     out += " at step";
-    for (std::size_t i = 0; i < f.steps.size(); ++i) out += (i ? "," : " ") + std::to_string(f.steps[i]);
+    for (std::size_t i = 0; i < f.steps.size(); ++i) out.append(i ? "," : " ").append(std::to_string(f.steps[i]));
   }
   return out;
 }

@@ -13,8 +13,12 @@ std::string render_progress_line(std::int64_t done, std::int64_t total, double e
   const std::int64_t d = std::clamp<std::int64_t>(done, 0, t);
   const int width = std::max(bar_width, 1);
   const auto filled = static_cast<int>(d * width / t);
-  std::string line = "[" + std::string(static_cast<std::size_t>(filled), '#') +
-                     std::string(static_cast<std::size_t>(width - filled), '-') + "] ";
+  std::string line;
+  line.reserve(static_cast<std::size_t>(width) + 96 + what.size());
+  line.push_back('[');
+  line.append(static_cast<std::size_t>(filled), '#');
+  line.append(static_cast<std::size_t>(width - filled), '-');
+  line.append("] ");
   char buf[64];
   std::snprintf(buf, sizeof buf, "%lld/%lld  %.1f s  ", static_cast<long long>(d), static_cast<long long>(t),
                 elapsed_seconds);
