@@ -6,4 +6,5 @@
 #include "safeamp/format/philox.hpp"
 #include "safeamp/format/round.hpp"
 #include "safeamp/format/round_options.hpp"
+#include "safeamp/format/round_kernel.hpp"
 #include "safeamp/format/round_span.hpp"

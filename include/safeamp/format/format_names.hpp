@@ -17,7 +17,11 @@ inline std::string format_name(format_spec f) {
   if (f == bf16) return "bf16";
   if (f == fp8_e4m3) return "e4m3";
   if (f == fp8_e5m2) return "e5m2";
-  std::string s = "e" + std::to_string(f.exponent_bits) + "m" + std::to_string(f.mantissa_bits);
+  // Appended piece by piece: g++ 12 -O3 gives a false -Wrestrict on "literal" + std::string&&.
+  std::string s = "e";
+  s += std::to_string(f.exponent_bits);
+  s += 'm';
+  s += std::to_string(f.mantissa_bits);
   if (f.specials == special_values::finite_nan) s += "fn";
   return s;
 }
@@ -57,7 +61,7 @@ inline format_spec parse_format(std::string_view name) {
   }
   throw error("format name", "'" + std::string(name) + "'",
               "fp32 (float32, f32, float, single), tf32, fp16 (float16, f16, half, binary16), bf16 (bfloat16), "
-              "e4m3 (fp8_e4m3, e4m3fn), e5m2 (fp8_e5m2), or e<E>m<M>[fn] with E in 2..8 and M in 1..23");
+              "e4m3 (fp8_e4m3, e4m3fn), e5m2 (fp8_e5m2), or e<E>m<M>[fn] with E in 2..8 (2..7 with fn) and M in 1..23");
 }
 
 }  // namespace safeamp

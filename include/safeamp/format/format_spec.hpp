@@ -29,11 +29,13 @@ inline constexpr int max_exponent_bits = 8;
 inline constexpr int min_mantissa_bits = 1;
 inline constexpr int max_mantissa_bits = 23;
 
-/// True when the descriptor is one this library can round to (2..8 exponent bits, 1..23 mantissa bits).
+/// True when the descriptor is one this library can round to (2..8 exponent bits, 1..23 mantissa bits;
+/// finite_nan only up to 7 exponent bits, since with 8 its top binade 2^128 does not fit in a float).
 [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr bool is_valid(format_spec f) noexcept {
   return f.exponent_bits >= min_exponent_bits && f.exponent_bits <= max_exponent_bits &&
          f.mantissa_bits >= min_mantissa_bits && f.mantissa_bits <= max_mantissa_bits &&
-         (f.specials == special_values::ieee || f.specials == special_values::finite_nan);
+         (f.specials == special_values::ieee ||
+          (f.specials == special_values::finite_nan && f.exponent_bits < max_exponent_bits));
 }
 
 /// Validated construction: throws safeamp::error naming the bad field at run time; in a constant
@@ -45,6 +47,13 @@ inline constexpr int max_mantissa_bits = 23;
   }
   if (mantissa_bits < min_mantissa_bits || mantissa_bits > max_mantissa_bits) {
     throw error("format mantissa_bits", std::to_string(mantissa_bits), "1..23");
+  }
+  if (specials != special_values::ieee && specials != special_values::finite_nan) {
+    throw error("format specials", std::to_string(static_cast<int>(specials)), "ieee (0) or finite_nan (1)");
+  }
+  if (specials == special_values::finite_nan && exponent_bits == max_exponent_bits) {
+    throw error("format exponent_bits", std::to_string(exponent_bits) + " with finite_nan",
+                "2..7 for finite_nan formats (their values must fit in a float)");
   }
   return format_spec{exponent_bits, mantissa_bits, specials};
 }
@@ -59,12 +68,9 @@ inline constexpr format_spec fp8_e5m2{5, 2, special_values::ieee};         // OC
 
 // ---- derived quantities (all from the descriptor) ------------------------------------------------
 namespace detail {
-/// 2^e as a double, exact for |e| <= 1022 (constexpr; std::ldexp is not).
+/// 2^e as a double for -1022 <= e <= 1023, built from its bits (constexpr; std::ldexp is not).
 [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr double exp2i(int e) noexcept {
-  double r = 1.0;
-  for (; e > 0; --e) r *= 2.0;
-  for (; e < 0; ++e) r *= 0.5;
-  return r;
+  return safeamp::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
 }
 }  // namespace detail
 

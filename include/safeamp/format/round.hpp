@@ -130,7 +130,7 @@ template <class T>
 }  // namespace detail
 
 /// Rounds x to format f and returns the target bit pattern (sign at bit exponent_bits + mantissa_bits).
-/// random_bits is used only by rounding::stochastic (see format/stochastic.hpp for deterministic bits).
+/// random_bits is used only by rounding::stochastic (see format/philox.hpp for deterministic bits).
 [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr std::uint32_t encode(format_spec f, float x, round_options opt = {},
                                                                  std::uint32_t random_bits = 0) noexcept {
   return detail::encode_impl<float>(f, x, opt, random_bits).code;

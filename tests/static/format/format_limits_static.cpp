@@ -34,7 +34,8 @@ static_assert(max_finite(fp16) == 65504.0f && min_normal(fp16) == 6.103515625e-0
 static_assert(min_subnormal(fp16) == 5.9604644775390625e-08f);
 static_assert(epsilon(fp16) == 0.0009765625f && unit_roundoff(fp16) == 0.00048828125f);
 static_assert(digits(fp16) == 11 && storage_bytes(fp16) == 2 && has_infinity(fp16));
-static_assert(max_finite_code(fp16) == 0x7BFFu && infinity_code(fp16) == 0x7C00u && canonical_nan_code(fp16) == 0x7E00u);
+static_assert(max_finite_code(fp16) == 0x7BFFu && infinity_code(fp16) == 0x7C00u &&
+              canonical_nan_code(fp16) == 0x7E00u);
 static_assert(sign_bit(fp16) == 0x8000u);
 
 // bf16: bias 127; max (2 - 2^-7) 2^127 = 0x7F7F, min subnormal 2^-133.
@@ -43,7 +44,8 @@ static_assert(f32_bits(max_finite(bf16)) == 0x7F7F0000u && min_normal(bf16) == 1
 static_assert(f32_bits(min_subnormal(bf16)) == 0x00010000u);  // 2^-133 = 2^16 * 2^-149
 static_assert(epsilon(bf16) == 0.0078125f && unit_roundoff(bf16) == 0.00390625f);
 static_assert(digits(bf16) == 8 && storage_bytes(bf16) == 2);
-static_assert(max_finite_code(bf16) == 0x7F7Fu && infinity_code(bf16) == 0x7F80u && canonical_nan_code(bf16) == 0x7FC0u);
+static_assert(max_finite_code(bf16) == 0x7F7Fu && infinity_code(bf16) == 0x7F80u &&
+              canonical_nan_code(bf16) == 0x7FC0u);
 
 // E4M3 (OCP, "fn"): bias 7, emin -6, emax 8, max 448 = S.1111.110, NaN S.1111.111, no infinity.
 static_assert(exponent_bias(fp8_e4m3) == 7 && min_exponent(fp8_e4m3) == -6 && max_exponent(fp8_e4m3) == 8);
@@ -59,7 +61,8 @@ static_assert(max_finite(fp8_e5m2) == 57344.0f && min_normal(fp8_e5m2) == 6.1035
 static_assert(min_subnormal(fp8_e5m2) == 1.52587890625e-05f);
 static_assert(epsilon(fp8_e5m2) == 0.25f && unit_roundoff(fp8_e5m2) == 0.125f);
 static_assert(digits(fp8_e5m2) == 3 && storage_bytes(fp8_e5m2) == 1);
-static_assert(max_finite_code(fp8_e5m2) == 0x7Bu && infinity_code(fp8_e5m2) == 0x7Cu && canonical_nan_code(fp8_e5m2) == 0x7Eu);
+static_assert(max_finite_code(fp8_e5m2) == 0x7Bu && infinity_code(fp8_e5m2) == 0x7Cu &&
+              canonical_nan_code(fp8_e5m2) == 0x7Eu);
 
 // Generic: e3m2 (ieee): bias 3, emin -2, emax 3, max 1.75 * 8 = 14, min subnormal 2^-4.
 constexpr format_spec e3m2{3, 2, special_values::ieee};
@@ -87,7 +90,9 @@ static_assert(decode(fp16, encode(fp16, -0.0f)) == 0.0f && encode(fp16, -0.0f) =
 // Invalid descriptors: make_format in a constant expression is not a constant (it throws), so a template
 // argument built from it does not exist: detected here with a requires-expression.
 template <int E, int M, special_values S = special_values::ieee>
-constexpr bool constant_format = requires { typename std::integral_constant<int, make_format(E, M, S).exponent_bits>; };
+constexpr bool constant_format = requires {
+  typename std::integral_constant<int, make_format(E, M, S).exponent_bits>;
+};
 static_assert(constant_format<5, 10>);
 static_assert(constant_format<4, 3, special_values::finite_nan>);
 static_assert(!constant_format<9, 3>);

@@ -1,0 +1,213 @@
+// The branch-free float -> float rounding step behind round_span, and the block Philox fill for stochastic
+// rounding. Same results as decode(encode(x)) bit for bit (tests/unit/format checks it), written so that a
+// loop over it auto-vectorises (AVX2/AVX-512 variable shifts, no table lookups, no data-dependent branches).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "safeamp/config.hpp"
+#include "safeamp/format/format_spec.hpp"
+#include "safeamp/format/philox.hpp"
+#include "safeamp/format/round_options.hpp"
+
+// The per-element step must be inlined into the loop for it to vectorise; g++ otherwise sometimes keeps it
+// out of line (a call per element, 10x slower).
+// The loops themselves are kept out of line: inlined into their callers g++ sometimes gives up on them
+// ("complicated access pattern"), while on their own they vectorise every time.
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define SAFEAMP_DETAIL_ALWAYS_INLINE [[gnu::always_inline]] inline
+#define SAFEAMP_DETAIL_NOINLINE [[gnu::noinline]]
+#else
+#define SAFEAMP_DETAIL_ALWAYS_INLINE inline
+#define SAFEAMP_DETAIL_NOINLINE
+#endif
+
+namespace safeamp::detail {
+
+/// Result of rounding one float: the rounded float's bits and whether its magnitude overflowed.
+struct rounded_bits {
+  std::uint32_t bits;
+  std::uint32_t overflowed;  // 0 or 1 (not bool: a bool member keeps the struct in memory and stops g++ vectorising)
+};
+
+// Works on the float's bits a = |x| = [ex:8 | mantissa:23], sig = mantissa | implicit bit << 23.
+// The target quantum is 2^(max(e, emin) - M), i.e. sig is cut at
+//   sh = 23 - M + below,   below = max(emin_src - max(ex, 1), 0)   (emin_src: target emin as a float field)
+// so q = sig >> sh quanta are kept and rem = sig mod 2^sh decides the rounding increment `up`.
+//  * sh <= 23: the cut lies inside the float's significand, so ((a >> sh) + up) << sh is the rounded float
+//    (a carry out of the mantissa moves into the exponent field: exactly the next binade).
+//  * sh >= 24 (only in the target's subnormal range): x < Q = 2^(emin - M), the result is 0 or Q.
+// Shifts are clamped to 31 (sig < 2^24, so a cut at >= 24 bits leaves q = 0 and rem = sig).
+// Stochastic: up iff random + floor(2^32 rem / 2^sh) carries out of 32 bits, i.e. frac32 > ~random.
+// Overflow is "rounded float > max finite"; +-inf inputs take that path too (they differ only for the
+// directed modes that do not round away from zero, handled explicitly).
+
+/// 0 or 1; all-zeros or all-ones; mask ? x : y. Plain arithmetic, so conditions do not become branches.
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr std::uint32_t b01(bool c) noexcept { return static_cast<std::uint32_t>(c); }
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr std::uint32_t mask(bool c) noexcept { return 0u - b01(c); }
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr std::uint32_t select(bool c, std::uint32_t x, std::uint32_t y) noexcept {
+  return (x & mask(c)) | (y & ~mask(c));
+}
+
+/// Everything round_float_bits needs from the descriptor, computed once per span (not per element).
+struct round_constants {
+  std::uint32_t mantissa_bits;    // M
+  std::uint32_t emin_src;         // target emin as a float exponent field
+  std::uint32_t max_bits;         // float bits of max finite
+  std::uint32_t min_normal_bits;  // float bits of min normal
+  std::uint32_t payload_mask;     // the float mantissa bits the target keeps
+  std::uint32_t nan_fill;         // NaN as decode() gives it: quiet, plus all ones for finite_nan
+  std::uint32_t inf_or_nan;       // what overflow to infinity gives: inf, or NaN without infinity
+  std::uint32_t quantum_bits;     // float bits of the smallest subnormal 2^(emin - M)
+};
+
+[[nodiscard]] SAFEAMP_DETAIL_ALWAYS_INLINE SAFEAMP_HOST_DEVICE constexpr round_constants make_round_constants(
+    format_spec f) noexcept {
+  const int M = f.mantissa_bits;
+  const std::uint32_t payload_mask = ((std::uint32_t{1} << M) - 1u) << (23 - M);
+  const std::uint32_t nan_fill = has_infinity(f) ? 0x7FC00000u : 0x7FC00000u | payload_mask;
+  return round_constants{static_cast<std::uint32_t>(M),
+                         static_cast<std::uint32_t>(min_exponent(f) + 127),
+                         safeamp::bit_cast<std::uint32_t>(max_finite(f)),
+                         safeamp::bit_cast<std::uint32_t>(min_normal(f)),
+                         payload_mask,
+                         nan_fill,
+                         has_infinity(f) ? 0x7F800000u : nan_fill,
+                         safeamp::bit_cast<std::uint32_t>(min_subnormal(f))};
+}
+
+template <rounding R>
+[[nodiscard]] SAFEAMP_DETAIL_ALWAYS_INLINE SAFEAMP_HOST_DEVICE constexpr rounded_bits round_float_bits(
+    round_constants k_, std::uint32_t a, bool negative, overflow ov, bool ftz, std::uint32_t random_bits) noexcept {
+  const std::uint32_t M = k_.mantissa_bits;
+  const std::uint32_t emin_src = k_.emin_src;
+  const std::uint32_t max_bits = k_.max_bits;
+  const std::uint32_t min_normal_bits = k_.min_normal_bits;
+  const std::uint32_t payload_mask = k_.payload_mask;
+  const std::uint32_t nan_fill = k_.nan_fill;
+  const std::uint32_t inf_or_nan = k_.inf_or_nan;
+
+  // Bitwise forms of the conditions (b01: 0 or 1, select: mask ? x : y) keep the loop free of branches,
+  // which g++ needs before it vectorises.
+  const std::uint32_t neg01 = negative ? 1u : 0u;
+  const std::uint32_t ex = a >> 23;
+  const std::uint32_t ex1 = ex + b01(ex == 0u);
+  const std::uint32_t sig = (a & 0x7FFFFFu) | (b01(ex != 0u) << 23);
+  // Formats with float's exponent range (emin_src == 1: bf16, tf32, fp32) never cut below 23 - M bits; for a
+  // named format this folds at compile time and the shifts become immediates.
+  const bool float_range = emin_src <= 1u;
+  const std::uint32_t below = float_range ? 0u : select(emin_src > ex1, emin_src - ex1, 0u);
+  const std::uint32_t sh = 23u - M + below;
+  const std::uint32_t sh_c = float_range ? 23u - M : select(sh < 31u, sh, 31u);
+  const std::uint32_t q = sig >> sh_c;
+  const std::uint32_t rem = sig & ((std::uint32_t{1} << sh_c) - 1u);
+  const std::uint32_t inexact01 = b01(rem != 0u);
+
+  std::uint32_t up = 0;
+  if constexpr (R == rounding::nearest_even) {
+    const std::uint32_t half = (std::uint32_t{1} << sh_c) >> 1;
+    up = b01(rem > half) | (b01(rem == half) & inexact01 & q);  // half == 0: exact, no tie
+  } else if constexpr (R == rounding::toward_pos_inf) {
+    up = inexact01 & (neg01 ^ 1u);
+  } else if constexpr (R == rounding::toward_neg_inf) {
+    up = inexact01 & neg01;
+  } else if constexpr (R == rounding::stochastic) {
+    const std::uint32_t low = select(sh < 31u, 31u - sh, 0u);
+    const std::uint32_t high_raw = select(sh > 32u, sh - 32u, 0u);
+    const std::uint32_t high = select(high_raw < 31u, high_raw, 31u);
+    const std::uint32_t frac32 = select(sh <= 31u, (rem << low) << 1, sig >> high);
+    up = b01(frac32 > ~random_bits);
+  }
+
+  // sh <= 23: the cut lies inside the float's significand, and rounding the bits as one integer is exact
+  // (a carry runs into the exponent field). sh >= 24: x < one quantum Q = 2^(emin - M); result 0 or Q.
+  std::uint32_t r = ((a >> sh_c) + up) << sh_c;
+  if (!float_range) r = select(sh <= 23u, r, mask(up != 0u) & k_.quantum_bits);
+  // +-inf takes the overflow path too; it differs only for directed modes that do not round away.
+  const bool overflowed = r > max_bits;
+  r &= ~(mask(ftz) & mask(r < min_normal_bits));
+  constexpr bool nearest_like = R == rounding::nearest_even || R == rounding::stochastic;
+  const bool away =
+      nearest_like || (R == rounding::toward_pos_inf && !negative) || (R == rounding::toward_neg_inf && negative);
+  const bool saturate = ov == overflow::saturate;
+  const std::uint32_t overflow_bits = select(saturate || !away, max_bits, inf_or_nan);
+  const std::uint32_t inf_input_bits = select(saturate, max_bits, inf_or_nan);
+  const std::uint32_t nan_bits = nan_fill | (a & payload_mask);
+  r = select(overflowed, overflow_bits, r);
+  if constexpr (!nearest_like) r = select(a == 0x7F800000u, inf_input_bits, r);
+  r = select(a > 0x7F800000u, nan_bits, r);
+  return rounded_bits{r, b01(overflowed) & b01(a < 0x7F800000u)};
+}
+
+/// Counters of one chunk (32-bit so that the loop vectorises; chunks are short enough not to wrap).
+struct local_counts {
+  std::uint32_t overflow = 0, underflow = 0, subnormal = 0, nan = 0, infinity = 0;
+};
+
+// The loop of round_floats; k by value so that its fields stay in registers (or fold as constants).
+template <rounding R>
+SAFEAMP_DETAIL_ALWAYS_INLINE SAFEAMP_HOST_DEVICE constexpr void round_floats_loop(const round_constants k,
+                                                                                  const float* in, float* out,
+                                                                                  std::size_t n, overflow ov, bool ftz,
+                                                                                  const std::uint32_t* random_words,
+                                                                                  local_counts& c) noexcept {
+  std::uint32_t n_overflow = 0, n_underflow = 0, n_subnormal = 0, n_nan = 0, n_inf = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t u = safeamp::bit_cast<std::uint32_t>(in[i]);
+    const std::uint32_t a = u & 0x7FFFFFFFu;
+    std::uint32_t rnd = 0;
+    if constexpr (R == rounding::stochastic) rnd = random_words[i];
+    const rounded_bits r = round_float_bits<R>(k, a, (u >> 31) != 0u, ov, ftz, rnd);
+    out[i] = safeamp::bit_cast<float>((u & 0x80000000u) | r.bits);
+    n_overflow += r.overflowed;
+    n_underflow += b01(a - 1u < 0x7F800000u - 1u) & b01(r.bits == 0u);  // finite nonzero input, zero result
+    n_subnormal += b01(r.bits - 1u < k.min_normal_bits - 1u);           // 0 < result < min normal
+    n_nan += b01(r.bits > 0x7F800000u);
+    n_inf += b01(r.bits == 0x7F800000u);
+  }
+  c.overflow += n_overflow;
+  c.underflow += n_underflow;
+  c.subnormal += n_subnormal;
+  c.nan += n_nan;
+  c.infinity += n_inf;
+}
+
+/// Rounds in[0..n) into out[0..n) (out may equal in) and adds to the counters. Branch-free per element.
+/// Named = true takes the format from the template argument F (its constants fold into the loop),
+/// otherwise from the run-time descriptor f.
+template <rounding R, bool Named = false, format_spec F = format_spec{}>
+SAFEAMP_DETAIL_NOINLINE SAFEAMP_HOST_DEVICE constexpr void round_floats(format_spec f, const float* in, float* out,
+                                                                        std::size_t n, overflow ov, bool ftz,
+                                                                        const std::uint32_t* random_words,
+                                                                        local_counts& c) noexcept {
+  if constexpr (Named) {
+    constexpr round_constants k = make_round_constants(F);
+    round_floats_loop<R>(k, in, out, n, ov, ftz, random_words, c);
+  } else {
+    round_floats_loop<R>(make_round_constants(f), in, out, n, ov, ftz, random_words, c);
+  }
+}
+
+/// Fills words[4 b + j] = word j of philox4x32_10(counter = first_block + b, stream, key = seed) for
+/// b < blocks: the stochastic bits of logical indices 4 first_block .. 4 (first_block + blocks) - 1.
+/// The 64-bit counter is split into 32-bit halves with an explicit carry so the loop vectorises.
+SAFEAMP_DETAIL_NOINLINE SAFEAMP_HOST_DEVICE constexpr void philox_fill(std::uint32_t* words, std::uint64_t first_block,
+                                                                       std::size_t blocks, std::uint64_t seed,
+                                                                       std::uint32_t stream) noexcept {
+  const std::uint32_t lo0 = static_cast<std::uint32_t>(first_block);
+  const std::uint32_t hi0 = static_cast<std::uint32_t>(first_block >> 32);
+  const std::uint32_t k0 = static_cast<std::uint32_t>(seed);
+  const std::uint32_t k1 = static_cast<std::uint32_t>(seed >> 32);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::uint32_t c0 = lo0 + static_cast<std::uint32_t>(b);
+    const std::uint32_t c1 = hi0 + (c0 < lo0 ? 1u : 0u);
+    const philox4x32_block r = philox4x32_10(c0, c1, stream, 0u, k0, k1);
+    words[4 * b + 0] = r.v[0];
+    words[4 * b + 1] = r.v[1];
+    words[4 * b + 2] = r.v[2];
+    words[4 * b + 3] = r.v[3];
+  }
+}
+
+}  // namespace safeamp::detail

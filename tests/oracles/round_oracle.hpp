@@ -1,0 +1,176 @@
+// Slow, obviously-correct references for rounding to a (sign, E exponent bits, M mantissa bits) format.
+// Written from the format definition only (no safeamp code): the limits come from the textbook formulas,
+// and the rounding from exact big-integer arithmetic (Boost.Multiprecision cpp_int): |x| = m 2^e exactly,
+// the quantum Q = 2^(max(floor(log2|x|), emin) - M), k = floor(|x| / Q), remainder compared exactly.
+#pragma once
+
+#include <boost/multiprecision/cpp_int.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace oracle {
+
+enum class mode { nearest_even, toward_zero, toward_pos_inf, toward_neg_inf, stochastic };
+
+struct format {
+  int exponent_bits;
+  int mantissa_bits;
+  bool finite_nan;  // OCP "fn": no infinity, only all-ones is NaN
+
+  int bias() const { return (1 << (exponent_bits - 1)) - 1; }
+  int emin() const { return 1 - bias(); }
+  int emax() const { return ((1 << exponent_bits) - (finite_nan ? 1 : 2)) - bias(); }
+  // Largest finite significand in quanta of 2^(emax - M): all ones, or all ones but the last for "fn".
+  double max_finite() const {
+    const double top = std::ldexp(1.0, mantissa_bits + 1) - (finite_nan ? 2.0 : 1.0);
+    return std::ldexp(top, emax() - mantissa_bits);
+  }
+  double min_normal() const { return std::ldexp(1.0, emin()); }
+};
+
+inline std::uint32_t float_bits(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+inline float bits_float(std::uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+struct options {
+  mode rounding = mode::nearest_even;
+  bool saturate = false;
+  bool flush_subnormals = false;
+  std::uint32_t random_bits = 0;  // stochastic: up iff random_bits + floor(2^32 frac) >= 2^32
+};
+
+/// The rounded value of x (float or double) as float bits. NaN: sign kept, quiet bit set, the top M bits
+/// of the float payload kept (a double payload is first cut to its top 23 bits, as a float would carry it);
+/// for "fn" formats the one NaN, decoded with all M payload bits set.
+template <class T>
+std::uint32_t round_bits(const format& f, T x, const options& o) {
+  using boost::multiprecision::cpp_int;
+  const bool negative = std::signbit(x);
+  const std::uint32_t sign = negative ? 0x80000000u : 0u;
+  const int M = f.mantissa_bits;
+  const std::uint32_t payload_mask = ((1u << M) - 1u) << (23 - M);
+  if (std::isnan(x)) {
+    std::uint32_t payload = 0;
+    if constexpr (sizeof(T) == 4) {
+      payload = float_bits(static_cast<float>(x)) & 0x7FFFFFu;
+    } else {
+      std::uint64_t u;
+      std::memcpy(&u, &x, 8);
+      payload = static_cast<std::uint32_t>((u & ((std::uint64_t{1} << 52) - 1)) >> 29);
+    }
+    return sign | 0x7FC00000u | (f.finite_nan ? payload_mask : (payload & payload_mask));
+  }
+  const double inf_value = f.finite_nan ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
+  const bool away = o.rounding == mode::nearest_even || o.rounding == mode::stochastic ||
+                    (o.rounding == mode::toward_pos_inf && !negative) ||
+                    (o.rounding == mode::toward_neg_inf && negative);
+  auto finish = [&](double magnitude) -> std::uint32_t {
+    if (std::isnan(magnitude)) return sign | 0x7FC00000u | payload_mask;
+    return sign | float_bits(static_cast<float>(magnitude));  // every format value is a float
+  };
+  if (std::isinf(x)) return finish(o.saturate ? f.max_finite() : inf_value);
+  const T ax = std::fabs(x);
+  if (ax == 0) return sign;
+
+  // |x| = m * 2^e with an integer m.
+  int e = 0;
+  const T frac = std::frexp(ax, &e);  // ax = frac * 2^e, frac in [0.5, 1)
+  constexpr int digits = std::numeric_limits<T>::digits;
+  const auto m = static_cast<std::uint64_t>(std::ldexp(frac, digits));
+  e -= digits;
+  const int log2x = std::ilogb(ax);
+  const int qe = (log2x > f.emin() ? log2x : f.emin()) - M;  // quantum exponent
+
+  cpp_int k, rem, den;
+  if (e >= qe) {
+    k = cpp_int(m) << (e - qe);
+    rem = 0;
+    den = 1;
+  } else {
+    const unsigned d = static_cast<unsigned>(qe - e);
+    den = cpp_int(1) << d;
+    k = cpp_int(m) >> d;
+    rem = cpp_int(m) - (k << d);
+  }
+  bool up = false;
+  switch (o.rounding) {
+    case mode::nearest_even:
+      up = 2 * rem > den || (2 * rem == den && (k & 1) != 0);
+      break;
+    case mode::toward_zero:
+      up = false;
+      break;
+    case mode::toward_pos_inf:
+      up = rem != 0 && !negative;
+      break;
+    case mode::toward_neg_inf:
+      up = rem != 0 && negative;
+      break;
+    case mode::stochastic: {
+      const cpp_int frac32 = (rem << 32) / den;  // floor(2^32 rem / den)
+      up = cpp_int(o.random_bits) + frac32 >= (cpp_int(1) << 32);
+      break;
+    }
+  }
+  if (up) k += 1;
+  const double value = std::ldexp(k.convert_to<double>(), qe);  // k <= 2^(M+1): exact
+  if (value > f.max_finite()) return finish(o.saturate || !away ? f.max_finite() : inf_value);
+  if (o.flush_subnormals && value < f.min_normal()) return sign;
+  return finish(value);
+}
+
+/// 2^e for -1074 <= e <= 1023, from a table filled once with std::ldexp (exact), for the fast reference.
+inline double pow2(int e) {
+  static const std::vector<double> table = [] {
+    std::vector<double> t(2098);
+    for (int i = 0; i < 2098; ++i) t[static_cast<std::size_t>(i)] = std::ldexp(1.0, i - 1074);
+    return t;
+  }();
+  return table[static_cast<std::size_t>(e + 1074)];
+}
+
+/// A format with its limits computed once, for the fast reference (called 2^32 times).
+struct prepared_format {
+  format f;
+  double max_finite;
+  int emin;
+};
+inline prepared_format prepare(const format& f) { return {f, f.max_finite(), f.emin()}; }
+
+/// Fast reference for nearest-even from float (for the exhaustive 2^32 sweeps): binary64 arithmetic and one
+/// std::nearbyint (ties to even in the default rounding mode) on |x| / Q, overflow decided after rounding.
+inline std::uint32_t round_nearest_fast(const prepared_format& p, float x) {
+  const std::uint32_t u = float_bits(x);
+  const std::uint32_t sign = u & 0x80000000u;
+  const int M = p.f.mantissa_bits;
+  if (std::isnan(x)) {
+    const std::uint32_t payload_mask = ((1u << M) - 1u) << (23 - M);
+    return sign | 0x7FC00000u | (p.f.finite_nan ? payload_mask : (u & payload_mask));
+  }
+  const double ax = std::fabs(static_cast<double>(x));
+  double r = 0.0;
+  if (std::isinf(ax)) {
+    r = ax;
+  } else if (ax != 0.0) {
+    const int log2x = std::ilogb(ax);
+    const int qe = (log2x > p.emin ? log2x : p.emin) - M;
+    r = std::nearbyint(ax * pow2(-qe)) * pow2(qe);  // both products exact: powers of two, no under/overflow
+  }
+  if (r > p.max_finite) {
+    if (p.f.finite_nan) return sign | 0x7FC00000u | (((1u << M) - 1u) << (23 - M));
+    r = INFINITY;
+  }
+  return sign | float_bits(static_cast<float>(r));
+}
+
+}  // namespace oracle

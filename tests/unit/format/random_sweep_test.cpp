@@ -1,0 +1,179 @@
+// Seeded random sweeps for every mode, overflow option and flush setting, named and generic formats, float
+// and double inputs (one rounding step, no double rounding), against the exact cpp_int oracle; and the
+// vectorised round_span() fast paths against the scalar encode()/decode(), bit for bit, counters included.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "oracles/round_oracle.hpp"
+#include "safeamp/format.hpp"
+
+namespace {
+
+using safeamp::overflow;
+using safeamp::rounding;
+
+std::string hex(std::uint64_t u) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llX", static_cast<unsigned long long>(u));
+  return b;
+}
+
+const safeamp::format_spec sweep_formats[] = {
+    safeamp::fp16,
+    safeamp::bf16,
+    safeamp::fp8_e4m3,
+    safeamp::fp8_e5m2,
+    safeamp::tf32,
+    safeamp::fp32,
+    safeamp::format_spec{2, 1, safeamp::special_values::ieee},
+    safeamp::format_spec{3, 2, safeamp::special_values::finite_nan},
+    safeamp::format_spec{6, 9, safeamp::special_values::ieee},
+    safeamp::format_spec{7, 23, safeamp::special_values::ieee},
+    safeamp::format_spec{7, 1, safeamp::special_values::finite_nan},
+    safeamp::format_spec{8, 1, safeamp::special_values::ieee},
+};
+const rounding all_modes[] = {rounding::nearest_even, rounding::toward_zero, rounding::toward_pos_inf,
+                              rounding::toward_neg_inf, rounding::stochastic};
+
+oracle::mode to_oracle(rounding m) {
+  switch (m) {
+    case rounding::nearest_even:
+      return oracle::mode::nearest_even;
+    case rounding::toward_zero:
+      return oracle::mode::toward_zero;
+    case rounding::toward_pos_inf:
+      return oracle::mode::toward_pos_inf;
+    case rounding::toward_neg_inf:
+      return oracle::mode::toward_neg_inf;
+    case rounding::stochastic:
+      return oracle::mode::stochastic;
+  }
+  return oracle::mode::nearest_even;
+}
+
+// Random bit patterns, biased towards the interesting binades of format f (around its range, and ties).
+float random_float(std::mt19937_64& rng, safeamp::format_spec f) {
+  const std::uint32_t u = static_cast<std::uint32_t>(rng());
+  switch (rng() % 4) {
+    case 0:
+      return oracle::bits_float(u);  // any pattern
+    case 1: {                        // exponent within the format's range +- 3
+      const int lo = safeamp::min_exponent(f) - f.mantissa_bits - 3, hi = safeamp::max_exponent(f) + 2;
+      const int e = lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1));
+      const float m = 1.0f + static_cast<float>(u & 0x7FFFFFu) / 8388608.0f;
+      const float v = std::ldexp(m, std::max(e, -149));
+      return (u >> 31) ? -v : v;
+    }
+    case 2: {  // an exact midpoint-ish value: a random code's value plus or minus a little
+      const float d =
+          safeamp::decode(f, static_cast<std::uint32_t>(rng()) & ((1u << std::min(safeamp::total_bits(f), 31)) - 1u));
+      return std::isfinite(d) ? std::nextafter(d, (u & 1) ? INFINITY : -INFINITY) : d;
+    }
+    default:
+      return std::ldexp(static_cast<float>(u >> 8), static_cast<int>(rng() % 64) - 60);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("random sweeps: scalar encode/decode from float and double against the exact oracle") {
+  std::mt19937_64 rng(20240611);
+  int failures = 0;
+  for (safeamp::format_spec f : sweep_formats) {
+    const oracle::format r{f.exponent_bits, f.mantissa_bits, f.specials == safeamp::special_values::finite_nan};
+    for (rounding m : all_modes) {
+      for (overflow ov : {overflow::to_infinity, overflow::saturate}) {
+        for (bool ftz : {false, true}) {
+          const safeamp::round_options opt{.mode = m, .on_overflow = ov, .flush_subnormals = ftz};
+          for (int i = 0; i < 600; ++i) {
+            const float x = random_float(rng, f);
+            const std::uint32_t rnd = static_cast<std::uint32_t>(rng());
+            const oracle::options oo{to_oracle(m), ov == overflow::saturate, ftz, rnd};
+            const std::uint32_t want = oracle::round_bits(r, x, oo);
+            const std::uint32_t got = oracle::float_bits(safeamp::round_to(f, x, opt, rnd));
+            // double input with extra low bits: must be rounded once, straight to f
+            const double xd =
+                static_cast<double>(x) * (1.0 + std::ldexp(static_cast<double>(rng() % 1024) - 512.0, -40));
+            const std::uint32_t want_d = oracle::round_bits(r, xd, oo);
+            const std::uint32_t got_d = oracle::float_bits(safeamp::round_to(f, xd, opt, rnd));
+            if ((want != got || want_d != got_d) && failures++ < 12) {
+              FAIL_CHECK(safeamp::format_name(f)
+                         << " mode " << static_cast<int>(m) << " sat " << (ov == overflow::saturate) << " ftz " << ftz
+                         << " rnd " << hex(rnd) << ": float " << hex(oracle::float_bits(x)) << " want " << hex(want)
+                         << " got " << hex(got) << "; double " << hex(std::bit_cast<std::uint64_t>(xd)) << " want "
+                         << hex(want_d) << " got " << hex(got_d));
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(failures == 0);
+}
+
+TEST_CASE("round_span fast paths equal the scalar routine bit for bit, counters included") {
+  std::mt19937_64 rng(77);
+  const std::size_t n = 5000;  // not a multiple of the vector width or of 4 (Philox blocks)
+  int failures = 0;
+  for (safeamp::format_spec f : sweep_formats) {
+    const oracle::format r{f.exponent_bits, f.mantissa_bits, f.specials == safeamp::special_values::finite_nan};
+    std::vector<float> in(n), out(n);
+    for (float& x : in) x = random_float(rng, f);
+    in[0] = INFINITY;
+    in[1] = -INFINITY;
+    in[2] = NAN;
+    in[3] = -0.0f;
+    in[4] = oracle::bits_float(0xFF800001u);
+    for (rounding m : all_modes) {
+      for (overflow ov : {overflow::to_infinity, overflow::saturate}) {
+        for (bool ftz : {false, true}) {
+          const safeamp::round_options opt{.mode = m, .on_overflow = ov, .flush_subnormals = ftz};
+          const safeamp::philox_key key{.seed = 0x1234567890ABCDEFull, .stream = 3, .offset = 4294967294ull};
+          const safeamp::cast_stats got = safeamp::round_span(f, in, out, opt, key);
+          safeamp::cast_stats want;
+          want.elements = n;
+          for (std::size_t i = 0; i < n; ++i) {
+            const std::uint32_t rnd = safeamp::stochastic_bits(key.seed, key.stream, key.offset + i);
+            const float y = safeamp::round_to(f, in[i], opt, rnd);
+            const float ax = std::fabs(in[i]), ay = std::fabs(y);
+            // Overflow: the magnitude rounded with an unbounded exponent range exceeds max finite. For the modes
+            // that round away from zero that is exactly "the oracle gives inf/NaN without saturation"; for the
+            // others it is |x| >= max + the top binade's quantum.
+            const bool neg = std::signbit(in[i]);
+            const bool away = m == rounding::nearest_even || m == rounding::stochastic ||
+                              (m == rounding::toward_pos_inf && !neg) || (m == rounding::toward_neg_inf && neg);
+            const float unbounded = oracle::bits_float(oracle::round_bits(r, in[i], {to_oracle(m), false, false, rnd}));
+            const double top_quantum = std::ldexp(1.0, r.emax() - r.mantissa_bits);
+            want.overflow += std::isfinite(in[i]) && (away ? !std::isfinite(unbounded)
+                                                           : static_cast<double>(ax) >= r.max_finite() + top_quantum)
+                                 ? 1u
+                                 : 0u;
+            want.underflow += (std::isfinite(in[i]) && ax != 0 && ay == 0) ? 1u : 0u;
+            want.subnormal += (ay != 0 && ay < safeamp::min_normal(f)) ? 1u : 0u;
+            want.nan += std::isnan(y) ? 1u : 0u;
+            want.infinity += std::isinf(y) ? 1u : 0u;
+            if (oracle::float_bits(y) != oracle::float_bits(out[i]) && failures++ < 12) {
+              FAIL_CHECK(safeamp::format_name(f)
+                         << " mode " << static_cast<int>(m) << " element " << i << " input "
+                         << hex(oracle::float_bits(in[i])) << " scalar " << hex(oracle::float_bits(y)) << " span "
+                         << hex(oracle::float_bits(out[i])));
+            }
+          }
+          INFO(safeamp::format_name(f) << " mode " << static_cast<int>(m) << " sat " << (ov == overflow::saturate)
+                                       << " ftz " << ftz);
+          CHECK(got.elements == want.elements);
+          CHECK(got.overflow == want.overflow);
+          CHECK(got.underflow == want.underflow);
+          CHECK(got.subnormal == want.subnormal);
+          CHECK(got.nan == want.nan);
+          CHECK(got.infinity == want.infinity);
+        }
+      }
+    }
+  }
+  CHECK(failures == 0);
+}
