@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "safeamp/error.hpp"
+#include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
 namespace {
@@ -125,24 +126,9 @@ void save_checkpoint(const std::string& path, const checkpoint_data& meta, const
   w.put_string(meta.scaler_json);
   w.put(fnv1a(w.bytes.data(), w.bytes.size()));
 
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!out) throw error("checkpoint path", "'" + path + "' (cannot create " + partial + ")", "a writable location");
-    out.write(reinterpret_cast<const char*>(w.bytes.data()), static_cast<std::streamsize>(w.bytes.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::remove(partial.c_str());
-      throw error("checkpoint path", "'" + path + "' (write failed)", "a writable location with free space");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) {
-    std::remove(partial.c_str());
-    throw error("checkpoint path", "'" + path + "' (rename failed: " + ec.message() + ")", "a writable location");
-  }
+  // Temp file + fsync + rename: a failed or interrupted save never replaces a good checkpoint.
+  write_file_atomically(std::filesystem::path(path),
+                        std::string_view(reinterpret_cast<const char*>(w.bytes.data()), w.bytes.size()));
 }
 
 checkpoint_data load_checkpoint(const std::string& path, parameter_list& params, optimizer_state& opt) {

@@ -1,6 +1,8 @@
 // Fault injection (skipped steps exactly at the faults, scale backoff and recovery, nothing non-finite in
 // the weights), bitwise determinism (repeat, 1 vs 2 threads, save/resume), checkpoints that are corrupt,
 // truncated or mismatched, and bad configurations.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -203,8 +205,9 @@ TEST_CASE("corrupt, truncated, missing or mismatched checkpoints are clear error
   other_seed.checkpoint.resume_path = path;
   CHECK_THROWS_WITH(train(other_seed), Catch::Contains("configuration"));
 
-  // A save that cannot complete (its temporary file cannot be created) throws and leaves the good file.
-  std::filesystem::create_directories(path + ".partial");
+  // A save that cannot complete (its temporary file, "<path>.tmp-<pid>", cannot be created) throws and leaves
+  // the good file.
+  std::filesystem::create_directories(path + ".tmp-" + std::to_string(::getpid()));
   CHECK_THROWS_AS(train(cfg), safeamp::error);
   std::ifstream again(path, std::ios::binary);
   const std::string after((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
