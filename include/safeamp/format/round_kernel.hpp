@@ -191,22 +191,37 @@ SAFEAMP_DETAIL_NOINLINE SAFEAMP_HOST_DEVICE constexpr void round_floats(format_s
 
 /// Fills words[4 b + j] = word j of philox4x32_10(counter = first_block + b, stream, key = seed) for
 /// b < blocks: the stochastic bits of logical indices 4 first_block .. 4 (first_block + blocks) - 1.
-/// The 64-bit counter is split into 32-bit halves with an explicit carry so the loop vectorises.
+/// The rounds of philox4x32_10 (philox.hpp) on 64-bit locals that hold 32-bit words, so that the loop
+/// vectorises over b with whole-lane 64-bit products and the state stays in registers; the 64-bit
+/// counter's halves carry explicitly.
 SAFEAMP_DETAIL_NOINLINE SAFEAMP_HOST_DEVICE constexpr void philox_fill(std::uint32_t* words, std::uint64_t first_block,
                                                                        std::size_t blocks, std::uint64_t seed,
                                                                        std::uint32_t stream) noexcept {
+  constexpr std::uint64_t low32 = 0xFFFFFFFFu;
   const std::uint32_t lo0 = static_cast<std::uint32_t>(first_block);
   const std::uint32_t hi0 = static_cast<std::uint32_t>(first_block >> 32);
-  const std::uint32_t k0 = static_cast<std::uint32_t>(seed);
-  const std::uint32_t k1 = static_cast<std::uint32_t>(seed >> 32);
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::uint32_t c0 = lo0 + static_cast<std::uint32_t>(b);
-    const std::uint32_t c1 = hi0 + (c0 < lo0 ? 1u : 0u);
-    const philox4x32_block r = philox4x32_10(c0, c1, stream, 0u, k0, k1);
-    words[4 * b + 0] = r.v[0];
-    words[4 * b + 1] = r.v[1];
-    words[4 * b + 2] = r.v[2];
-    words[4 * b + 3] = r.v[3];
+    std::uint64_t x0 = c0;
+    std::uint64_t x1 = hi0 + (c0 < lo0 ? 1u : 0u);
+    std::uint64_t x2 = stream;
+    std::uint64_t x3 = 0;
+    std::uint64_t k0 = seed & low32;
+    std::uint64_t k1 = seed >> 32;
+    for (int round = 0; round < 10; ++round) {
+      const std::uint64_t p0 = std::uint64_t{philox_m0} * x0;
+      const std::uint64_t p1 = std::uint64_t{philox_m1} * x2;
+      x0 = (p1 >> 32) ^ x1 ^ k0;
+      x1 = p1 & low32;
+      x2 = (p0 >> 32) ^ x3 ^ k1;
+      x3 = p0 & low32;
+      k0 = (k0 + philox_w0) & low32;
+      k1 = (k1 + philox_w1) & low32;
+    }
+    words[4 * b + 0] = static_cast<std::uint32_t>(x0);
+    words[4 * b + 1] = static_cast<std::uint32_t>(x1);
+    words[4 * b + 2] = static_cast<std::uint32_t>(x2);
+    words[4 * b + 3] = static_cast<std::uint32_t>(x3);
   }
 }
 

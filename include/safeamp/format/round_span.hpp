@@ -13,6 +13,7 @@
 #include "safeamp/format/format_spec.hpp"
 #include "safeamp/format/philox.hpp"
 #include "safeamp/format/round.hpp"
+#include "safeamp/format/round_fast.hpp"
 #include "safeamp/format/round_kernel.hpp"
 
 namespace safeamp {
@@ -52,6 +53,17 @@ inline void flush_counts(cast_stats& s, local_counts& c) noexcept {
 inline constexpr std::size_t count_chunk = std::size_t{1} << 20;
 inline constexpr std::size_t random_block = 2048;  // random words generated ahead of one rounding pass
 
+// One chunk: named formats narrower than float take the block fast path (round_fast.hpp).
+template <rounding R, bool Named, format_spec F>
+inline void round_chunk(format_spec fmt, const float* in, float* out, std::size_t n, round_options opt,
+                        const std::uint32_t* random_words, local_counts& c) noexcept {
+  if constexpr (Named && F.mantissa_bits < 23) {
+    round_floats_fast<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, random_words, c);
+  } else {
+    round_floats<R, Named, F>(fmt, in, out, n, opt.on_overflow, opt.flush_subnormals, random_words, c);
+  }
+}
+
 // One rounding mode over a span. Named formats come in as the template argument F (Named = true) so every
 // format constant folds; other formats use the run-time descriptor f with the same code.
 template <rounding R, bool Named, format_spec F = format_spec{}>
@@ -62,7 +74,7 @@ void round_span_kernel(format_spec f, const float* in, float* out, std::size_t n
   if constexpr (R != rounding::stochastic) {
     for (std::size_t start = 0; start < n; start += count_chunk) {
       const std::size_t len = n - start < count_chunk ? n - start : count_chunk;
-      round_floats<R, Named, F>(fmt, in + start, out + start, len, opt.on_overflow, opt.flush_subnormals, nullptr, c);
+      round_chunk<R, Named, F>(fmt, in + start, out + start, len, opt, nullptr, c);
       flush_counts(stats, c);
     }
   } else {
@@ -76,7 +88,7 @@ void round_span_kernel(format_spec f, const float* in, float* out, std::size_t n
       const std::size_t skip = static_cast<std::size_t>(logical - base);
       const std::size_t take = (n - i) < (random_block - skip) ? (n - i) : (random_block - skip);
       philox_fill(words, base >> 2, (skip + take + 3) / 4, key.seed, key.stream);
-      round_floats<R, Named, F>(fmt, in + i, out + i, take, opt.on_overflow, opt.flush_subnormals, words + skip, c);
+      round_chunk<R, Named, F>(fmt, in + i, out + i, take, opt, words + skip, c);
       flush_counts(stats, c);
       i += take;
     }
