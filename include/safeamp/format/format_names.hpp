@@ -23,6 +23,8 @@ inline std::string format_name(format_spec f) {
   s += 'm';
   s += std::to_string(f.mantissa_bits);
   if (f.specials == special_values::finite_nan) s += "fn";
+  // "e4m3" alone names OCP E4M3 (finite_nan); the IEEE-style E4M3 (with infinities, max 240) is spelled out.
+  if (f.specials == special_values::ieee && f.exponent_bits == 4 && f.mantissa_bits == 3) s += "ieee";
   return s;
 }
 
@@ -43,7 +45,7 @@ inline format_spec parse_format(std::string_view name) {
   for (const alias& a : aliases) {
     if (s == a.name) return a.spec;
   }
-  // Generic e<E>m<M>[fn].
+  // Generic e<E>m<M>[fn|ieee] (ieee is the default; needed only to name IEEE-style E4M3).
   if (s.size() >= 4 && s[0] == 'e') {
     const char* p = s.data() + 1;
     const char* end = s.data() + s.size();
@@ -53,15 +55,15 @@ inline format_spec parse_format(std::string_view name) {
       auto r2 = std::from_chars(r1.ptr + 1, end, m);
       if (r2.ec == std::errc{}) {
         std::string_view rest(r2.ptr, static_cast<std::size_t>(end - r2.ptr));
-        if (rest.empty() || rest == "fn") {
-          return make_format(e, m, rest.empty() ? special_values::ieee : special_values::finite_nan);
+        if (rest.empty() || rest == "fn" || rest == "ieee") {
+          return make_format(e, m, rest == "fn" ? special_values::finite_nan : special_values::ieee);
         }
       }
     }
   }
   throw error("format name", "'" + std::string(name) + "'",
               "fp32 (float32, f32, float, single), tf32, fp16 (float16, f16, half, binary16), bf16 (bfloat16), "
-              "e4m3 (fp8_e4m3, e4m3fn), e5m2 (fp8_e5m2), or e<E>m<M>[fn] with E in 2..8 (2..7 with fn) and M in 1..23");
+              "e4m3 (fp8_e4m3, e4m3fn), e5m2 (fp8_e5m2), or e<E>m<M>[fn|ieee] with E in 2..8 (2..7 with fn) and M in 1..23");
 }
 
 }  // namespace safeamp

@@ -53,3 +53,23 @@ TEST_CASE("round_span rejects invalid formats, size mismatches and partial overl
   std::vector<std::uint16_t> codes(8);
   CHECK(message_of([&] { safeamp::encode_span(safeamp::fp32, a, codes); }).find("encode_span format is fp32") == 0);
 }
+
+TEST_CASE("format_name and parse_format round-trip every valid descriptor") {
+  // Every valid (E, M, specials), including IEEE-style E4M3 whose plain name "e4m3" means the OCP format.
+  int checked = 0;
+  for (int e = safeamp::min_exponent_bits; e <= safeamp::max_exponent_bits; ++e) {
+    for (int m = safeamp::min_mantissa_bits; m <= safeamp::max_mantissa_bits; ++m) {
+      for (const auto sv : {safeamp::special_values::ieee, safeamp::special_values::finite_nan}) {
+        const safeamp::format_spec f{e, m, sv};
+        if (!safeamp::is_valid(f)) continue;
+        const std::string name = safeamp::format_name(f);
+        INFO(name);
+        CHECK(safeamp::parse_format(name) == f);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 2 * 6 * 23);
+  CHECK(safeamp::format_name(safeamp::format_spec{4, 3, safeamp::special_values::ieee}) == "e4m3ieee");
+  CHECK(safeamp::parse_format("e4m3") == safeamp::fp8_e4m3);
+}
