@@ -1,7 +1,7 @@
 // Rounding throughput (elements/s) of safeamp::round_span for fp16, bf16, E4M3 and E5M2 in every mode, on
 // 64 Mi elements (memory-bound) and 64 Ki elements (in cache), for normal and wide-range (2^-30..2^20) data,
 // beside the baselines of the same run: memcpy of the same bytes, the F16C round trip, Eigen half/bfloat16.
-// bench/format/ratios.py turns the JSON output into the ratio table of docs/perf/format.md.
+// bench/format/ratios.py turns the JSON output into the ratio table of docs/performance.md (number formats section).
 #include <benchmark/benchmark.h>
 
 #include <cmath>

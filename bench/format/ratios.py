@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns bench_format's JSON output into the ratio table of docs/perf/format.md.
+"""Turns bench_format's JSON output into the ratio table of docs/performance.md (number formats section).
 
 Usage: bench_format --benchmark_format=json --benchmark_min_time=0.2 --benchmark_repetitions=3 \
          --benchmark_enable_random_interleaving=true > out.json; python3 ratios.py out.json

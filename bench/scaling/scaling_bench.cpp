@@ -2,7 +2,7 @@
 //   transition:  update_scale per step (nanoseconds), against a plain float multiply-add loop step;
 //   fused pass:  unscale_and_check over a 64 Mi-element gradient, against memcpy of the same bytes and
 //                against a separate check pass followed by a scale pass.
-// Ratios are computed from the times of the same run (docs/perf/scaling.md).
+// Ratios are computed from the times of the same run (docs/performance.md, loss scaling section).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
