@@ -8,8 +8,9 @@ namespace safeamp::sim {
 namespace detail {
 namespace {
 
-// Round-to-nearest-even with IEEE overflow (to inf) and subnormals kept, for the formats whose rounding
-// is a bit operation on the float encoding: tf32 and bf16 (fp32's exponent range: drop low mantissa bits
+// Round-to-nearest-even with IEEE overflow (to inf) and subnormals kept. Used for fp16 only (bf16 and tf32
+// go through the core round_span, which is faster for them); written for the formats whose rounding is a bit
+// operation on the float encoding: tf32 and bf16 (fp32's exponent range: drop low mantissa bits
 // with an integer tie-to-even bias; the carry rounds into the exponent and up to inf) and fp16 (the same
 // above 2^-14 plus a clamp to inf above 65504; below 2^-14 the quantum is the fixed 2^-24, so adding and
 // subtracting 0.5f, whose ulp is 2^-24, rounds to it). Branch-free so that it vectorises. The counters are
@@ -69,7 +70,9 @@ void fast_round(const float* in, float* out, std::size_t n, cast_stats& stats) n
 }  // namespace detail
 
 bool has_fast_cast(format_spec f, const round_options& opt) noexcept {
-  return (f == fp16 || f == bf16 || f == tf32) && opt.mode == rounding::nearest_even &&
+  // Only fp16: the core round_span is faster for bf16/tf32 (and for fp16 data in the normal range), but its exact
+  // path for fp16 gradients full of subnormals is slower than this kernel (docs/performance.md).
+  return f == fp16 && opt.mode == rounding::nearest_even &&
          opt.on_overflow == overflow::to_infinity && !opt.flush_subnormals;
 }
 
@@ -78,9 +81,7 @@ cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, phi
     cast_stats s;
     s.elements = static_cast<std::uint64_t>(m.size());
     const auto n = static_cast<std::size_t>(m.size());
-    if (f == fp16) detail::fast_round<13, true>(m.data(), m.data(), n, s);
-    else if (f == bf16) detail::fast_round<16, false>(m.data(), m.data(), n, s);
-    else detail::fast_round<13, false>(m.data(), m.data(), n, s);
+    detail::fast_round<13, true>(m.data(), m.data(), n, s);
     return s;
   }
   if (f == fp32) {
@@ -107,9 +108,7 @@ cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_
     cast_stats s;
     s.elements = static_cast<std::uint64_t>(src.size());
     const auto n = static_cast<std::size_t>(src.size());
-    if (f == fp16) detail::fast_round<13, true>(src.data(), dst.data(), n, s);
-    else if (f == bf16) detail::fast_round<16, false>(src.data(), dst.data(), n, s);
-    else detail::fast_round<13, false>(src.data(), dst.data(), n, s);
+    detail::fast_round<13, true>(src.data(), dst.data(), n, s);
     return s;
   }
   dst = src;

@@ -60,7 +60,8 @@ TEST_CASE("fast casts give round_span's bits and counters on a strided sweep of 
     INFO("format " << format_name(f));
     const matrix source = Eigen::Map<const matrix>(inputs.data(), 1, static_cast<Eigen::Index>(inputs.size()));
     matrix m = source;
-    REQUIRE(has_fast_cast(f, round_options{}));
+    // The simulator's own kernel serves fp16 only; bf16 and tf32 go through round_span itself.
+    REQUIRE(has_fast_cast(f, round_options{}) == (f == fp16));
     const cast_stats fast = cast_in_place(m, f, round_options{}, philox_key{});
     matrix copied;
     CHECK(cast_copy(source, copied, f, round_options{}, philox_key{}) == fast);
