@@ -84,7 +84,7 @@ cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, phi
     detail::fast_round<13, true>(m.data(), m.data(), n, s);
     return s;
   }
-  if (f == fp32) {
+  if (f == fp32 && !opt.flush_subnormals) {
     // Every float is already an fp32 value (stochastic rounding to fp32 is the identity too); only the
     // NaN/inf counters are meaningful.
     cast_stats s;

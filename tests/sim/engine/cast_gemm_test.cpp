@@ -235,3 +235,18 @@ TEST_CASE("output casts count overflow and underflow") {
   CHECK(s.underflow == 1);
   CHECK(d(0, 0) == 0.0f);
 }
+
+TEST_CASE("an fp32 cast keeps values, and flushes float subnormals only when asked") {
+  matrix m(1, 3);
+  m << 1e-40f, -1e-40f, 1.5f;  // 1e-40 is a float subnormal (min normal 2^-126 ~ 1.18e-38)
+  matrix kept = m;
+  const cast_stats plain = cast_in_place(kept, fp32, round_options{}, philox_key{});
+  CHECK(std::memcmp(kept.data(), m.data(), sizeof(float) * 3) == 0);
+  CHECK(plain.underflow == 0);
+  matrix flushed = m;
+  const cast_stats ftz = cast_in_place(flushed, fp32, round_options{.flush_subnormals = true}, philox_key{});
+  CHECK(bits_of(flushed(0, 0)) == 0x00000000u);
+  CHECK(bits_of(flushed(0, 1)) == 0x80000000u);  // the sign survives the flush
+  CHECK(flushed(0, 2) == 1.5f);
+  CHECK(ftz.underflow == 2);
+}
