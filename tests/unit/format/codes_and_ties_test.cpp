@@ -10,6 +10,7 @@
 
 #include "oracles/round_oracle.hpp"
 #include "safeamp/format.hpp"
+#include "unit/format/expect_kernels.hpp"
 
 namespace {
 

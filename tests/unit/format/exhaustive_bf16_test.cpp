@@ -7,6 +7,7 @@
 #include "exhaustive_check.hpp"
 #include "oracles/round_oracle.hpp"
 #include "safeamp/format.hpp"
+#include "unit/format/expect_kernels.hpp"
 
 TEST_CASE("bf16 nearest-even agrees with the oracle on all 2^32 floats") {
   const oracle::prepared_format bf16_ref = oracle::prepare({8, 7, false});

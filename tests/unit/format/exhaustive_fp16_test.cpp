@@ -11,6 +11,7 @@
 #include "f16c_convert.hpp"
 #include "oracles/round_oracle.hpp"
 #include "safeamp/format.hpp"
+#include "unit/format/expect_kernels.hpp"
 
 TEST_CASE("fp16 nearest-even agrees with F16C and the oracle on all 2^32 floats") {
   const bool have_f16c = f16c::cpu_has_f16c();

@@ -8,6 +8,7 @@
 #include "exhaustive_check.hpp"
 #include "oracles/round_oracle.hpp"
 #include "safeamp/format.hpp"
+#include "unit/format/expect_kernels.hpp"
 
 TEST_CASE("E4M3 and E5M2 nearest-even fast paths agree with the oracle on all 2^32 floats") {
   const oracle::prepared_format e4m3_ref = oracle::prepare({4, 3, true}), e5m2_ref = oracle::prepare({5, 2, false});

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "safeamp/format.hpp"
+#include "unit/format/expect_kernels.hpp"
 
 namespace {
 float p2(int e) { return std::ldexp(1.0f, e); }

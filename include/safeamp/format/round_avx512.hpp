@@ -1,0 +1,569 @@
+// AVX-512 kernels behind round_span for the named formats narrower than float (fp16, bf16, tf32, E4M3, E5M2),
+// nearest even and stochastic, and the Philox block fill. Compiled only where the translation unit itself is
+// built with AVX-512 F/BW/DQ/VL enabled (e.g. -march=native on Sapphire Rapids or Zen 4, or -mavx512f
+// -mavx512bw -mavx512dq -mavx512vl) and not under nvcc; define SAFEAMP_NO_SIMD to keep the portable loops.
+// Results, counters included, are those of round_floats (round_kernel.hpp) bit for bit: the exhaustive and
+// random-sweep tests are built once more with these flags where the test machine runs AVX-512.
+//
+// Why it is faster than the auto-vectorised loops: mask registers turn every condition into one compare and
+// every select into a masked move; the target's subnormal range is rounded with one vrndscaleps (rounding
+// taken from the instruction, never from MXCSR); counters are masked increments of vector accumulators;
+// vectors whose 16 values all lie in the target's normal range skip all of it (one predictable branch);
+// large spans into a separate buffer are written with streaming stores (like memcpy, they do not read the
+// destination into the cache first); Philox multiplies with vpmuludq (32 x 32 -> 64) and keeps its
+// 10-round state in registers.
+#pragma once
+
+#if !defined(SAFEAMP_NO_SIMD) && !defined(__CUDACC__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    defined(__AVX512DQ__) && defined(__AVX512VL__)
+#define SAFEAMP_HAVE_AVX512_KERNELS 1
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "safeamp/config.hpp"
+#include "safeamp/format/format_spec.hpp"
+#include "safeamp/format/philox.hpp"
+#include "safeamp/format/round_kernel.hpp"
+#include "safeamp/format/round_options.hpp"
+
+namespace safeamp::detail::avx512 {
+
+/// Spans whose input is at least this many bytes, rounded into a separate buffer, take streaming stores.
+inline constexpr std::size_t stream_min_bytes = std::size_t{16} << 20;
+
+/// Vector accumulators of the five counters (one lane per element position; summed once per chunk).
+struct counters16 {
+  __m512i overflow = _mm512_setzero_si512();
+  __m512i underflow = _mm512_setzero_si512();
+  __m512i subnormal = _mm512_setzero_si512();
+  __m512i nan = _mm512_setzero_si512();
+  __m512i infinity = _mm512_setzero_si512();
+  // The nearest-even kernel counts these instead of underflow and subnormal (see round16_nearest).
+  __m512i below_normal = _mm512_setzero_si512();
+  __m512i zero_results = _mm512_setzero_si512();
+  __m512i zero_inputs = _mm512_setzero_si512();
+  std::size_t special_vectors = 0;  // vectors that took the exact path (nearest even; steers round_chunk)
+
+  void add_to(local_counts& c) const noexcept {
+    c.overflow += sum(overflow);
+    const std::uint32_t zeros = sum(zero_results);
+    c.underflow += sum(underflow) + (zeros - sum(zero_inputs));
+    c.subnormal += sum(subnormal) + (sum(below_normal) - zeros);
+    c.nan += sum(nan);
+    c.infinity += sum(infinity);
+  }
+  // Once per chunk; not _mm512_reduce_add_epi32, whose g++ 12 form warns (-Wuninitialized) inside the header.
+  static std::uint32_t sum(__m512i v) noexcept {
+    alignas(64) std::uint32_t lanes[16];
+    _mm512_store_si512(lanes, v);
+    std::uint32_t s = 0;
+    for (std::uint32_t x : lanes) s += x;
+    return s;
+  }
+};
+
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i u32(std::uint32_t v) noexcept { return _mm512_set1_epi32(static_cast<int>(v)); }
+// The maskz forms with a full mask: g++ 12's unmasked shift and andnot intrinsics start from an undefined
+// register and trip -Wmaybe-uninitialized where they are inlined.
+template <unsigned Shift>
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i srl32(__m512i v) noexcept {
+  return _mm512_maskz_srli_epi32(0xFFFF, v, Shift);
+}
+template <unsigned Shift>
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i srl64(__m512i v) noexcept {
+  return _mm512_maskz_srli_epi64(0xFF, v, Shift);
+}
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i count(__m512i acc, __mmask16 k) noexcept {
+  return _mm512_mask_sub_epi32(acc, k, acc, _mm512_set1_epi32(-1));
+}
+
+/// The float bits of the smallest magnitude that nearest even sends above max finite: max finite + half an ulp
+/// when that tie goes up (max finite's last bit is odd, e.g. fp16 65520), else the next float (E4M3: 464 ties
+/// to the even 448, so 464 + one float ulp is the first to overflow).
+[[nodiscard]] constexpr std::uint32_t overflow_threshold(const round_constants& k) noexcept {
+  const std::uint32_t cut = 23u - k.mantissa_bits;
+  const std::uint32_t half_ulp = std::uint32_t{1} << (cut - 1u);
+  const std::uint32_t max_is_even = ((k.max_bits >> cut) & 1u) ^ 1u;
+  return k.max_bits + half_ulp + max_is_even;
+}
+
+/// The constants of one format, broadcast once per chunk so that they stay in registers.
+template <format_spec F>
+struct vector_constants {
+  static constexpr round_constants k = make_round_constants(F);
+  static constexpr std::uint32_t sh = 23u - k.mantissa_bits;  // the cut in the target's normal range
+  static constexpr std::uint32_t low = (std::uint32_t{1} << sh) - 1u;
+  static constexpr float quantum = safeamp::bit_cast<float>(k.quantum_bits);
+  static constexpr std::uint32_t overflow_bits = overflow_threshold(k);
+  __m512i abs_mask = u32(0x7FFFFFFFu);
+  __m512i one = u32(1);
+  __m512i half_minus_one = u32(low >> 1);
+  __m512i keep = u32(~low);
+  __m512i min_normal2 = u32(k.min_normal_bits << 1);
+  __m512i normal_span2 = u32((k.max_bits - k.min_normal_bits) << 1);
+  __m512i normal_span = u32(k.max_bits - k.min_normal_bits);
+  __m512i inf_minus_one = u32(0x7F7FFFFFu);
+  __m512i min_normal = u32(k.min_normal_bits);
+  __m512i max_finite = u32(k.max_bits);
+  __m512i inf = u32(0x7F800000u);
+  __m512i payload = u32(k.payload_mask);
+  __m512i nan_fill = u32(k.nan_fill);
+  __m512i sign = u32(0x80000000u);
+  __m512i all_ones = u32(0xFFFFFFFFu);
+  __m512 inv_quantum = _mm512_set1_ps(1.0f / quantum);
+  __m512 quantum_ps = _mm512_set1_ps(quantum);
+  __m512 one_ps = _mm512_set1_ps(1.0f);
+  __m512 two32 = _mm512_set1_ps(0x1p32f);
+  __m512i exponent_mask = u32(0x7F800000u);
+  __m512i emin_field = u32(k.min_normal_bits & 0x7F800000u);
+  __m512i cut_offset = u32((23u - k.mantissa_bits) << 23);
+  __m512i overflow_from = u32(overflow_bits);
+
+  // g++ rematerialises broadcast constants inside the loop (mov + vpbroadcastd, every vector) rather than keep
+  // them in the 32 vector registers; an empty asm that "may change" each value makes it keep them.
+  vector_constants() noexcept {
+    pin(abs_mask), pin(one), pin(half_minus_one), pin(keep), pin(min_normal2), pin(normal_span2), pin(normal_span), pin(inf_minus_one);
+    pin(min_normal), pin(max_finite), pin(inf), pin(payload), pin(nan_fill), pin(sign), pin(all_ones);
+    pin(inv_quantum), pin(quantum_ps), pin(one_ps), pin(two32), pin(exponent_mask), pin(emin_field);
+    pin(cut_offset), pin(overflow_from);
+  }
+  template <class V>
+  static void pin(V& x) noexcept {
+    __asm__("" : "+v"(x));
+  }
+};
+
+/// bf16, tf32: formats with float's exponent range (the cut alone is exact for float subnormals too).
+[[nodiscard]] constexpr bool float_range_format(format_spec f) noexcept { return min_exponent(f) + 127 <= 1; }
+
+/// The lanes that are not in the target's normal range get the exact treatment: subnormal range, overflow,
+/// +-inf and NaN inputs, flush to zero, and all five counters. r holds the normal-range result (with the
+/// input's sign) for every lane; returns the final bits with the sign.
+template <rounding R, format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i fix_special(const vector_constants<F>& v, __m512i u, __m512i r, __m512i rnd,
+                                                 counters16& acc) noexcept {
+  constexpr round_constants k = vector_constants<F>::k;
+  constexpr bool float_range = min_exponent(F) + 127 <= 1;  // bf16, tf32: the cut is exact for float subnormals
+  const __m512i a = _mm512_and_si512(u, v.abs_mask);
+  r = _mm512_and_si512(r, v.abs_mask);
+  if constexpr (!float_range) {
+    // |x| < min normal: the result is w Q with Q = 2^(emin - M) and w = |x| / Q rounded to an integer. The
+    // scaling by 1/Q is exact (x is a normal float or 0 here: a float subnormal is < Q / 2 and, under DAZ or
+    // not, gives 0 for nearest even and never rounds up stochastically: its 32-bit fraction of Q is 0).
+    const __mmask16 tiny = _mm512_cmplt_epu32_mask(a, v.min_normal);
+    const __m512 t = _mm512_maskz_mul_ps(tiny, _mm512_castsi512_ps(a), v.inv_quantum);
+    __m512 w;
+    if constexpr (R == rounding::nearest_even) {
+      w = _mm512_maskz_roundscale_ps(0xFFFF, t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+      // Up iff floor(2^32 frac) > ~random: the generic kernel's rule (frac = rem / 2^sh there, exact here).
+      const __m512 whole = _mm512_maskz_roundscale_ps(0xFFFF, t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __m512i frac32 = _mm512_maskz_cvttps_epu32(0xFFFF, _mm512_mul_ps(_mm512_sub_ps(t, whole), v.two32));
+      const __mmask16 up = _mm512_cmpgt_epu32_mask(frac32, _mm512_xor_si512(rnd, v.all_ones));
+      w = _mm512_mask_add_ps(whole, up, whole, v.one_ps);
+    }
+    r = _mm512_castps_si512(_mm512_mask_mul_ps(_mm512_castsi512_ps(r), tiny, w, v.quantum_ps));
+  }
+  const __mmask16 nan_in = _mm512_cmpgt_epu32_mask(a, v.inf);
+  // Overflow: the rounded magnitude exceeds max finite; +-inf inputs take the same path (nearest-like modes).
+  const __mmask16 over = _mm512_mask_cmpgt_epu32_mask(static_cast<__mmask16>(~nan_in), r, v.max_finite);
+  r = _mm512_mask_mov_epi32(r, over, Sat ? v.max_finite : u32(k.inf_or_nan));
+  if constexpr (Ftz) r = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(r, v.min_normal), r);
+  // NaN keeps the payload bits the format stores, made quiet (nan_fill | (a & payload_mask)).
+  r = _mm512_mask_mov_epi32(r, nan_in, _mm512_ternarylogic_epi32(a, v.payload, v.nan_fill, 0xEA));
+  acc.overflow = count(acc.overflow, _mm512_mask_cmpneq_epi32_mask(over, a, v.inf));
+  if constexpr (!Sat) {
+    if constexpr (has_infinity(F)) {
+      acc.infinity = count(acc.infinity, over);
+    } else {
+      acc.nan = count(acc.nan, over);
+    }
+  }
+  acc.nan = count(acc.nan, nan_in);
+  const __mmask16 zero = _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(a, a), r, r);
+  acc.underflow = count(acc.underflow, zero);
+  acc.subnormal = count(acc.subnormal, _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(r, r), r, v.min_normal));
+  return _mm512_ternarylogic_epi32(r, u, v.sign, 0xF8);  // r | (u & sign)
+}
+
+/// 16 elements: u are the input bits, rnd the stochastic words (unused for nearest even). In the target's
+/// normal range the cut works on the signed bits as they are (a carry never reaches the sign bit), so a
+/// vector whose 16 values all lie there costs 9 instructions.
+/// Nearest even for formats with a narrower exponent range than float (fp16, E4M3, E5M2), every lane alike:
+/// |x| + C with C = 2^(max(e, emin) - M + 23) (e: the exponent of x) rounds |x| to a multiple of C's ulp, which
+/// is the target's quantum at |x| in its normal and subnormal range; the addition rounds to nearest even by its
+/// own rounding field (EVEX embedded rounding, not MXCSR), and subtracting C again is exact. MXCSR's DAZ and
+/// FTZ cannot change a result: a float subnormal input is below half the target's smallest subnormal (the
+/// result is 0 either way) and every nonzero result is at least that subnormal, a normal float. Lanes at or
+/// above the overflow threshold (+-inf and NaN included) are replaced in the special path.
+/// Always: skip the test for a vector wholly in the normal range (the code below is exact for every lane); the
+/// caller picks it where most vectors are not, so the branch would mispredict (see round_chunk).
+template <format_spec F, bool Ftz, bool Sat, bool Always>
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& v, __m512i u,
+                                                     counters16& acc) noexcept {
+  constexpr round_constants k = vector_constants<F>::k;
+  const __m512i a = _mm512_and_si512(u, v.abs_mask);
+  if constexpr (!Always) {
+    const __mmask16 special = _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span);
+    if (special == 0) {
+      // All 16 in the normal range: the cut at bit 23 - M on the signed bits (a carry never reaches the sign).
+      const __m512i bias =
+          _mm512_add_epi32(_mm512_and_si512(srl32<vector_constants<F>::sh>(u), v.one), v.half_minus_one);
+      return _mm512_and_si512(_mm512_add_epi32(u, bias), v.keep);
+    }
+    ++acc.special_vectors;
+  }
+  __m512i r;
+  if constexpr (F == fp16 && !Ftz) {
+    // fp16: the CPU's own conversion (F16C, present on every AVX-512 CPU) there and back. Its rounding comes
+    // from the immediate, it keeps subnormal results whatever MXCSR.FTZ says, reads fp16 subnormals whatever
+    // MXCSR.DAZ says, and gives NaN the sign and top payload bits as decode() does: the exhaustive test checks
+    // it against the oracle on all 2^32 floats. Only its sign is taken off here, for the counters below.
+    const __m256i h = _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm512_castps_si512(_mm512_maskz_cvtph_ps(0xFFFF, h));
+  } else {
+    const __m512i c =
+        _mm512_add_epi32(_mm512_maskz_max_epu32(0xFFFF, _mm512_and_si512(a, v.exponent_mask), v.emin_field), v.cut_offset);
+    const __m512 cf = _mm512_castsi512_ps(c);
+    r = _mm512_castps_si512(_mm512_sub_ps(
+        _mm512_maskz_add_round_ps(0xFFFF, _mm512_castsi512_ps(a), cf, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), cf));
+  }
+  if constexpr (Ftz) r = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(r, v.min_normal), r);
+  const __mmask16 big = _mm512_cmpge_epu32_mask(a, v.overflow_from);  // overflow, +-inf and NaN inputs
+  // Zero, +-inf and NaN inputs are rare in most tensors: one compare (|x| - 1 >= inf - 1, unsigned) and a
+  // predictable branch keep their handling out of the common path.
+  const __mmask16 rare = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, v.one), v.inf_minus_one);
+  if (rare == 0) {
+    r = _mm512_mask_mov_epi32(r, big, Sat ? v.max_finite : u32(k.inf_or_nan));
+    acc.overflow = count(acc.overflow, big);
+    if constexpr (!Sat) {
+      if constexpr (has_infinity(F)) {
+        acc.infinity = count(acc.infinity, big);
+      } else {
+        acc.nan = count(acc.nan, big);
+      }
+    }
+  } else {
+    const __mmask16 nan_in = _mm512_mask_cmpgt_epu32_mask(big, a, v.inf);
+    acc.overflow = count(acc.overflow, _mm512_mask_cmplt_epu32_mask(big, a, v.inf));
+    r = _mm512_mask_mov_epi32(r, big, Sat ? v.max_finite : u32(k.inf_or_nan));
+    // NaN keeps the payload bits the format stores, made quiet (nan_fill | (a & payload_mask)).
+    r = _mm512_mask_mov_epi32(r, nan_in, _mm512_ternarylogic_epi32(a, v.payload, v.nan_fill, 0xEA));
+    if constexpr (!Sat && !has_infinity(F)) {
+      acc.nan = count(acc.nan, big);  // overflow and +-inf become NaN too
+    } else {
+      acc.nan = count(acc.nan, nan_in);
+      if constexpr (!Sat) acc.infinity = count(acc.infinity, static_cast<__mmask16>(big & ~nan_in));
+    }
+    acc.zero_inputs = count(acc.zero_inputs, _mm512_testn_epi32_mask(a, a));
+  }
+  // Results below min normal (zeros included) and zero results: subnormal = below - zero, underflow = zero -
+  // zero inputs, formed once per chunk (counters16::add_to).
+  const __mmask16 below = _mm512_cmplt_epu32_mask(r, v.min_normal);
+  acc.below_normal = count(acc.below_normal, below);
+  acc.zero_results = count(acc.zero_results, _mm512_mask_testn_epi32_mask(below, r, r));
+  return _mm512_ternarylogic_epi32(r, u, v.sign, 0xF8);  // r | (u & sign)
+}
+
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always = false>
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16(const vector_constants<F>& v, __m512i u, __m512i rnd,
+                                             counters16& acc) noexcept {
+  if constexpr (R == rounding::nearest_even && !float_range_format(F)) {
+    return round16_nearest<F, Ftz, Sat, Always>(v, u, acc);
+  }
+  constexpr std::uint32_t sh = vector_constants<F>::sh;
+  __m512i bias;
+  if constexpr (R == rounding::nearest_even) {
+    bias = _mm512_add_epi32(_mm512_and_si512(srl32<sh>(u), v.one), v.half_minus_one);
+  } else {
+    bias = srl32<32u - sh>(rnd);
+  }
+  const __m512i r = _mm512_and_si512(_mm512_add_epi32(u, bias), v.keep);
+  // min normal <= |x| <= max finite, on the bits shifted left by one (the sign bit drops out).
+  const __mmask16 special =
+      _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(_mm512_add_epi32(u, u), v.min_normal2), v.normal_span2);
+  if (special != 0) return fix_special<R, F, Ftz, Sat>(v, u, r, rnd, acc);
+  return r;
+}
+
+/// Loads, rounds and counts the lanes of m starting at element i.
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always = false>
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i load_round(const vector_constants<F>& v, const float* in,
+                                                const std::uint32_t* random_words, std::size_t i, __mmask16 m,
+                                                counters16& acc) noexcept {
+  const __m512i u = _mm512_maskz_loadu_epi32(m, in + i);
+  __m512i rnd = _mm512_setzero_si512();
+  if constexpr (R == rounding::stochastic) rnd = _mm512_maskz_loadu_epi32(m, random_words + i);
+  return round16<R, F, Ftz, Sat, Always>(v, u, rnd, acc);
+}
+
+/// Chooses, block by block, whether nearest even tests each vector for the all-normal shortcut. A block in
+/// which more than 1 vector in 8 needed the exact path (wide-range data, or E4M3's narrow normal range on
+/// Gaussian data: 1.2% of N(0,1) values lie below its min normal, so 18% of vectors hold one) is followed by
+/// seven blocks without the test and its unpredictable branch, then the test runs for one block again.
+struct path_choice {
+  bool always = false;
+  unsigned left = 0;
+  std::size_t before = 0;
+
+  void start(const counters16& acc) noexcept { before = acc.special_vectors; }
+  void finish(const counters16& acc, std::size_t vectors) noexcept {
+    if (always) {
+      if (--left == 0) always = false;
+    } else if ((acc.special_vectors - before) * 8 > vectors) {
+      always = true;
+      left = 7;
+    }
+  }
+};
+
+/// The high 32 bits of each 64-bit lane moved to its low half (the high half gets the low one: the products
+/// and xors that follow read only the low halves). A dword shuffle rather than a shift: on Intel cores both
+/// 512-bit shifts and multiplies issue on port 0 only, shuffles on port 5.
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i high_to_low(__m512i v) noexcept {
+  return _mm512_maskz_shuffle_epi32(0xFFFF, v, _MM_PERM_CDAB);
+}
+
+/// philox_fill (round_kernel.hpp) eight Philox blocks at a time: 64-bit lanes hold the 32-bit words, vpmuludq
+/// forms the 32 x 32 -> 64 products (it reads only the low halves, so no masking between rounds), and the
+/// round keys are the same for every block. Falls back to philox_fill when the low counter word would wrap.
+SAFEAMP_DETAIL_NOINLINE inline void philox_fill_avx512(std::uint32_t* words, std::uint64_t first_block, std::size_t blocks,
+                                                std::uint64_t seed, std::uint32_t stream) noexcept {
+  const auto lo0 = static_cast<std::uint32_t>(first_block);
+  if (std::uint64_t{lo0} + blocks > (std::uint64_t{1} << 32)) {
+    detail::philox_fill(words, first_block, blocks, seed, stream);
+    return;
+  }
+  const __m512i m0 = _mm512_set1_epi64(philox_m0);
+  const __m512i m1 = _mm512_set1_epi64(philox_m1);
+  __m512i key0[10], key1[10];
+  {
+    auto k0 = static_cast<std::uint32_t>(seed);
+    auto k1 = static_cast<std::uint32_t>(seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      key0[round] = _mm512_set1_epi64(k0);
+      key1[round] = _mm512_set1_epi64(k1);
+      k0 += philox_w0;
+      k1 += philox_w1;
+    }
+  }
+  const __m512i hi = _mm512_set1_epi64(static_cast<std::uint32_t>(first_block >> 32));
+  const __m512i st = _mm512_set1_epi64(stream);
+  const __m512i lanes = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  // Interleave words 0,1 and 2,3 of each block (low dwords of the 64-bit lanes), then the pairs: block order.
+  const __m512i pick01 = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+  const __m512i first4 = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+  const __m512i last4 = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+  // Two independent groups of eight blocks per iteration: each round is a chain of three dependent
+  // instructions (multiply, shift, xor), so two chains keep the multiplier busy.
+  std::size_t b = 0;
+  auto store = [&](std::size_t at, __m512i x0, __m512i x1, __m512i x2, __m512i x3) {
+    const __m512i w01 = _mm512_permutex2var_epi32(x0, pick01, x1);
+    const __m512i w23 = _mm512_permutex2var_epi32(x2, pick01, x3);
+    const __m512i out0 = _mm512_permutex2var_epi64(w01, first4, w23);
+    const __m512i out1 = _mm512_permutex2var_epi64(w01, last4, w23);
+    const std::size_t left = blocks - at;
+    if (left >= 8) {
+      _mm512_storeu_si512(words + 4 * at, out0);
+      _mm512_storeu_si512(words + 4 * at + 16, out1);
+    } else {
+      const std::size_t n_words = 4 * left;  // 4..28
+      const auto m_first = static_cast<__mmask16>(n_words >= 16 ? 0xFFFFu : (1u << n_words) - 1u);
+      const auto m_last = static_cast<__mmask16>(n_words > 16 ? (1u << (n_words - 16)) - 1u : 0u);
+      _mm512_mask_storeu_epi32(words + 4 * at, m_first, out0);
+      _mm512_mask_storeu_epi32(words + 4 * at + 16, m_last, out1);
+    }
+  };
+  for (; b < blocks; b += 16) {
+    __m512i a0 = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(std::uint64_t{lo0} + b)), lanes);
+    __m512i b0 = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(std::uint64_t{lo0} + b + 8)), lanes);
+    __m512i a1 = hi, b1 = hi, a2 = st, b2 = st;
+    __m512i a3 = _mm512_setzero_si512(), b3 = _mm512_setzero_si512();
+    for (int round = 0; round < 10; ++round) {
+      const __m512i pa0 = _mm512_maskz_mul_epu32(0xFF, a0, m0);
+      const __m512i pb0 = _mm512_maskz_mul_epu32(0xFF, b0, m0);
+      const __m512i pa1 = _mm512_maskz_mul_epu32(0xFF, a2, m1);
+      const __m512i pb1 = _mm512_maskz_mul_epu32(0xFF, b2, m1);
+      a0 = _mm512_ternarylogic_epi64(high_to_low(pa1), a1, key0[round], 0x96);  // xor of all three
+      b0 = _mm512_ternarylogic_epi64(high_to_low(pb1), b1, key0[round], 0x96);
+      a2 = _mm512_ternarylogic_epi64(high_to_low(pa0), a3, key1[round], 0x96);
+      b2 = _mm512_ternarylogic_epi64(high_to_low(pb0), b3, key1[round], 0x96);
+      a1 = pa1, b1 = pb1, a3 = pa0, b3 = pb0;
+    }
+    store(b, a0, a1, a2, a3);
+    if (b + 8 < blocks) store(b + 8, b0, b1, b2, b3);
+  }
+}
+
+/// The lanes [0, k) of a vector (k <= 16).
+SAFEAMP_DETAIL_ALWAYS_INLINE __mmask16 first_lanes(std::size_t k) noexcept {
+  return static_cast<__mmask16>((1u << k) - 1u);
+}
+
+/// How many elements (at most n) are stored normally before out + that is 64-byte aligned, as streaming
+/// stores need.
+SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stream_head(const float* out, std::size_t n) noexcept {
+  const std::size_t misaligned = (reinterpret_cast<std::uintptr_t>(out) & 63u) / sizeof(float);
+  if (misaligned == 0) return 0;
+  return n < 16 - misaligned ? n : 16 - misaligned;
+}
+
+/// Vectors [i, i + 16 count) of a chunk with full stores (streaming or not).
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always, bool Stream>
+SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, const float* in, float* out,
+                                                const std::uint32_t* random_words, std::size_t i, std::size_t count,
+                                                counters16& acc) noexcept {
+  for (std::size_t end = i + 16 * count; i < end; i += 16) {
+    const __m512i r = load_round<R, F, Ftz, Sat, Always>(v, in, random_words, i, 0xFFFF, acc);
+    if constexpr (Stream) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), r);
+    } else {
+      _mm512_storeu_si512(out + i, r);
+    }
+  }
+}
+
+/// Four 4 KiB pages [i, i + 4096) at a time, one vector from each in turn: more DRAM pages open at once, as
+/// glibc's memcpy does for large copies (measured 1.1-1.2x a plain streaming loop on the benchmark machine).
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always>
+SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages(const vector_constants<F>& v, const float* in, float* out,
+                                                   const std::uint32_t* random_words, std::size_t i,
+                                                   counters16& acc) noexcept {
+  constexpr std::size_t page = 1024;
+  for (std::size_t j = i; j < i + page; j += 16) {
+    for (std::size_t p = 0; p < 4 * page; p += page) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + j + p),
+                          load_round<R, F, Ftz, Sat, Always>(v, in, random_words, j + p, 0xFFFF, acc));
+    }
+  }
+}
+
+/// Rounds in[0..n) into out[0..n) (out may equal in); stream: write with non-temporal stores.
+template <rounding R, format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_NOINLINE void round_chunk(const float* in, float* out, std::size_t n, const std::uint32_t* random_words,
+                                         bool stream, local_counts& c) noexcept {
+  vector_constants<F> v;
+  counters16 acc;
+  path_choice choice;
+  std::size_t i = 0;
+  if (stream) {
+    if (const std::size_t head = stream_head(out, n); head != 0) {
+      _mm512_mask_storeu_epi32(out, first_lanes(head),
+                               load_round<R, F, Ftz, Sat>(v, in, random_words, 0, first_lanes(head), acc));
+      i = head;
+    }
+    for (; i + 4096 <= n; i += 4096) {
+      choice.start(acc);
+      if (choice.always) {
+        round_four_pages<R, F, Ftz, Sat, true>(v, in, out, random_words, i, acc);
+      } else {
+        round_four_pages<R, F, Ftz, Sat, false>(v, in, out, random_words, i, acc);
+      }
+      choice.finish(acc, 256);
+    }
+    round_vectors<R, F, Ftz, Sat, false, true>(v, in, out, random_words, i, (n - i) / 16, acc);
+  } else {
+    constexpr std::size_t block = 64;  // vectors
+    for (; i + 16 * block <= n; i += 16 * block) {
+      choice.start(acc);
+      if (choice.always) {
+        round_vectors<R, F, Ftz, Sat, true, false>(v, in, out, random_words, i, block, acc);
+      } else {
+        round_vectors<R, F, Ftz, Sat, false, false>(v, in, out, random_words, i, block, acc);
+      }
+      choice.finish(acc, block);
+    }
+    round_vectors<R, F, Ftz, Sat, false, false>(v, in, out, random_words, i, (n - i) / 16, acc);
+  }
+  i += (n - i) / 16 * 16;
+  if (i < n) {
+    _mm512_mask_storeu_epi32(out + i, first_lanes(n - i),
+                             load_round<R, F, Ftz, Sat>(v, in, random_words, i, first_lanes(n - i), acc));
+  }
+  if (stream) _mm_sfence();
+  acc.add_to(c);
+}
+
+/// Stochastic rounding of in[0..n) with the bits of key (element i: logical index key.offset + i). The
+/// Philox words are made 256 at a time just before they are used, so that the multiply-bound generator and
+/// the memory traffic of the rounding overlap (a whole buffer of words first, then a memory-bound pass,
+/// measured 1.4x slower on 64 Mi elements).
+template <format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out, std::size_t n, philox_key key,
+                                                    bool stream, local_counts& c) noexcept {
+  vector_constants<F> v;
+  counters16 acc;
+  constexpr std::size_t step = 256;
+  constexpr std::size_t prefetch_steps = 2;
+  alignas(64) std::uint32_t words[step + 16];
+  // Words for elements [at, at + len): words + skip holds the word of element at.
+  auto fill = [&](std::size_t at, std::size_t len) noexcept {
+    const std::uint64_t logical = key.offset + at;
+    const std::uint64_t base = logical & ~std::uint64_t{3};
+    const auto skip = static_cast<std::size_t>(logical - base);
+    philox_fill_avx512(words, base >> 2, (skip + len + 3) / 4, key.seed, key.stream);
+    return static_cast<const std::uint32_t*>(words + skip);
+  };
+  constexpr rounding R = rounding::stochastic;
+  std::size_t i = 0;
+  if (const std::size_t head = stream ? stream_head(out, n) : 0; head != 0) {
+    _mm512_mask_storeu_epi32(out, first_lanes(head),
+                             load_round<R, F, Ftz, Sat>(v, in, fill(0, head), 0, first_lanes(head), acc));
+    i = head;
+  }
+  for (; i < n; i += step) {
+    const std::size_t len = n - i < step ? n - i : step;
+    // The input two steps ahead (prefetches past the end are harmless: they never fault).
+    for (std::size_t l = 0; l < step; l += 16) {
+      _mm_prefetch(reinterpret_cast<const char*>(in + i + prefetch_steps * step + l), _MM_HINT_T0);
+    }
+    const std::uint32_t* rw = fill(i, len);
+    const std::size_t full = len / 16;
+    if (stream) {
+      round_vectors<R, F, Ftz, Sat, false, true>(v, in + i, out + i, rw, 0, full, acc);
+    } else {
+      round_vectors<R, F, Ftz, Sat, false, false>(v, in + i, out + i, rw, 0, full, acc);
+    }
+    if (len % 16 != 0) {
+      const __mmask16 m = first_lanes(len % 16);
+      _mm512_mask_storeu_epi32(out + i + 16 * full, m, load_round<R, F, Ftz, Sat>(v, in + i, rw, 16 * full, m, acc));
+    }
+  }
+  if (stream) _mm_sfence();
+  acc.add_to(c);
+}
+
+/// The four instantiations of round_stochastic_chunk.
+template <format_spec F>
+void round_stochastic(const float* in, float* out, std::size_t n, overflow ov, bool ftz, philox_key key, bool stream,
+                      local_counts& c) noexcept {
+  const bool sat = ov == overflow::saturate;
+  if (ftz) {
+    sat ? round_stochastic_chunk<F, true, true>(in, out, n, key, stream, c)
+        : round_stochastic_chunk<F, true, false>(in, out, n, key, stream, c);
+  } else {
+    sat ? round_stochastic_chunk<F, false, true>(in, out, n, key, stream, c)
+        : round_stochastic_chunk<F, false, false>(in, out, n, key, stream, c);
+  }
+}
+
+/// The four instantiations for one mode and format.
+template <rounding R, format_spec F>
+void round_chunk(const float* in, float* out, std::size_t n, overflow ov, bool ftz, const std::uint32_t* random_words,
+                 bool stream, local_counts& c) noexcept {
+  const bool sat = ov == overflow::saturate;
+  if (ftz) {
+    sat ? round_chunk<R, F, true, true>(in, out, n, random_words, stream, c)
+        : round_chunk<R, F, true, false>(in, out, n, random_words, stream, c);
+  } else {
+    sat ? round_chunk<R, F, false, true>(in, out, n, random_words, stream, c)
+        : round_chunk<R, F, false, false>(in, out, n, random_words, stream, c);
+  }
+}
+
+}  // namespace safeamp::detail::avx512
+
+#endif
