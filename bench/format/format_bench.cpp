@@ -113,6 +113,25 @@ void bm_eigen_cast(benchmark::State& state) {
 }
 #endif
 
+// The Philox4x32-10 words stochastic rounding consumes (one 32-bit word per element), alone: the ceiling of
+// stochastic rounding's throughput. Items are words; the AVX-512 generator where the build enables it.
+void bm_philox_words(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  std::vector<std::uint32_t> words(static_cast<std::size_t>(n));
+  std::uint64_t block = 0;
+  for (auto _ : state) {
+#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
+    safeamp::detail::avx512::philox_fill_avx512(words.data(), block, static_cast<std::size_t>(n) / 4, 42, 7);
+#else
+    safeamp::detail::philox_fill(words.data(), block, static_cast<std::size_t>(n) / 4, 42, 7);
+#endif
+    benchmark::DoNotOptimize(words.data());
+    benchmark::ClobberMemory();
+    block += static_cast<std::uint64_t>(n) / 4;
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
 template <int FormatIndex, safeamp::rounding Mode>
 void bm_round_span(benchmark::State& state) {
   constexpr safeamp::format_spec formats[] = {safeamp::fp16, safeamp::bf16, safeamp::fp8_e4m3, safeamp::fp8_e5m2};
@@ -140,6 +159,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 
 using safeamp::rounding;
 BENCHMARK(bm_memcpy)->Apply(sizes);
+BENCHMARK(bm_philox_words)->ArgNames({"n", "wide"})->Args({small_n, normal_data});
 #if defined(__F16C__)
 BENCHMARK(bm_f16c_round_trip)->Apply(sizes);
 #endif

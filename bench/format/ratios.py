@@ -52,6 +52,10 @@ def main(path):
             print(f"- {label}: fp16 nearest-even / F16C round trip = {r:.2f} (target >= 0.6) {'MET' if r >= 0.6 else 'MISSED'}")
         r = ratio(("round_bf16_nearest_even", n, w), ("bm_memcpy", n, w))
         print(f"- {label}: bf16 nearest-even / memcpy = {r:.2f} (target >= 0.6) {'MET' if r >= 0.6 else 'MISSED'}")
+    if ("bm_philox_words", "65536", "0") in rate:
+        words = rate[("bm_philox_words", "65536", "0")]
+        print(f"- Philox words alone (the ceiling of stochastic rounding, one word per element): {words / 1e9:.2f} G/s"
+              f" = {words / rate[('bm_memcpy', '67108864', '0')]:.2f}x the 64 Mi memcpy rate")
     for n, w, label in cases:
         if ("bm_eigen_half", n, w) in rate:
             r = ratio(("round_fp16_nearest_even", n, w), ("bm_eigen_half", n, w))

@@ -139,13 +139,56 @@ struct vector_constants {
 /// bf16, tf32: formats with float's exponent range (the cut alone is exact for float subnormals too).
 [[nodiscard]] constexpr bool float_range_format(format_spec f) noexcept { return min_exponent(f) + 127 <= 1; }
 
+/// The end of the exact path, for every lane of a vector that needed it: r holds each lane's rounded
+/// magnitude and big the lanes whose result overflows (+-inf inputs included; NaN inputs may be in it or not).
+/// Overflow becomes inf, NaN (formats without inf) or max finite (saturate); NaN inputs keep the payload bits
+/// the format stores, made quiet. Zero, +-inf and NaN inputs are rare in most tensors: one compare (|x| - 1 >=
+/// inf - 1, unsigned) and a predictable branch keep their handling out of the common path. Results below min
+/// normal and zero results are counted as such; counters16::add_to forms subnormal and underflow from them.
+template <format_spec F, bool Sat>
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i finish_special(const vector_constants<F>& v, __m512i a, __m512i r, __mmask16 big,
+                                                    counters16& acc) noexcept {
+  constexpr round_constants k = vector_constants<F>::k;
+  const __m512i overflow_bits = Sat ? v.max_finite : u32(k.inf_or_nan);
+  const __mmask16 rare = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, v.one), v.inf_minus_one);
+  if (rare == 0) {
+    r = _mm512_mask_mov_epi32(r, big, overflow_bits);
+    acc.overflow = count(acc.overflow, big);
+    if constexpr (!Sat) {
+      if constexpr (has_infinity(F)) {
+        acc.infinity = count(acc.infinity, big);
+      } else {
+        acc.nan = count(acc.nan, big);
+      }
+    }
+  } else {
+    const __mmask16 nan_in = _mm512_cmpgt_epu32_mask(a, v.inf);
+    big = static_cast<__mmask16>(big & ~nan_in);
+    acc.overflow = count(acc.overflow, _mm512_mask_cmplt_epu32_mask(big, a, v.inf));  // finite inputs only
+    r = _mm512_mask_mov_epi32(r, big, overflow_bits);
+    r = _mm512_mask_mov_epi32(r, nan_in, _mm512_ternarylogic_epi32(a, v.payload, v.nan_fill, 0xEA));
+    acc.nan = count(acc.nan, nan_in);
+    if constexpr (!Sat) {
+      if constexpr (has_infinity(F)) {
+        acc.infinity = count(acc.infinity, big);
+      } else {
+        acc.nan = count(acc.nan, big);
+      }
+    }
+    acc.zero_inputs = count(acc.zero_inputs, _mm512_testn_epi32_mask(a, a));
+  }
+  const __mmask16 below = _mm512_cmplt_epu32_mask(r, v.min_normal);
+  acc.below_normal = count(acc.below_normal, below);
+  acc.zero_results = count(acc.zero_results, _mm512_mask_testn_epi32_mask(below, r, r));
+  return r;
+}
+
 /// The lanes that are not in the target's normal range get the exact treatment: subnormal range, overflow,
 /// +-inf and NaN inputs, flush to zero, and all five counters. r holds the normal-range result (with the
 /// input's sign) for every lane; returns the final bits with the sign.
 template <rounding R, format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i fix_special(const vector_constants<F>& v, __m512i u, __m512i r, __m512i rnd,
                                                  counters16& acc) noexcept {
-  constexpr round_constants k = vector_constants<F>::k;
   constexpr bool float_range = min_exponent(F) + 127 <= 1;  // bf16, tf32: the cut is exact for float subnormals
   const __m512i a = _mm512_and_si512(u, v.abs_mask);
   r = _mm512_and_si512(r, v.abs_mask);
@@ -167,31 +210,12 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i fix_special(const vector_constants<F>& v, _
     }
     r = _mm512_castps_si512(_mm512_mask_mul_ps(_mm512_castsi512_ps(r), tiny, w, v.quantum_ps));
   }
-  const __mmask16 nan_in = _mm512_cmpgt_epu32_mask(a, v.inf);
-  // Overflow: the rounded magnitude exceeds max finite; +-inf inputs take the same path (nearest-like modes).
-  const __mmask16 over = _mm512_mask_cmpgt_epu32_mask(static_cast<__mmask16>(~nan_in), r, v.max_finite);
-  r = _mm512_mask_mov_epi32(r, over, Sat ? v.max_finite : u32(k.inf_or_nan));
   if constexpr (Ftz) r = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(r, v.min_normal), r);
-  // NaN keeps the payload bits the format stores, made quiet (nan_fill | (a & payload_mask)).
-  r = _mm512_mask_mov_epi32(r, nan_in, _mm512_ternarylogic_epi32(a, v.payload, v.nan_fill, 0xEA));
-  acc.overflow = count(acc.overflow, _mm512_mask_cmpneq_epi32_mask(over, a, v.inf));
-  if constexpr (!Sat) {
-    if constexpr (has_infinity(F)) {
-      acc.infinity = count(acc.infinity, over);
-    } else {
-      acc.nan = count(acc.nan, over);
-    }
-  }
-  acc.nan = count(acc.nan, nan_in);
-  const __mmask16 zero = _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(a, a), r, r);
-  acc.underflow = count(acc.underflow, zero);
-  acc.subnormal = count(acc.subnormal, _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(r, r), r, v.min_normal));
+  // Overflow: the rounded magnitude exceeds max finite (+-inf inputs too: their cut result is inf's bits).
+  r = finish_special<F, Sat>(v, a, r, _mm512_cmpgt_epu32_mask(r, v.max_finite), acc);
   return _mm512_ternarylogic_epi32(r, u, v.sign, 0xF8);  // r | (u & sign)
 }
 
-/// 16 elements: u are the input bits, rnd the stochastic words (unused for nearest even). In the target's
-/// normal range the cut works on the signed bits as they are (a carry never reaches the sign bit), so a
-/// vector whose 16 values all lie there costs 9 instructions.
 /// Nearest even for formats with a narrower exponent range than float (fp16, E4M3, E5M2), every lane alike:
 /// |x| + C with C = 2^(max(e, emin) - M + 23) (e: the exponent of x) rounds |x| to a multiple of C's ulp, which
 /// is the target's quantum at |x| in its normal and subnormal range; the addition rounds to nearest even by its
@@ -204,7 +228,6 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i fix_special(const vector_constants<F>& v, _
 template <format_spec F, bool Ftz, bool Sat, bool Always>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& v, __m512i u,
                                                      counters16& acc) noexcept {
-  constexpr round_constants k = vector_constants<F>::k;
   const __m512i a = _mm512_and_si512(u, v.abs_mask);
   if constexpr (!Always) {
     const __mmask16 special = _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span);
@@ -232,42 +255,14 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
         _mm512_maskz_add_round_ps(0xFFFF, _mm512_castsi512_ps(a), cf, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), cf));
   }
   if constexpr (Ftz) r = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(r, v.min_normal), r);
-  const __mmask16 big = _mm512_cmpge_epu32_mask(a, v.overflow_from);  // overflow, +-inf and NaN inputs
-  // Zero, +-inf and NaN inputs are rare in most tensors: one compare (|x| - 1 >= inf - 1, unsigned) and a
-  // predictable branch keep their handling out of the common path.
-  const __mmask16 rare = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, v.one), v.inf_minus_one);
-  if (rare == 0) {
-    r = _mm512_mask_mov_epi32(r, big, Sat ? v.max_finite : u32(k.inf_or_nan));
-    acc.overflow = count(acc.overflow, big);
-    if constexpr (!Sat) {
-      if constexpr (has_infinity(F)) {
-        acc.infinity = count(acc.infinity, big);
-      } else {
-        acc.nan = count(acc.nan, big);
-      }
-    }
-  } else {
-    const __mmask16 nan_in = _mm512_mask_cmpgt_epu32_mask(big, a, v.inf);
-    acc.overflow = count(acc.overflow, _mm512_mask_cmplt_epu32_mask(big, a, v.inf));
-    r = _mm512_mask_mov_epi32(r, big, Sat ? v.max_finite : u32(k.inf_or_nan));
-    // NaN keeps the payload bits the format stores, made quiet (nan_fill | (a & payload_mask)).
-    r = _mm512_mask_mov_epi32(r, nan_in, _mm512_ternarylogic_epi32(a, v.payload, v.nan_fill, 0xEA));
-    if constexpr (!Sat && !has_infinity(F)) {
-      acc.nan = count(acc.nan, big);  // overflow and +-inf become NaN too
-    } else {
-      acc.nan = count(acc.nan, nan_in);
-      if constexpr (!Sat) acc.infinity = count(acc.infinity, static_cast<__mmask16>(big & ~nan_in));
-    }
-    acc.zero_inputs = count(acc.zero_inputs, _mm512_testn_epi32_mask(a, a));
-  }
-  // Results below min normal (zeros included) and zero results: subnormal = below - zero, underflow = zero -
-  // zero inputs, formed once per chunk (counters16::add_to).
-  const __mmask16 below = _mm512_cmplt_epu32_mask(r, v.min_normal);
-  acc.below_normal = count(acc.below_normal, below);
-  acc.zero_results = count(acc.zero_results, _mm512_mask_testn_epi32_mask(below, r, r));
+  // Overflow, +-inf and NaN inputs: |x| at or above the overflow threshold.
+  r = finish_special<F, Sat>(v, a, r, _mm512_cmpge_epu32_mask(a, v.overflow_from), acc);
   return _mm512_ternarylogic_epi32(r, u, v.sign, 0xF8);  // r | (u & sign)
 }
 
+/// 16 elements: u are the input bits, rnd the stochastic words (unused for nearest even). In the target's
+/// normal range the cut works on the signed bits as they are (a carry never reaches the sign bit), so a
+/// vector whose 16 values all lie there costs 9 instructions.
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16(const vector_constants<F>& v, __m512i u, __m512i rnd,
                                              counters16& acc) noexcept {
@@ -327,20 +322,22 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i high_to_low(__m512i v) noexcept {
   return _mm512_maskz_shuffle_epi32(0xFFFF, v, _MM_PERM_CDAB);
 }
 
-/// philox_fill (round_kernel.hpp) eight Philox blocks at a time: 64-bit lanes hold the 32-bit words, vpmuludq
-/// forms the 32 x 32 -> 64 products (it reads only the low halves, so no masking between rounds), and the
-/// round keys are the same for every block. Falls back to philox_fill when the low counter word would wrap.
-SAFEAMP_DETAIL_NOINLINE inline void philox_fill_avx512(std::uint32_t* words, std::uint64_t first_block, std::size_t blocks,
-                                                std::uint64_t seed, std::uint32_t stream) noexcept {
-  const auto lo0 = static_cast<std::uint32_t>(first_block);
-  if (std::uint64_t{lo0} + blocks > (std::uint64_t{1} << 32)) {
-    detail::philox_fill(words, first_block, blocks, seed, stream);
-    return;
-  }
-  const __m512i m0 = _mm512_set1_epi64(philox_m0);
-  const __m512i m1 = _mm512_set1_epi64(philox_m1);
+/// Philox4x32-10 (philox.hpp) for sixteen blocks at a time, as two independent groups of eight: 64-bit lanes
+/// hold the 32-bit words, vpmuludq forms the 32 x 32 -> 64 products (it reads only the low halves, so no
+/// masking between rounds), and the round keys, the same for every block, are broadcast once. Two groups per
+/// call because each round is a chain of three dependent instructions (multiply, shuffle, xor).
+struct philox16 {
   __m512i key0[10], key1[10];
-  {
+  __m512i m0 = _mm512_set1_epi64(philox_m0);
+  __m512i m1 = _mm512_set1_epi64(philox_m1);
+  __m512i stream;
+  __m512i lanes = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  // Interleave words 0,1 and 2,3 of each block (low dwords of the 64-bit lanes), then the pairs: block order.
+  __m512i pick01 = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+  __m512i first4 = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+  __m512i last4 = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+
+  philox16(std::uint64_t seed, std::uint32_t stream_id) noexcept : stream(_mm512_set1_epi64(stream_id)) {
     auto k0 = static_cast<std::uint32_t>(seed);
     auto k1 = static_cast<std::uint32_t>(seed >> 32);
     for (int round = 0; round < 10; ++round) {
@@ -350,37 +347,15 @@ SAFEAMP_DETAIL_NOINLINE inline void philox_fill_avx512(std::uint32_t* words, std
       k1 += philox_w1;
     }
   }
-  const __m512i hi = _mm512_set1_epi64(static_cast<std::uint32_t>(first_block >> 32));
-  const __m512i st = _mm512_set1_epi64(stream);
-  const __m512i lanes = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-  // Interleave words 0,1 and 2,3 of each block (low dwords of the 64-bit lanes), then the pairs: block order.
-  const __m512i pick01 = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
-  const __m512i first4 = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
-  const __m512i last4 = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
-  // Two independent groups of eight blocks per iteration: each round is a chain of three dependent
-  // instructions (multiply, shift, xor), so two chains keep the multiplier busy.
-  std::size_t b = 0;
-  auto store = [&](std::size_t at, __m512i x0, __m512i x1, __m512i x2, __m512i x3) {
-    const __m512i w01 = _mm512_permutex2var_epi32(x0, pick01, x1);
-    const __m512i w23 = _mm512_permutex2var_epi32(x2, pick01, x3);
-    const __m512i out0 = _mm512_permutex2var_epi64(w01, first4, w23);
-    const __m512i out1 = _mm512_permutex2var_epi64(w01, last4, w23);
-    const std::size_t left = blocks - at;
-    if (left >= 8) {
-      _mm512_storeu_si512(words + 4 * at, out0);
-      _mm512_storeu_si512(words + 4 * at + 16, out1);
-    } else {
-      const std::size_t n_words = 4 * left;  // 4..28
-      const auto m_first = static_cast<__mmask16>(n_words >= 16 ? 0xFFFFu : (1u << n_words) - 1u);
-      const auto m_last = static_cast<__mmask16>(n_words > 16 ? (1u << (n_words - 16)) - 1u : 0u);
-      _mm512_mask_storeu_epi32(words + 4 * at, m_first, out0);
-      _mm512_mask_storeu_epi32(words + 4 * at + 16, m_last, out1);
-    }
-  };
-  for (; b < blocks; b += 16) {
-    __m512i a0 = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(std::uint64_t{lo0} + b)), lanes);
-    __m512i b0 = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(std::uint64_t{lo0} + b + 8)), lanes);
-    __m512i a1 = hi, b1 = hi, a2 = st, b2 = st;
+
+  /// Words of blocks first .. first + 15 in order (w[0]: words 0..15 = blocks first .. first + 3, ...).
+  /// The low counter word must not wrap: (first & 0xFFFFFFFF) + 16 <= 2^32.
+  SAFEAMP_DETAIL_ALWAYS_INLINE void operator()(std::uint64_t first, __m512i (&w)[4]) const noexcept {
+    const auto lo = static_cast<long long>(first & 0xFFFFFFFFu);
+    const __m512i hi = _mm512_set1_epi64(static_cast<long long>(first >> 32));
+    __m512i a0 = _mm512_add_epi64(_mm512_set1_epi64(lo), lanes);
+    __m512i b0 = _mm512_add_epi64(_mm512_set1_epi64(lo + 8), lanes);
+    __m512i a1 = hi, b1 = hi, a2 = stream, b2 = stream;
     __m512i a3 = _mm512_setzero_si512(), b3 = _mm512_setzero_si512();
     for (int round = 0; round < 10; ++round) {
       const __m512i pa0 = _mm512_maskz_mul_epu32(0xFF, a0, m0);
@@ -393,8 +368,38 @@ SAFEAMP_DETAIL_NOINLINE inline void philox_fill_avx512(std::uint32_t* words, std
       b2 = _mm512_ternarylogic_epi64(high_to_low(pb0), b3, key1[round], 0x96);
       a1 = pa1, b1 = pb1, a3 = pa0, b3 = pb0;
     }
-    store(b, a0, a1, a2, a3);
-    if (b + 8 < blocks) store(b + 8, b0, b1, b2, b3);
+    order(a0, a1, a2, a3, w[0], w[1]);
+    order(b0, b1, b2, b3, w[2], w[3]);
+  }
+
+  SAFEAMP_DETAIL_ALWAYS_INLINE void order(__m512i x0, __m512i x1, __m512i x2, __m512i x3, __m512i& out0,
+                                          __m512i& out1) const noexcept {
+    const __m512i w01 = _mm512_permutex2var_epi32(x0, pick01, x1);
+    const __m512i w23 = _mm512_permutex2var_epi32(x2, pick01, x3);
+    out0 = _mm512_permutex2var_epi64(w01, first4, w23);
+    out1 = _mm512_permutex2var_epi64(w01, last4, w23);
+  }
+};
+
+/// philox_fill (round_kernel.hpp) with philox16; the portable loop where the low counter word would wrap.
+SAFEAMP_DETAIL_NOINLINE inline void philox_fill_avx512(std::uint32_t* words, std::uint64_t first_block, std::size_t blocks,
+                                                std::uint64_t seed, std::uint32_t stream) noexcept {
+  if ((first_block & 0xFFFFFFFFu) + blocks + 16 > (std::uint64_t{1} << 32)) {
+    detail::philox_fill(words, first_block, blocks, seed, stream);
+    return;
+  }
+  const philox16 gen(seed, stream);
+  for (std::size_t b = 0; b < blocks; b += 16) {
+    __m512i w[4];
+    gen(first_block + b, w);
+    const std::size_t n_words = blocks - b >= 16 ? 64 : 4 * (blocks - b);
+    for (std::size_t j = 0; j < 4; ++j) {
+      if (n_words >= 16 * (j + 1)) {
+        _mm512_storeu_si512(words + 4 * b + 16 * j, w[j]);
+      } else if (n_words > 16 * j) {
+        _mm512_mask_storeu_epi32(words + 4 * b + 16 * j, static_cast<__mmask16>((1u << (n_words - 16 * j)) - 1u), w[j]);
+      }
+    }
   }
 }
 
@@ -488,50 +493,63 @@ SAFEAMP_DETAIL_NOINLINE void round_chunk(const float* in, float* out, std::size_
 }
 
 /// Stochastic rounding of in[0..n) with the bits of key (element i: logical index key.offset + i). The
-/// Philox words are made 256 at a time just before they are used, so that the multiply-bound generator and
-/// the memory traffic of the rounding overlap (a whole buffer of words first, then a memory-bound pass,
-/// measured 1.4x slower on 64 Mi elements).
+/// Philox words are made 64 at a time right where they are used, so that the multiply-bound generator and the
+/// memory traffic of the rounding overlap (a buffer of words first, then a memory-bound pass, measured about
+/// 1.3x slower on 64 Mi elements). The main loop needs the logical index of its first element to be a
+/// multiple of 4 (the words of a block go to 4 consecutive elements) and, to stream, a 64-byte aligned output;
+/// the few elements before that point and after the last full step take words from a small buffer.
 template <format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out, std::size_t n, philox_key key,
                                                     bool stream, local_counts& c) noexcept {
+  constexpr rounding R = rounding::stochastic;
   vector_constants<F> v;
   counters16 acc;
-  constexpr std::size_t step = 256;
-  constexpr std::size_t prefetch_steps = 2;
-  alignas(64) std::uint32_t words[step + 16];
-  // Words for elements [at, at + len): words + skip holds the word of element at.
-  auto fill = [&](std::size_t at, std::size_t len) noexcept {
+  alignas(64) std::uint32_t words[96];
+  // Elements [at, at + len), len <= 64, with buffered words and ordinary (masked) stores.
+  auto few = [&](std::size_t at, std::size_t len) noexcept {
     const std::uint64_t logical = key.offset + at;
-    const std::uint64_t base = logical & ~std::uint64_t{3};
-    const auto skip = static_cast<std::size_t>(logical - base);
-    philox_fill_avx512(words, base >> 2, (skip + len + 3) / 4, key.seed, key.stream);
-    return static_cast<const std::uint32_t*>(words + skip);
+    const auto skip = static_cast<std::size_t>(logical & 3u);
+    philox_fill_avx512(words, logical >> 2, (skip + len + 3) / 4, key.seed, key.stream);
+    for (std::size_t j = 0; j < len; j += 16) {
+      const __mmask16 m = first_lanes(len - j < 16 ? len - j : 16);
+      _mm512_mask_storeu_epi32(out + at + j, m, load_round<R, F, Ftz, Sat>(v, in + at, words + skip, j, m, acc));
+    }
   };
-  constexpr rounding R = rounding::stochastic;
-  std::size_t i = 0;
-  if (const std::size_t head = stream ? stream_head(out, n) : 0; head != 0) {
-    _mm512_mask_storeu_epi32(out, first_lanes(head),
-                             load_round<R, F, Ftz, Sat>(v, in, fill(0, head), 0, first_lanes(head), acc));
-    i = head;
-  }
-  for (; i < n; i += step) {
-    const std::size_t len = n - i < step ? n - i : step;
-    // The input two steps ahead (prefetches past the end are harmless: they never fault).
-    for (std::size_t l = 0; l < step; l += 16) {
-      _mm_prefetch(reinterpret_cast<const char*>(in + i + prefetch_steps * step + l), _MM_HINT_T0);
-    }
-    const std::uint32_t* rw = fill(i, len);
-    const std::size_t full = len / 16;
-    if (stream) {
-      round_vectors<R, F, Ftz, Sat, false, true>(v, in + i, out + i, rw, 0, full, acc);
+  const auto to_multiple_of_4 = static_cast<std::size_t>((4u - key.offset % 4u) % 4u);
+  std::size_t start = to_multiple_of_4;
+  if (stream) {
+    const std::size_t head = stream_head(out, std::size_t{64});
+    if ((key.offset + head) % 4u == 0) {
+      start = head;
     } else {
-      round_vectors<R, F, Ftz, Sat, false, false>(v, in + i, out + i, rw, 0, full, acc);
-    }
-    if (len % 16 != 0) {
-      const __mmask16 m = first_lanes(len % 16);
-      _mm512_mask_storeu_epi32(out + i + 16 * full, m, load_round<R, F, Ftz, Sat>(v, in + i, rw, 16 * full, m, acc));
+      stream = false;  // no element is both 4-aligned in index and 64-byte aligned in memory
     }
   }
+  start = start < n ? start : n;
+  if (start != 0) few(0, start);
+  const std::uint64_t first_block = (key.offset + start) / 4;
+  const std::size_t steps = (n - start) / 64;
+  std::size_t i = start;
+  if ((first_block & 0xFFFFFFFFu) + 16 * steps + 16 <= (std::uint64_t{1} << 32)) {
+    const philox16 gen(key.seed, key.stream);
+    for (std::size_t step = 0; step < steps; ++step, i += 64) {
+      __m512i w[4];
+      gen(first_block + 16 * step, w);
+      for (std::size_t j = 0; j < 4; ++j) {
+        const __m512i u = _mm512_loadu_si512(in + i + 16 * j);
+        const __m512i r = round16<R, F, Ftz, Sat>(v, u, w[j], acc);
+        if (stream) {
+          _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i + 16 * j), r);
+        } else {
+          _mm512_storeu_si512(out + i + 16 * j, r);
+        }
+      }
+    }
+  } else {
+    // The low word of the Philox block counter wraps in this chunk (once per 2^34 elements): all buffered.
+    for (std::size_t step = 0; step < steps; ++step, i += 64) few(i, 64);
+  }
+  if (i < n) few(i, n - i);
   if (stream) _mm_sfence();
   acc.add_to(c);
 }

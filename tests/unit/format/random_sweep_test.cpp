@@ -3,6 +3,7 @@
 // vectorised round_span() fast paths against the scalar encode()/decode(), bit for bit, counters included.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 #include <span>
@@ -181,39 +182,51 @@ TEST_CASE("round_span fast paths equal the scalar routine bit for bit, counters 
 }
 
 // Spans large enough for the streaming-store path of the AVX-512 kernels (>= 16 MiB of input into a separate
-// buffer), with an output that is not 64-byte aligned, a length that is not a multiple of 16, and, for
-// stochastic rounding, a key offset whose Philox block counter crosses 2^32 (the low counter word wraps).
-// Every element is compared with the scalar routine; the counters with a count of the scalar results.
+// buffer), with a length that is not a multiple of 16, in three layouts: an output 4 bytes past a 64-byte
+// boundary with a key offset whose Philox block counter crosses 2^32 (the low counter word wraps); a 64-byte
+// aligned output with a key offset that is a multiple of 4; an output 12 bytes past a boundary with key offset
+// 3 (13 elements before the first aligned one, whose logical index is then a multiple of 4). Every element is
+// compared with the scalar routine; the counters with a count of the scalar results.
 TEST_CASE("large spans (streaming stores, misaligned output, Philox counter wrap) equal the scalar routine") {
   std::mt19937_64 rng(4242);
   const std::size_t n = (std::size_t{1} << 22) + 37;
-  std::vector<float> in(n), out_storage(n + 1);
+  std::vector<float> in(n), out_storage(n + 32);
+  const auto address = reinterpret_cast<std::uintptr_t>(out_storage.data());
+  const std::size_t aligned = ((64 - address % 64) % 64) / sizeof(float);  // first 64-byte aligned element
+  struct layout {
+    std::size_t shift;
+    std::uint64_t offset;
+  };
+  const layout layouts[] = {{1, (std::uint64_t{1} << 34) - 4 * 1000 - 2}, {0, 4000}, {3, 3}};
   for (const safeamp::format_spec f : {safeamp::fp16, safeamp::fp8_e4m3, safeamp::bf16}) {
     for (float& x : in) x = random_float(rng, f);
     for (const rounding m : {rounding::nearest_even, rounding::stochastic}) {
-      const safeamp::round_options opt{.mode = m};
-      const safeamp::philox_key key{.seed = 99, .stream = 5, .offset = (std::uint64_t{1} << 34) - 4 * 1000 - 2};
-      const std::span<float> out(out_storage.data() + 1, n);  // 4 bytes past the vector's (aligned) start
-      const safeamp::cast_stats got = safeamp::round_span(f, in, out, opt, key);
-      safeamp::cast_stats want;
-      want.elements = n;
-      std::size_t mismatches = 0, first_bad = n;
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::uint32_t rnd = safeamp::stochastic_bits(key.seed, key.stream, key.offset + i);
-        const float y = safeamp::round_to(f, in[i], opt, rnd);
-        const float ax = std::fabs(in[i]), ay = std::fabs(y);
-        want.overflow += (std::isfinite(in[i]) && !std::isfinite(y)) ? 1u : 0u;  // inf, or NaN for E4M3
-        want.underflow += (std::isfinite(in[i]) && ax != 0 && ay == 0) ? 1u : 0u;
-        want.subnormal += (ay != 0 && ay < safeamp::min_normal(f)) ? 1u : 0u;
-        want.nan += std::isnan(y) ? 1u : 0u;
-        want.infinity += std::isinf(y) ? 1u : 0u;
-        if (oracle::float_bits(y) != oracle::float_bits(out[i])) {
-          if (mismatches++ == 0) first_bad = i;
+      for (const layout l : layouts) {
+        const safeamp::round_options opt{.mode = m};
+        const safeamp::philox_key key{.seed = 99, .stream = 5, .offset = l.offset};
+        const std::span<float> out(out_storage.data() + aligned + l.shift, n);
+        const safeamp::cast_stats got = safeamp::round_span(f, in, out, opt, key);
+        safeamp::cast_stats want;
+        want.elements = n;
+        std::size_t mismatches = 0, first_bad = n;
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::uint32_t rnd = safeamp::stochastic_bits(key.seed, key.stream, key.offset + i);
+          const float y = safeamp::round_to(f, in[i], opt, rnd);
+          const float ax = std::fabs(in[i]), ay = std::fabs(y);
+          want.overflow += (std::isfinite(in[i]) && !std::isfinite(y)) ? 1u : 0u;  // inf, or NaN for E4M3
+          want.underflow += (std::isfinite(in[i]) && ax != 0 && ay == 0) ? 1u : 0u;
+          want.subnormal += (ay != 0 && ay < safeamp::min_normal(f)) ? 1u : 0u;
+          want.nan += std::isnan(y) ? 1u : 0u;
+          want.infinity += std::isinf(y) ? 1u : 0u;
+          if (oracle::float_bits(y) != oracle::float_bits(out[i])) {
+            if (mismatches++ == 0) first_bad = i;
+          }
         }
+        INFO(safeamp::format_name(f) << " mode " << static_cast<int>(m) << " shift " << l.shift << " offset "
+                                     << l.offset << " first mismatch at " << first_bad);
+        CHECK(mismatches == 0);
+        CHECK(got == want);
       }
-      INFO(safeamp::format_name(f) << " mode " << static_cast<int>(m) << " first mismatch at " << first_bad);
-      CHECK(mismatches == 0);
-      CHECK(got == want);
     }
   }
 }
