@@ -139,6 +139,13 @@ struct vector_constants {
 /// bf16, tf32: formats with float's exponent range (the cut alone is exact for float subnormals too).
 [[nodiscard]] constexpr bool float_range_format(format_spec f) noexcept { return min_exponent(f) + 127 <= 1; }
 
+/// What overflowed lanes became: inf, NaN (formats without inf) or, saturating, max finite (not counted).
+template <format_spec F, bool Sat>
+SAFEAMP_DETAIL_ALWAYS_INLINE void count_overflow_results(counters16& acc, __mmask16 over) noexcept {
+  if constexpr (!Sat && has_infinity(F)) acc.infinity = count(acc.infinity, over);
+  if constexpr (!Sat && !has_infinity(F)) acc.nan = count(acc.nan, over);
+}
+
 /// The end of the exact path, for every lane of a vector that needed it: r holds each lane's rounded
 /// magnitude and big the lanes whose result overflows (+-inf inputs included; NaN inputs may be in it or not).
 /// Overflow becomes inf, NaN (formats without inf) or max finite (saturate); NaN inputs keep the payload bits
@@ -154,13 +161,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i finish_special(const vector_constants<F>& v
   if (rare == 0) {
     r = _mm512_mask_mov_epi32(r, big, overflow_bits);
     acc.overflow = count(acc.overflow, big);
-    if constexpr (!Sat) {
-      if constexpr (has_infinity(F)) {
-        acc.infinity = count(acc.infinity, big);
-      } else {
-        acc.nan = count(acc.nan, big);
-      }
-    }
+    count_overflow_results<F, Sat>(acc, big);
   } else {
     const __mmask16 nan_in = _mm512_cmpgt_epu32_mask(a, v.inf);
     big = static_cast<__mmask16>(big & ~nan_in);
@@ -168,13 +169,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i finish_special(const vector_constants<F>& v
     r = _mm512_mask_mov_epi32(r, big, overflow_bits);
     r = _mm512_mask_mov_epi32(r, nan_in, _mm512_ternarylogic_epi32(a, v.payload, v.nan_fill, 0xEA));
     acc.nan = count(acc.nan, nan_in);
-    if constexpr (!Sat) {
-      if constexpr (has_infinity(F)) {
-        acc.infinity = count(acc.infinity, big);
-      } else {
-        acc.nan = count(acc.nan, big);
-      }
-    }
+    count_overflow_results<F, Sat>(acc, big);
     acc.zero_inputs = count(acc.zero_inputs, _mm512_testn_epi32_mask(a, a));
   }
   const __mmask16 below = _mm512_cmplt_epu32_mask(r, v.min_normal);
