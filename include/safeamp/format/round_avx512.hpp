@@ -45,15 +45,17 @@ struct counters16 {
   __m512i below_normal = _mm512_setzero_si512();
   __m512i zero_results = _mm512_setzero_si512();
   __m512i zero_inputs = _mm512_setzero_si512();
+  __m512i overflow_to_inf = _mm512_setzero_si512();  // counts as overflow and as infinity
   std::size_t special_vectors = 0;  // vectors that took the exact path (nearest even; steers round_chunk)
 
   void add_to(local_counts& c) const noexcept {
-    c.overflow += sum(overflow);
+    const std::uint32_t to_inf = sum(overflow_to_inf);
+    c.overflow += sum(overflow) + to_inf;
     const std::uint32_t zeros = sum(zero_results);
     c.underflow += sum(underflow) + (zeros - sum(zero_inputs));
     c.subnormal += sum(subnormal) + (sum(below_normal) - zeros);
     c.nan += sum(nan);
-    c.infinity += sum(infinity);
+    c.infinity += sum(infinity) + to_inf;
   }
   // Once per chunk; not _mm512_reduce_add_epi32, whose g++ 12 form warns (-Wuninitialized) inside the header.
   static std::uint32_t sum(__m512i v) noexcept {
@@ -234,12 +236,35 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
     }
     ++acc.special_vectors;
   }
+  if constexpr (F == fp16 && !Ftz && !Sat) {
+    // fp16 without flush or saturation: the CPU's own conversion (F16C, present on every AVX-512 CPU) there
+    // and back gives the final result. Its rounding comes from the immediate, it keeps subnormal results
+    // whatever MXCSR.FTZ says, reads fp16 subnormals whatever MXCSR.DAZ says, and gives overflow +-inf and NaN
+    // the sign and top payload bits as decode() does: the exhaustive test checks it against the oracle on all
+    // 2^32 floats. Only the counters remain; overflow and +-inf results are one count in the common case (no
+    // zero, inf or NaN input), split by counters16::add_to.
+    const __m512i r = _mm512_castps_si512(_mm512_maskz_cvtph_ps(
+        0xFFFF, _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    const __m512i magnitude = _mm512_and_si512(r, v.abs_mask);
+    const __mmask16 big = _mm512_cmpge_epu32_mask(a, v.overflow_from);
+    if (_mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, v.one), v.inf_minus_one) == 0) {
+      acc.overflow_to_inf = count(acc.overflow_to_inf, big);
+    } else {
+      const __mmask16 nan_in = _mm512_cmpgt_epu32_mask(a, v.inf);
+      const auto inf_result = static_cast<__mmask16>(big & ~nan_in);
+      acc.overflow = count(acc.overflow, _mm512_mask_cmplt_epu32_mask(inf_result, a, v.inf));
+      acc.infinity = count(acc.infinity, inf_result);
+      acc.nan = count(acc.nan, nan_in);
+      acc.zero_inputs = count(acc.zero_inputs, _mm512_testn_epi32_mask(a, a));
+    }
+    const __mmask16 below = _mm512_cmplt_epu32_mask(magnitude, v.min_normal);
+    acc.below_normal = count(acc.below_normal, below);
+    acc.zero_results = count(acc.zero_results, _mm512_mask_testn_epi32_mask(below, magnitude, magnitude));
+    return r;
+  }
   __m512i r;
   if constexpr (F == fp16 && !Ftz) {
-    // fp16: the CPU's own conversion (F16C, present on every AVX-512 CPU) there and back. Its rounding comes
-    // from the immediate, it keeps subnormal results whatever MXCSR.FTZ says, reads fp16 subnormals whatever
-    // MXCSR.DAZ says, and gives NaN the sign and top payload bits as decode() does: the exhaustive test checks
-    // it against the oracle on all 2^32 floats. Only its sign is taken off here, for the counters below.
+    // fp16 with saturation: the F16C conversion of |x| (as above); saturation follows.
     const __m256i h = _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm512_castps_si512(_mm512_maskz_cvtph_ps(0xFFFF, h));
   } else {
