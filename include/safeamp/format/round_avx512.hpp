@@ -37,25 +37,21 @@ inline constexpr std::size_t stream_min_bytes = std::size_t{16} << 20;
 /// Vector accumulators of the five counters (one lane per element position; summed once per chunk).
 struct counters16 {
   __m512i overflow = _mm512_setzero_si512();
-  __m512i underflow = _mm512_setzero_si512();
-  __m512i subnormal = _mm512_setzero_si512();
   __m512i nan = _mm512_setzero_si512();
   __m512i infinity = _mm512_setzero_si512();
-  // The nearest-even kernel counts these instead of underflow and subnormal (see round16_nearest).
+  // Underflow and subnormal are formed from these once per chunk (see finish_special).
   __m512i below_normal = _mm512_setzero_si512();
   __m512i zero_results = _mm512_setzero_si512();
   __m512i zero_inputs = _mm512_setzero_si512();
-  __m512i overflow_to_inf = _mm512_setzero_si512();  // counts as overflow and as infinity
-  std::size_t special_vectors = 0;  // vectors that took the exact path (nearest even; steers round_chunk)
+  std::size_t special_vectors = 0;  // vectors that took the exact path (nearest even; steers path_choice)
 
   void add_to(local_counts& c) const noexcept {
-    const std::uint32_t to_inf = sum(overflow_to_inf);
-    c.overflow += sum(overflow) + to_inf;
     const std::uint32_t zeros = sum(zero_results);
-    c.underflow += sum(underflow) + (zeros - sum(zero_inputs));
-    c.subnormal += sum(subnormal) + (sum(below_normal) - zeros);
+    c.overflow += sum(overflow);
+    c.underflow += zeros - sum(zero_inputs);
+    c.subnormal += sum(below_normal) - zeros;
     c.nan += sum(nan);
-    c.infinity += sum(infinity) + to_inf;
+    c.infinity += sum(infinity);
   }
   // Once per chunk; not _mm512_reduce_add_epi32, whose g++ 12 form warns (-Wuninitialized) inside the header.
   static std::uint32_t sum(__m512i v) noexcept {
@@ -73,10 +69,6 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i u32(std::uint32_t v) noexcept { return _mm5
 template <unsigned Shift>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i srl32(__m512i v) noexcept {
   return _mm512_maskz_srli_epi32(0xFFFF, v, Shift);
-}
-template <unsigned Shift>
-SAFEAMP_DETAIL_ALWAYS_INLINE __m512i srl64(__m512i v) noexcept {
-  return _mm512_maskz_srli_epi64(0xFF, v, Shift);
 }
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i count(__m512i acc, __mmask16 k) noexcept {
   return _mm512_mask_sub_epi32(acc, k, acc, _mm512_set1_epi32(-1));
@@ -104,8 +96,6 @@ struct vector_constants {
   __m512i one = u32(1);
   __m512i half_minus_one = u32(low >> 1);
   __m512i keep = u32(~low);
-  __m512i min_normal2 = u32(k.min_normal_bits << 1);
-  __m512i normal_span2 = u32((k.max_bits - k.min_normal_bits) << 1);
   __m512i normal_span = u32(k.max_bits - k.min_normal_bits);
   __m512i inf_minus_one = u32(0x7F7FFFFFu);
   __m512i min_normal = u32(k.min_normal_bits);
@@ -127,7 +117,7 @@ struct vector_constants {
   // g++ rematerialises broadcast constants inside the loop (mov + vpbroadcastd, every vector) rather than keep
   // them in the 32 vector registers; an empty asm that "may change" each value makes it keep them.
   vector_constants() noexcept {
-    pin(abs_mask), pin(one), pin(half_minus_one), pin(keep), pin(min_normal2), pin(normal_span2), pin(normal_span), pin(inf_minus_one);
+    pin(abs_mask), pin(one), pin(half_minus_one), pin(keep), pin(normal_span), pin(inf_minus_one);
     pin(min_normal), pin(max_finite), pin(inf), pin(payload), pin(nan_fill), pin(sign), pin(all_ones);
     pin(inv_quantum), pin(quantum_ps), pin(one_ps), pin(two32), pin(exponent_mask), pin(emin_field);
     pin(cut_offset), pin(overflow_from);
@@ -181,30 +171,25 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i finish_special(const vector_constants<F>& v
 }
 
 /// The lanes that are not in the target's normal range get the exact treatment: subnormal range, overflow,
-/// +-inf and NaN inputs, flush to zero, and all five counters. r holds the normal-range result (with the
-/// input's sign) for every lane; returns the final bits with the sign.
+/// +-inf and NaN inputs, flush to zero, and all five counters. Used for stochastic rounding, and for nearest
+/// even into bf16/tf32 (which have no subnormal range of their own below float's). r holds the normal-range
+/// result (with the input's sign) for every lane, a = |x|; returns the final bits with the sign.
 template <rounding R, format_spec F, bool Ftz, bool Sat>
-SAFEAMP_DETAIL_ALWAYS_INLINE __m512i fix_special(const vector_constants<F>& v, __m512i u, __m512i r, __m512i rnd,
-                                                 counters16& acc) noexcept {
-  constexpr bool float_range = min_exponent(F) + 127 <= 1;  // bf16, tf32: the cut is exact for float subnormals
-  const __m512i a = _mm512_and_si512(u, v.abs_mask);
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i fix_special(const vector_constants<F>& v, __m512i u, __m512i a, __m512i r,
+                                                 __m512i rnd, counters16& acc) noexcept {
   r = _mm512_and_si512(r, v.abs_mask);
-  if constexpr (!float_range) {
-    // |x| < min normal: the result is w Q with Q = 2^(emin - M) and w = |x| / Q rounded to an integer. The
-    // scaling by 1/Q is exact (x is a normal float or 0 here: a float subnormal is < Q / 2 and, under DAZ or
-    // not, gives 0 for nearest even and never rounds up stochastically: its 32-bit fraction of Q is 0).
+  if constexpr (!float_range_format(F)) {
+    static_assert(R == rounding::stochastic, "nearest even into fp16/fp8 takes round16_nearest");
+    // |x| < min normal: the result is w Q with Q = 2^(emin - M), w = |x| / Q rounded down, plus one when
+    // floor(2^32 frac) > ~random (the generic kernel's rule: frac = rem / 2^sh there, exact here). The
+    // scaling by 1/Q is exact (x is a normal float or 0 here: a float subnormal is below 2^-32 Q, so under DAZ
+    // or not its 32-bit fraction of Q is 0 and it never rounds up).
     const __mmask16 tiny = _mm512_cmplt_epu32_mask(a, v.min_normal);
     const __m512 t = _mm512_maskz_mul_ps(tiny, _mm512_castsi512_ps(a), v.inv_quantum);
-    __m512 w;
-    if constexpr (R == rounding::nearest_even) {
-      w = _mm512_maskz_roundscale_ps(0xFFFF, t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    } else {
-      // Up iff floor(2^32 frac) > ~random: the generic kernel's rule (frac = rem / 2^sh there, exact here).
-      const __m512 whole = _mm512_maskz_roundscale_ps(0xFFFF, t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-      const __m512i frac32 = _mm512_maskz_cvttps_epu32(0xFFFF, _mm512_mul_ps(_mm512_sub_ps(t, whole), v.two32));
-      const __mmask16 up = _mm512_cmpgt_epu32_mask(frac32, _mm512_xor_si512(rnd, v.all_ones));
-      w = _mm512_mask_add_ps(whole, up, whole, v.one_ps);
-    }
+    const __m512 whole = _mm512_maskz_roundscale_ps(0xFFFF, t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512i frac32 = _mm512_maskz_cvttps_epu32(0xFFFF, _mm512_mul_ps(_mm512_sub_ps(t, whole), v.two32));
+    const __mmask16 up = _mm512_cmpgt_epu32_mask(frac32, _mm512_xor_si512(rnd, v.all_ones));
+    const __m512 w = _mm512_mask_add_ps(whole, up, whole, v.one_ps);
     r = _mm512_castps_si512(_mm512_mask_mul_ps(_mm512_castsi512_ps(r), tiny, w, v.quantum_ps));
   }
   if constexpr (Ftz) r = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(r, v.min_normal), r);
@@ -227,8 +212,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
                                                      counters16& acc) noexcept {
   const __m512i a = _mm512_and_si512(u, v.abs_mask);
   if constexpr (!Always) {
-    const __mmask16 special = _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span);
-    if (special == 0) {
+    if (_mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span) == 0) {
       // All 16 in the normal range: the cut at bit 23 - M on the signed bits (a carry never reaches the sign).
       const __m512i bias =
           _mm512_add_epi32(_mm512_and_si512(srl32<vector_constants<F>::sh>(u), v.one), v.half_minus_one);
@@ -236,35 +220,12 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
     }
     ++acc.special_vectors;
   }
-  if constexpr (F == fp16 && !Ftz && !Sat) {
-    // fp16 without flush or saturation: the CPU's own conversion (F16C, present on every AVX-512 CPU) there
-    // and back gives the final result. Its rounding comes from the immediate, it keeps subnormal results
-    // whatever MXCSR.FTZ says, reads fp16 subnormals whatever MXCSR.DAZ says, and gives overflow +-inf and NaN
-    // the sign and top payload bits as decode() does: the exhaustive test checks it against the oracle on all
-    // 2^32 floats. Only the counters remain; overflow and +-inf results are one count in the common case (no
-    // zero, inf or NaN input), split by counters16::add_to.
-    const __m512i r = _mm512_castps_si512(_mm512_maskz_cvtph_ps(
-        0xFFFF, _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
-    const __m512i magnitude = _mm512_and_si512(r, v.abs_mask);
-    const __mmask16 big = _mm512_cmpge_epu32_mask(a, v.overflow_from);
-    if (_mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, v.one), v.inf_minus_one) == 0) {
-      acc.overflow_to_inf = count(acc.overflow_to_inf, big);
-    } else {
-      const __mmask16 nan_in = _mm512_cmpgt_epu32_mask(a, v.inf);
-      const auto inf_result = static_cast<__mmask16>(big & ~nan_in);
-      acc.overflow = count(acc.overflow, _mm512_mask_cmplt_epu32_mask(inf_result, a, v.inf));
-      acc.infinity = count(acc.infinity, inf_result);
-      acc.nan = count(acc.nan, nan_in);
-      acc.zero_inputs = count(acc.zero_inputs, _mm512_testn_epi32_mask(a, a));
-    }
-    const __mmask16 below = _mm512_cmplt_epu32_mask(magnitude, v.min_normal);
-    acc.below_normal = count(acc.below_normal, below);
-    acc.zero_results = count(acc.zero_results, _mm512_mask_testn_epi32_mask(below, magnitude, magnitude));
-    return r;
-  }
   __m512i r;
   if constexpr (F == fp16 && !Ftz) {
-    // fp16 with saturation: the F16C conversion of |x| (as above); saturation follows.
+    // fp16: the CPU's own conversion (F16C, present on every AVX-512 CPU) of |x| there and back. Its rounding
+    // comes from the immediate, it keeps subnormal results whatever MXCSR.FTZ says, reads fp16 subnormals
+    // whatever MXCSR.DAZ says, and gives overflow inf and NaN the top payload bits as decode() does: the
+    // exhaustive test checks it against the oracle on all 2^32 floats.
     const __m256i h = _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm512_castps_si512(_mm512_maskz_cvtph_ps(0xFFFF, h));
   } else {
@@ -288,20 +249,20 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16(const vector_constants<F>& v, __m51
                                              counters16& acc) noexcept {
   if constexpr (R == rounding::nearest_even && !float_range_format(F)) {
     return round16_nearest<F, Ftz, Sat, Always>(v, u, acc);
-  }
-  constexpr std::uint32_t sh = vector_constants<F>::sh;
-  __m512i bias;
-  if constexpr (R == rounding::nearest_even) {
-    bias = _mm512_add_epi32(_mm512_and_si512(srl32<sh>(u), v.one), v.half_minus_one);
   } else {
-    bias = srl32<32u - sh>(rnd);
+    constexpr std::uint32_t sh = vector_constants<F>::sh;
+    __m512i bias;
+    if constexpr (R == rounding::nearest_even) {
+      bias = _mm512_add_epi32(_mm512_and_si512(srl32<sh>(u), v.one), v.half_minus_one);
+    } else {
+      bias = srl32<32u - sh>(rnd);
+    }
+    const __m512i r = _mm512_and_si512(_mm512_add_epi32(u, bias), v.keep);
+    const __m512i a = _mm512_and_si512(u, v.abs_mask);
+    const __mmask16 special = _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span);
+    if (special != 0) return fix_special<R, F, Ftz, Sat>(v, u, a, r, rnd, acc);
+    return r;
   }
-  const __m512i r = _mm512_and_si512(_mm512_add_epi32(u, bias), v.keep);
-  // min normal <= |x| <= max finite, on the bits shifted left by one (the sign bit drops out).
-  const __mmask16 special =
-      _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(_mm512_add_epi32(u, u), v.min_normal2), v.normal_span2);
-  if (special != 0) return fix_special<R, F, Ftz, Sat>(v, u, r, rnd, acc);
-  return r;
 }
 
 /// Loads, rounds and counts the lanes of m starting at element i.
@@ -436,13 +397,12 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stream_head(const float* out, std::size
   return n < 16 - misaligned ? n : 16 - misaligned;
 }
 
-/// Vectors [i, i + 16 count) of a chunk with full stores (streaming or not).
-template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always, bool Stream>
+/// Nearest even: vectors [i, i + 16 count) of a chunk with full stores (streaming or not).
+template <format_spec F, bool Ftz, bool Sat, bool Always, bool Stream>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, const float* in, float* out,
-                                                const std::uint32_t* random_words, std::size_t i, std::size_t count,
-                                                counters16& acc) noexcept {
+                                                std::size_t i, std::size_t count, counters16& acc) noexcept {
   for (std::size_t end = i + 16 * count; i < end; i += 16) {
-    const __m512i r = load_round<R, F, Ftz, Sat, Always>(v, in, random_words, i, 0xFFFF, acc);
+    const __m512i r = load_round<rounding::nearest_even, F, Ftz, Sat, Always>(v, in, nullptr, i, 0xFFFF, acc);
     if constexpr (Stream) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), r);
     } else {
@@ -453,23 +413,23 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, co
 
 /// Four 4 KiB pages [i, i + 4096) at a time, one vector from each in turn: more DRAM pages open at once, as
 /// glibc's memcpy does for large copies (measured 1.1-1.2x a plain streaming loop on the benchmark machine).
-template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always>
+template <format_spec F, bool Ftz, bool Sat, bool Always>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages(const vector_constants<F>& v, const float* in, float* out,
-                                                   const std::uint32_t* random_words, std::size_t i,
-                                                   counters16& acc) noexcept {
+                                                   std::size_t i, counters16& acc) noexcept {
   constexpr std::size_t page = 1024;
   for (std::size_t j = i; j < i + page; j += 16) {
     for (std::size_t p = 0; p < 4 * page; p += page) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + j + p),
-                          load_round<R, F, Ftz, Sat, Always>(v, in, random_words, j + p, 0xFFFF, acc));
+                          load_round<rounding::nearest_even, F, Ftz, Sat, Always>(v, in, nullptr, j + p, 0xFFFF, acc));
     }
   }
 }
 
-/// Rounds in[0..n) into out[0..n) (out may equal in); stream: write with non-temporal stores.
-template <rounding R, format_spec F, bool Ftz, bool Sat>
-SAFEAMP_DETAIL_NOINLINE void round_chunk(const float* in, float* out, std::size_t n, const std::uint32_t* random_words,
-                                         bool stream, local_counts& c) noexcept {
+/// Nearest even of in[0..n) into out[0..n) (out may equal in); stream: write with non-temporal stores.
+template <format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_NOINLINE void round_nearest_chunk(const float* in, float* out, std::size_t n, bool stream,
+                                                 local_counts& c) noexcept {
+  constexpr rounding R = rounding::nearest_even;
   vector_constants<F> v;
   counters16 acc;
   path_choice choice;
@@ -477,36 +437,35 @@ SAFEAMP_DETAIL_NOINLINE void round_chunk(const float* in, float* out, std::size_
   if (stream) {
     if (const std::size_t head = stream_head(out, n); head != 0) {
       _mm512_mask_storeu_epi32(out, first_lanes(head),
-                               load_round<R, F, Ftz, Sat>(v, in, random_words, 0, first_lanes(head), acc));
+                               load_round<R, F, Ftz, Sat>(v, in, nullptr, 0, first_lanes(head), acc));
       i = head;
     }
     for (; i + 4096 <= n; i += 4096) {
       choice.start(acc);
       if (choice.always) {
-        round_four_pages<R, F, Ftz, Sat, true>(v, in, out, random_words, i, acc);
+        round_four_pages<F, Ftz, Sat, true>(v, in, out, i, acc);
       } else {
-        round_four_pages<R, F, Ftz, Sat, false>(v, in, out, random_words, i, acc);
+        round_four_pages<F, Ftz, Sat, false>(v, in, out, i, acc);
       }
       choice.finish(acc, 256);
     }
-    round_vectors<R, F, Ftz, Sat, false, true>(v, in, out, random_words, i, (n - i) / 16, acc);
+    round_vectors<F, Ftz, Sat, false, true>(v, in, out, i, (n - i) / 16, acc);
   } else {
     constexpr std::size_t block = 64;  // vectors
     for (; i + 16 * block <= n; i += 16 * block) {
       choice.start(acc);
       if (choice.always) {
-        round_vectors<R, F, Ftz, Sat, true, false>(v, in, out, random_words, i, block, acc);
+        round_vectors<F, Ftz, Sat, true, false>(v, in, out, i, block, acc);
       } else {
-        round_vectors<R, F, Ftz, Sat, false, false>(v, in, out, random_words, i, block, acc);
+        round_vectors<F, Ftz, Sat, false, false>(v, in, out, i, block, acc);
       }
       choice.finish(acc, block);
     }
-    round_vectors<R, F, Ftz, Sat, false, false>(v, in, out, random_words, i, (n - i) / 16, acc);
+    round_vectors<F, Ftz, Sat, false, false>(v, in, out, i, (n - i) / 16, acc);
   }
   i += (n - i) / 16 * 16;
   if (i < n) {
-    _mm512_mask_storeu_epi32(out + i, first_lanes(n - i),
-                             load_round<R, F, Ftz, Sat>(v, in, random_words, i, first_lanes(n - i), acc));
+    _mm512_mask_storeu_epi32(out + i, first_lanes(n - i), load_round<R, F, Ftz, Sat>(v, in, nullptr, i, first_lanes(n - i), acc));
   }
   if (stream) _mm_sfence();
   acc.add_to(c);
@@ -574,31 +533,24 @@ SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out,
   acc.add_to(c);
 }
 
-/// The four instantiations of round_stochastic_chunk.
-template <format_spec F>
-void round_stochastic(const float* in, float* out, std::size_t n, overflow ov, bool ftz, philox_key key, bool stream,
-                      local_counts& c) noexcept {
-  const bool sat = ov == overflow::saturate;
-  if (ftz) {
-    sat ? round_stochastic_chunk<F, true, true>(in, out, n, key, stream, c)
-        : round_stochastic_chunk<F, true, false>(in, out, n, key, stream, c);
-  } else {
-    sat ? round_stochastic_chunk<F, false, true>(in, out, n, key, stream, c)
-        : round_stochastic_chunk<F, false, false>(in, out, n, key, stream, c);
-  }
-}
-
-/// The four instantiations for one mode and format.
+/// Rounds in[0..n) to F (nearest even or stochastic) with the counters added to c: the four instantiations
+/// of flush x saturate. key is used by stochastic rounding only (element i: logical index key.offset + i).
 template <rounding R, format_spec F>
-void round_chunk(const float* in, float* out, std::size_t n, overflow ov, bool ftz, const std::uint32_t* random_words,
-                 bool stream, local_counts& c) noexcept {
+void round_chunk(const float* in, float* out, std::size_t n, overflow ov, bool ftz, philox_key key, bool stream,
+                 local_counts& c) noexcept {
+  static_assert(R == rounding::nearest_even || R == rounding::stochastic, "other modes take the portable loops");
+  const auto run = [&]<bool Ftz, bool Sat>() {
+    if constexpr (R == rounding::nearest_even) {
+      round_nearest_chunk<F, Ftz, Sat>(in, out, n, stream, c);
+    } else {
+      round_stochastic_chunk<F, Ftz, Sat>(in, out, n, key, stream, c);
+    }
+  };
   const bool sat = ov == overflow::saturate;
   if (ftz) {
-    sat ? round_chunk<R, F, true, true>(in, out, n, random_words, stream, c)
-        : round_chunk<R, F, true, false>(in, out, n, random_words, stream, c);
+    sat ? run.template operator()<true, true>() : run.template operator()<true, false>();
   } else {
-    sat ? round_chunk<R, F, false, true>(in, out, n, random_words, stream, c)
-        : round_chunk<R, F, false, false>(in, out, n, random_words, stream, c);
+    sat ? run.template operator()<false, true>() : run.template operator()<false, false>();
   }
 }
 

@@ -54,19 +54,11 @@ inline void flush_counts(cast_stats& s, local_counts& c) noexcept {
 inline constexpr std::size_t count_chunk = std::size_t{1} << 20;
 inline constexpr std::size_t random_block = 2048;  // random words generated ahead of one rounding pass
 
-// One chunk: named formats narrower than float take the AVX-512 kernels where the build enables them
-// (round_avx512.hpp; nearest even and stochastic), else the block fast path (round_fast.hpp).
-// stream: a large span into a separate buffer, written with non-temporal stores where the kernel can.
+// One chunk: named formats narrower than float take the block fast path (round_fast.hpp).
 template <rounding R, bool Named, format_spec F>
 inline void round_chunk(format_spec fmt, const float* in, float* out, std::size_t n, round_options opt,
-                        const std::uint32_t* random_words, [[maybe_unused]] bool stream, local_counts& c) noexcept {
+                        const std::uint32_t* random_words, local_counts& c) noexcept {
   if constexpr (Named && F.mantissa_bits < 23) {
-#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
-    if constexpr (R == rounding::nearest_even) {
-      avx512::round_chunk<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, random_words, stream, c);
-      return;
-    }
-#endif
     round_floats_fast<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, random_words, c);
   } else {
     round_floats<R, Named, F>(fmt, in, out, n, opt.on_overflow, opt.flush_subnormals, random_words, c);
@@ -79,32 +71,29 @@ template <rounding R, bool Named, format_spec F = format_spec{}>
 void round_span_kernel(format_spec f, const float* in, float* out, std::size_t n, round_options opt, philox_key key,
                        cast_stats& stats) noexcept {
   const format_spec fmt = Named ? F : f;
-#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
-  const bool stream = in != out && n * sizeof(float) >= avx512::stream_min_bytes;
-#else
-  const bool stream = false;
-#endif
   local_counts c;
+#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
+  // Named formats narrower than float, nearest even and stochastic: the AVX-512 kernels (round_avx512.hpp),
+  // which make their own Philox words. Large spans into a separate buffer are written with streaming stores.
+  if constexpr (Named && F.mantissa_bits < 23 && (R == rounding::nearest_even || R == rounding::stochastic)) {
+    const bool stream = in != out && n * sizeof(float) >= avx512::stream_min_bytes;
+    for (std::size_t start = 0; start < n; start += count_chunk) {
+      const std::size_t len = n - start < count_chunk ? n - start : count_chunk;
+      philox_key at = key;
+      at.offset = key.offset + start;
+      avx512::round_chunk<R, F>(in + start, out + start, len, opt.on_overflow, opt.flush_subnormals, at, stream, c);
+      flush_counts(stats, c);
+    }
+    return;
+  }
+#endif
   if constexpr (R != rounding::stochastic) {
     for (std::size_t start = 0; start < n; start += count_chunk) {
       const std::size_t len = n - start < count_chunk ? n - start : count_chunk;
-      round_chunk<R, Named, F>(fmt, in + start, out + start, len, opt, nullptr, stream, c);
+      round_chunk<R, Named, F>(fmt, in + start, out + start, len, opt, nullptr, c);
       flush_counts(stats, c);
     }
   } else {
-#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
-    if constexpr (Named && F.mantissa_bits < 23) {
-      // The AVX-512 kernel makes its own Philox words, a few at a time (round_avx512.hpp).
-      for (std::size_t start = 0; start < n; start += count_chunk) {
-        const std::size_t len = n - start < count_chunk ? n - start : count_chunk;
-        philox_key at = key;
-        at.offset = key.offset + start;
-        avx512::round_stochastic<F>(in + start, out + start, len, opt.on_overflow, opt.flush_subnormals, at, stream, c);
-        flush_counts(stats, c);
-      }
-      return;
-    }
-#endif
     // Random words for logical indices [base, base + random_block), base a multiple of 4, then one rounding
     // pass over the elements of the block. Element i uses stochastic_bits(seed, stream, offset + i).
     alignas(64) std::uint32_t words[random_block];
@@ -119,7 +108,7 @@ void round_span_kernel(format_spec f, const float* in, float* out, std::size_t n
 #else
       philox_fill(words, base >> 2, (skip + take + 3) / 4, key.seed, key.stream);
 #endif
-      round_chunk<R, Named, F>(fmt, in + i, out + i, take, opt, words + skip, stream, c);
+      round_chunk<R, Named, F>(fmt, in + i, out + i, take, opt, words + skip, c);
       flush_counts(stats, c);
       i += take;
     }
