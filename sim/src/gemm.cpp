@@ -1,7 +1,9 @@
 // Emulated GEMM (see gemm.hpp for the semantics and the accumulation order).
 #include "safeamp/sim/gemm.hpp"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "safeamp/error.hpp"
 #include "safeamp/format/format_names.hpp"
@@ -15,36 +17,94 @@ std::string shape(Eigen::Index r, Eigen::Index c) { return std::to_string(r) + "
 // Work (multiply-adds) below which threads are not started: their start-up costs more than they save.
 constexpr double parallel_min_work = 1 << 18;
 
+// ---- fp32 accumulation: fixed-order register tiles ----------------------------------------------------
+// Every d(i, j) is acc = +0; acc = fl(acc + fl(a(i, k) * b(k, j))) for k = 0, 1, ..., K-1 in order, then the
+// epilogue below. A tile of tile_rows x tile_cols outputs keeps its accumulators in registers for the whole
+// k loop; the loop over the tile's columns is what the compiler vectorises, and a vector lane does exactly
+// the scalar operation of its column, so the vector width (SSE, AVX, AVX-512) cannot change a bit. The build
+// uses -ffp-contract=off (cmake/SafeampFloatingPoint.cmake): products and sums are never fused into an fma.
+constexpr Eigen::Index tile_rows = 4;
+constexpr Eigen::Index tile_cols = 8;
+
+// op(B) (K, N) packed as panels of tile_cols columns, each panel K rows of tile_cols floats (zero-padded at the
+// right edge; padded columns are computed and discarded, so they cannot touch a kept column).
+template <class B>
+std::vector<float> pack_b(const B& b) {
+  const Eigen::Index k_len = b.rows();
+  const Eigen::Index panels = (b.cols() + tile_cols - 1) / tile_cols;
+  std::vector<float> packed(static_cast<std::size_t>(panels * k_len * tile_cols), 0.0f);
+  for (Eigen::Index p = 0; p < panels; ++p) {
+    float* panel = packed.data() + p * k_len * tile_cols;
+    const Eigen::Index cols = std::min(tile_cols, b.cols() - p * tile_cols);
+    for (Eigen::Index k = 0; k < k_len; ++k) {
+      for (Eigen::Index c = 0; c < cols; ++c) panel[k * tile_cols + c] = b(k, p * tile_cols + c);
+    }
+  }
+  return packed;
+}
+
+// acc(r, c) = sum over k = 0..K-1, in order, of a_tile(k, r) * b_panel(k, c); a_tile is (K, tile_rows).
+void tile_kernel(const float* a_tile, const float* b_panel, Eigen::Index k_len,
+                 float (&acc)[tile_rows][tile_cols]) noexcept {
+  for (auto& row : acc) {
+    for (float& v : row) v = 0.0f;
+  }
+  for (Eigen::Index k = 0; k < k_len; ++k) {
+    const float* bk = b_panel + k * tile_cols;
+    for (Eigen::Index r = 0; r < tile_rows; ++r) {
+      const float ark = a_tile[k * tile_rows + r];
+      for (Eigen::Index c = 0; c < tile_cols; ++c) acc[r][c] = acc[r][c] + ark * bk[c];
+    }
+  }
+}
+
+// The epilogue shared by both paths: fl(alpha * acc), plus fl(beta * c) in one more rounding when beta != 0.
+inline float epilogue(float acc, float alpha, float beta, float c) noexcept {
+  return beta == 0.0f ? alpha * acc : alpha * acc + beta * c;
+}
+
 template <class A, class B>
-void blocked_fp32(const A& a, const B& b, matrix& d, float alpha, float beta, int threads) {
+void tiled_fp32(const A& a, const B& b, matrix& d, float alpha, float beta, int threads) {
   const Eigen::Index m = d.rows();
+  const Eigen::Index n = d.cols();
+  const Eigen::Index k_len = a.cols();
+  const std::vector<float> packed_b = pack_b(b);
+  const Eigen::Index panels = (n + tile_cols - 1) / tile_cols;
   const std::int64_t blocks = (m + gemm_row_block - 1) / gemm_row_block;
   auto run = [&](std::int64_t blk) {
-    const Eigen::Index r0 = blk * gemm_row_block;
-    const Eigen::Index rows = std::min<Eigen::Index>(gemm_row_block, m - r0);
-    auto dblk = d.middleRows(r0, rows);
-    if (beta == 0.0f) {
-      dblk.setZero();
-    } else if (beta != 1.0f) {
-      dblk *= beta;
-    }
-    if (alpha == 1.0f) {
-      dblk.noalias() += a.middleRows(r0, rows) * b;
-    } else {
-      dblk.noalias() += alpha * (a.middleRows(r0, rows) * b);
+    const Eigen::Index r_end = std::min<Eigen::Index>(m, (blk + 1) * gemm_row_block);
+    std::vector<float> a_tile(static_cast<std::size_t>(k_len * tile_rows));
+    float acc[tile_rows][tile_cols];
+    for (Eigen::Index i0 = blk * gemm_row_block; i0 < r_end; i0 += tile_rows) {
+      const Eigen::Index rows = std::min(tile_rows, r_end - i0);
+      for (Eigen::Index k = 0; k < k_len; ++k) {  // (K, tile_rows), zero rows past the edge (discarded)
+        for (Eigen::Index r = 0; r < tile_rows; ++r)
+          a_tile[static_cast<std::size_t>(k * tile_rows + r)] = r < rows ? a(i0 + r, k) : 0.0f;
+      }
+      for (Eigen::Index p = 0; p < panels; ++p) {
+        tile_kernel(a_tile.data(), packed_b.data() + p * k_len * tile_cols, k_len, acc);
+        const Eigen::Index cols = std::min(tile_cols, n - p * tile_cols);
+        for (Eigen::Index r = 0; r < rows; ++r) {
+          for (Eigen::Index c = 0; c < cols; ++c) {
+            float& out = d(i0 + r, p * tile_cols + c);
+            out = epilogue(acc[r][c], alpha, beta, out);
+          }
+        }
+      }
     }
   };
-  const double work = static_cast<double>(m) * static_cast<double>(d.cols()) * static_cast<double>(b.rows());
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k_len);
   parallel_for(work >= parallel_min_work ? threads : 1, blocks, run);
 }
 
+// Any other accumulation format: the same order, the sum rounded to acc_format after every addition.
 template <class A, class B>
 void sequential_acc(format_spec acc_format, const A& a, const B& b, matrix& d, float alpha, float beta) {
   for (Eigen::Index i = 0; i < d.rows(); ++i) {
     for (Eigen::Index j = 0; j < d.cols(); ++j) {
       float acc = 0.0f;
       for (Eigen::Index k = 0; k < a.cols(); ++k) acc = round_scalar(acc_format, acc + a(i, k) * b(k, j));
-      d(i, j) = beta == 0.0f ? alpha * acc : alpha * acc + beta * d(i, j);
+      d(i, j) = epilogue(acc, alpha, beta, d(i, j));
     }
   }
 }
@@ -91,20 +151,26 @@ cast_stats gemm(const gemm_formats& f, const matrix& a, const matrix& b, matrix&
 
   if (f.accumulate == fp32) {
     if (round_inputs) {
-      blocked_fp32(a_low, b_low, d, opt.alpha, opt.beta, opt.threads);
+      tiled_fp32(a_low, b_low, d, opt.alpha, opt.beta, opt.threads);
     } else if (!ta && !tb) {
-      blocked_fp32(a, b, d, opt.alpha, opt.beta, opt.threads);
+      tiled_fp32(a, b, d, opt.alpha, opt.beta, opt.threads);
     } else if (ta && !tb) {
-      blocked_fp32(a.transpose(), b, d, opt.alpha, opt.beta, opt.threads);
+      tiled_fp32(a.transpose(), b, d, opt.alpha, opt.beta, opt.threads);
     } else if (!ta && tb) {
-      blocked_fp32(a, b.transpose(), d, opt.alpha, opt.beta, opt.threads);
+      tiled_fp32(a, b.transpose(), d, opt.alpha, opt.beta, opt.threads);
     } else {
-      blocked_fp32(a.transpose(), b.transpose(), d, opt.alpha, opt.beta, opt.threads);
+      tiled_fp32(a.transpose(), b.transpose(), d, opt.alpha, opt.beta, opt.threads);
     }
   } else {
     if (!round_inputs) {
-      if (ta) a_low = a.transpose(); else a_low = a;
-      if (tb) b_low = b.transpose(); else b_low = b;
+      if (ta)
+        a_low = a.transpose();
+      else
+        a_low = a;
+      if (tb)
+        b_low = b.transpose();
+      else
+        b_low = b;
     }
     sequential_acc(f.accumulate, a_low, b_low, d, opt.alpha, opt.beta);
   }

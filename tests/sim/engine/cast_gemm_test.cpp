@@ -1,6 +1,7 @@
 // Casts of emulated tensors (the fast path against the core round_span, bit for bit and counter for
 // counter) and the emulated GEMM (error within the textbook bound against an fp64 reference for several
-// K, alpha/beta semantics, bit-identical results for 1 and 2 threads, shape errors).
+// K, alpha/beta semantics, bit-identical results for 1 and 2 threads, shape errors). The GEMM's exact bits
+// (accumulation order, output rounding options) are checked in gemm_order_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>

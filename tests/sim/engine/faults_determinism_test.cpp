@@ -1,11 +1,13 @@
 // Fault injection (skipped steps exactly at the faults, scale backoff and recovery, nothing non-finite in
 // the weights), bitwise determinism (repeat, 1 vs 2 threads, save/resume), checkpoints that are corrupt,
 // truncated or mismatched, and bad configurations.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -205,10 +207,27 @@ TEST_CASE("corrupt, truncated, missing or mismatched checkpoints are clear error
   other_seed.checkpoint.resume_path = path;
   CHECK_THROWS_WITH(train(other_seed), Catch::Contains("configuration"));
 
-  // A save that cannot complete (its temporary file, "<path>.tmp-<pid>", cannot be created) throws and leaves
-  // the good file.
-  std::filesystem::create_directories(path + ".tmp-" + std::to_string(::getpid()));
-  CHECK_THROWS_AS(train(cfg), safeamp::error);
+  // A save that cannot complete (a full file system: writes beyond 64 bytes fail with EFBIG under the
+  // file-size limit, SIGXFSZ ignored) throws and leaves the good file.
+  {
+    ::rlimit before{};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &before) == 0);
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    ::rlimit tiny = before;
+    tiny.rlim_cur = 64;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &tiny) == 0);
+    const bool threw = [&] {
+      try {
+        (void)train(cfg);
+      } catch (const safeamp::error&) {
+        return true;
+      }
+      return false;
+    }();
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &before) == 0);
+    std::signal(SIGXFSZ, old_handler);
+    CHECK(threw);
+  }
   std::ifstream again(path, std::ios::binary);
   const std::string after((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
   CHECK(after == good);

@@ -28,6 +28,23 @@ inline safeamp::sim::run_config mlp_config(const safeamp::precision_policy& pol,
   return c;
 }
 
+/// The decoder-only transformer on the GPL-3 text (Debian base-files), small enough for CI.
+inline safeamp::sim::run_config transformer_config(const safeamp::precision_policy& pol, std::int64_t steps) {
+  safeamp::sim::run_config c;
+  c.label = "transformer";
+  c.model = safeamp::sim::model_kind::transformer;
+  c.transformer =
+      safeamp::sim::transformer_shape{.context = 32, .width = 64, .heads = 4, .layers = 2, .ffn_multiplier = 4};
+  c.policy = pol;
+  c.steps = steps;
+  c.batch_size = 8;
+  c.data.eval_samples = 64;
+  c.optimizer.kind = safeamp::sim::optimizer_kind::adamw;
+  c.optimizer.learning_rate = 3e-3;
+  c.scaler.kind = safeamp::sim::scaler_kind::none;
+  return c;
+}
+
 /// Fraction of gradient elements that underflowed, per layer name, over every step.
 inline std::map<std::string, double> underflow_fraction(const safeamp::sim::run_result& r) {
   std::map<std::string, std::pair<double, double>> sums;

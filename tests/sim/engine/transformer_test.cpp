@@ -11,26 +11,13 @@
 #include "safeamp/policy.hpp"
 #include "safeamp/scaling.hpp"
 #include "safeamp/sim/trainer.hpp"
+#include "sim/engine/sim_test_util.hpp"
 
 using namespace safeamp;
 using namespace safeamp::sim;
+using sim_test::transformer_config;
 
 namespace {
-
-run_config transformer_config(const precision_policy& pol, std::int64_t steps) {
-  run_config c;
-  c.label = "transformer";
-  c.model = model_kind::transformer;
-  c.transformer = transformer_shape{.context = 32, .width = 64, .heads = 4, .layers = 2, .ffn_multiplier = 4};
-  c.policy = pol;
-  c.steps = steps;
-  c.batch_size = 8;
-  c.data.eval_samples = 64;
-  c.optimizer.kind = optimizer_kind::adamw;
-  c.optimizer.learning_rate = 3e-3;
-  c.scaler.kind = scaler_kind::none;
-  return c;
-}
 
 double tracking_tolerance(format_spec f) { return 16.0 * unit_roundoff(f); }
 

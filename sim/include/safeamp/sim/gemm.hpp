@@ -3,13 +3,21 @@
 // A and B are rounded to the compute format, the exact products are summed in the accumulation format,
 // alpha/beta are applied in fp32 (the scale type), and the result is rounded once to the output format.
 //
-// Accumulation order (fixed for a given build, the same for every thread count):
-//  - accumulate == fp32: the output is cut into row blocks of gemm_row_block rows (independent of the
-//    thread count); each block is one Eigen float GEMM, C_blk = beta*C_blk, then C_blk += alpha*A_blk*B.
-//    Eigen sums K in panels of kc (chosen from K and the cache sizes only) in registers and adds each
-//    panel into C: a blocked fp32 order. Inputs of <= 12 significant bits (fp16, bf16, tf32, fp8) have
-//    exact fp32 products, so every product is exact and only the additions round, as on tensor cores.
-//  - any other accumulation format: k = 0..K-1 in order, acc = round_acc(acc + a*b) (slow, reference).
+// Accumulation order (the same bits for every thread count, vector width and compiler flag):
+//   a' = round_to(compute, a), b' = round_to(compute, b)     (round to nearest even; identity for fp32)
+//   for every d(i, j):  acc = +0.0f
+//                       for k = 0, 1, ..., K-1 in this order:  acc = R(acc + fl32(a'(i, k) * b'(k, j)))
+//                       d(i, j) = fl32(alpha * acc)                        when beta == 0 (C is not read)
+//                       d(i, j) = fl32(fl32(alpha * acc) + fl32(beta * c(i, j)))  otherwise
+//                       d(i, j) = round_to(output, d(i, j), rounding, key)   (the output cast, stochastic keyed)
+// where fl32 is one IEEE float rounding (to nearest even) and R is fl32 for accumulate == fp32 and fl32 then
+// round_to(accumulate) for any other accumulation format. Every product and every sum is rounded separately
+// (no fma: the library is built with -ffp-contract=off). Inputs of <= 12 significant bits (fp16, bf16, tf32,
+// fp8) have exact fp32 products, so only the additions round, as on tensor cores (whose order within K
+// differs: a GPU result is not expected to match these bits, only the error model).
+// The fp32 path computes tiles of outputs with their accumulators in registers and vectorises over j (each
+// lane does its column's scalar operation); the output rows are cut into blocks of gemm_row_block rows, the
+// unit of parallel work, which only decides which thread computes an element, never how.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +56,8 @@ struct gemm_options {
 /// resized otherwise). Returns the counters of the output cast. Throws safeamp::error on shape mismatch.
 cast_stats gemm(const gemm_formats& formats, const matrix& a, const matrix& b, matrix& d, const gemm_options& opt = {});
 
-/// The baseline: plain Eigen float GEMM d = a b, compiled with the same flags as gemm() (benchmarks).
+/// The baseline: plain Eigen float GEMM d = a b, compiled with the same flags as gemm() (benchmarks only: its
+/// blocking and fma use depend on the ISA flags and the cache sizes, so its bits are not reproducible).
 void plain_gemm(const matrix& a, const matrix& b, matrix& d);
 
 }  // namespace safeamp::sim

@@ -1,0 +1,167 @@
+// The emulated GEMM's exact bits: the documented accumulation order (gemm.hpp) reproduced by an independent
+// scalar oracle, bit for bit, on data where a more accurate summation (double) gives other bits; and the
+// output cast honouring the caller's rounding options (directed and stochastic) through the core round_to.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+#include <string>
+
+#include "safeamp/format.hpp"
+#include "safeamp/sim/gemm.hpp"
+#include "safeamp/sim/parameter.hpp"
+
+using namespace safeamp;
+using namespace safeamp::sim;
+
+namespace {
+
+std::uint32_t bits_of(float x) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+std::string hex(float x) {
+  std::ostringstream s;
+  s << "0x" << std::hex << std::setw(8) << std::setfill('0') << bits_of(x) << " (" << std::setprecision(9) << x << ")";
+  return s.str();
+}
+
+// fl32(x op y) computed in double and rounded once to float: a double holds the exact product of two floats,
+// and for a sum double rounding through 53 bits is innocuous for a 24-bit result (53 >= 2 * 24 + 2), so
+// these are the correctly rounded float results whatever the compiler does with float expressions.
+float mul32(float x, float y) { return static_cast<float>(static_cast<double>(x) * static_cast<double>(y)); }
+float add32(float x, float y) { return static_cast<float>(static_cast<double>(x) + static_cast<double>(y)); }
+
+// The documented order for one element, written from gemm.hpp: inputs through round_to(compute), acc = +0,
+// k ascending, acc = R(acc + fl32(a b)), then fl32(alpha acc) [+ fl32(beta c)]. op(A) = a, op(B) = b here.
+float oracle(const gemm_formats& f, const matrix& a, const matrix& b, Eigen::Index i, Eigen::Index j, float alpha,
+             float beta, float c) {
+  float acc = 0.0f;
+  for (Eigen::Index k = 0; k < a.cols(); ++k) {
+    const float p = mul32(round_to(f.compute, a(i, k)), round_to(f.compute, b(k, j)));
+    acc = add32(acc, p);
+    if (f.accumulate != fp32) acc = round_to(f.accumulate, acc);
+  }
+  const float scaled = mul32(alpha, acc);
+  return beta == 0.0f ? scaled : add32(scaled, mul32(beta, c));
+}
+
+// The same sum kept in double (what a too-accurate emulator returns), rounded to float at the end.
+float double_sum(const matrix& a, const matrix& b, Eigen::Index i, Eigen::Index j) {
+  double acc = 0.0;
+  for (Eigen::Index k = 0; k < a.cols(); ++k) acc += static_cast<double>(a(i, k)) * static_cast<double>(b(k, j));
+  return static_cast<float>(acc);
+}
+
+// Cancellation-heavy rows: normal values times 2^e with e uniform in [-12, 12], so each sum adds terms of
+// very different magnitudes whose low bits fp32 accumulation loses and double accumulation keeps.
+matrix wide_range(Eigen::Index rows, Eigen::Index cols, std::uint32_t stream) {
+  matrix m(rows, cols);
+  init_normal(m, 1.0, 5, stream, fp32);
+  for (Eigen::Index i = 0; i < m.size(); ++i) {
+    const auto e = static_cast<int>(stochastic_bits(5, stream + 100u, static_cast<std::uint64_t>(i)) % 25u) - 12;
+    m.data()[i] = std::ldexp(m.data()[i], e);
+  }
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("an fp32 sum that double accumulation would keep is lost, as the documented order says") {
+  // 1 + 2^-30 rounds to 1 in fp32 (half an ulp of 1 is 2^-24), then 1 - 1 = 0. The exact sum is 2^-30.
+  matrix a(1, 3), b(3, 1);
+  a << 1.0f, 0x1p-30f, -1.0f;
+  b << 1.0f, 1.0f, 1.0f;
+  matrix d;
+  (void)gemm({fp32, fp32, fp32}, a, b, d);
+  INFO("d = " << hex(d(0, 0)));
+  CHECK(bits_of(d(0, 0)) == 0x00000000u);
+}
+
+TEST_CASE("emulated GEMM gives the documented order's bits, not those of a more accurate sum") {
+  struct formats_case {
+    gemm_formats formats;
+    float input_scale;  // a power of two (exact); keeps fp16 partial sums below 65504
+    const char* name;
+  };
+  const formats_case cases[] = {
+      {{fp32, fp32, fp32}, 1.0f, "fp32 in, fp32 accumulate"},
+      {{bf16, fp32, fp32}, 1.0f, "bf16 in, fp32 accumulate"},
+      {{fp16, fp32, fp32}, 1.0f, "fp16 in, fp32 accumulate"},
+      {{fp16, fp16, fp32}, 0x1p-8f, "fp16 in, fp16 accumulate"},
+  };
+  // M = 131 spans two row blocks and ends in a partial register tile; N = 19 ends in a partial column panel.
+  const Eigen::Index m = 131, n = 19, k = 300;
+  const matrix a_wide = wide_range(m, k, 1);
+  const matrix b_wide = wide_range(k, n, 2);
+  const matrix c = wide_range(m, n, 3);
+  for (const formats_case& fc : cases) {
+    const matrix a = a_wide * fc.input_scale;
+    const matrix b = b_wide * fc.input_scale;
+    for (const float beta : {0.0f, 0.375f}) {
+      INFO(fc.name << ", alpha 0.75, beta " << beta);
+      matrix d = c;
+      (void)gemm(fc.formats, a, b, d, {.alpha = 0.75f, .beta = beta, .threads = 2});
+      std::int64_t mismatches = 0;
+      for (Eigen::Index i = 0; i < m; ++i) {
+        for (Eigen::Index j = 0; j < n; ++j) {
+          const float want = oracle(fc.formats, a, b, i, j, 0.75f, beta, c(i, j));
+          if (bits_of(d(i, j)) != bits_of(want) && ++mismatches <= 3) {
+            UNSCOPED_INFO("d(" << i << ", " << j << ") = " << hex(d(i, j)) << ", documented order " << hex(want));
+          }
+        }
+      }
+      CHECK(mismatches == 0);
+    }
+  }
+  // The data can tell the orders apart: with fp32 inputs, double accumulation changes most elements.
+  std::int64_t differ = 0;
+  for (Eigen::Index i = 0; i < m; ++i) {
+    for (Eigen::Index j = 0; j < n; ++j) {
+      differ += bits_of(double_sum(a_wide, b_wide, i, j)) != bits_of(oracle({}, a_wide, b_wide, i, j, 1.0f, 0.0f, 0.0f))
+                    ? 1
+                    : 0;
+    }
+  }
+  CHECK(differ > m * n / 2);
+}
+
+TEST_CASE("the output cast uses the caller's rounding mode and key (directed and stochastic)") {
+  const Eigen::Index m = 40, n = 24, k = 64;
+  const matrix a = wide_range(m, k, 11) * 0x1p-10f;  // keeps D well inside fp16's range (65504)
+  const matrix b = wide_range(k, n, 12) * 0x1p-10f;
+  matrix acc32;  // the fp32-accumulated result, before the output cast
+  (void)gemm({bf16, fp32, fp32}, a, b, acc32);
+  const philox_key key{.seed = 77, .stream = 5, .offset = 1000};
+  const round_options modes[] = {
+      {.mode = rounding::toward_zero}, {.mode = rounding::toward_pos_inf}, {.mode = rounding::stochastic}};
+  for (const format_spec out : {bf16, fp16}) {
+    for (const round_options& opt : modes) {
+      INFO(format_name(out) << " output, mode " << static_cast<int>(opt.mode));
+      matrix d;
+      (void)gemm({bf16, fp32, out}, a, b, d, {.rounding = opt, .key = key});
+      std::int64_t mismatches = 0, unlike_nearest = 0;
+      for (Eigen::Index i = 0; i < acc32.size(); ++i) {
+        const auto index = static_cast<std::uint64_t>(i);  // row-major element index of D
+        const float want =
+            round_to(out, acc32.data()[i], opt, stochastic_bits(key.seed, key.stream, key.offset + index));
+        unlike_nearest += want != round_to(out, acc32.data()[i]) ? 1 : 0;
+        if (bits_of(d.data()[i]) != bits_of(want) && ++mismatches <= 3) {
+          UNSCOPED_INFO("element " << i << ": " << hex(d.data()[i]) << ", expected " << hex(want));
+        }
+      }
+      CHECK(mismatches == 0);
+      // A cast that ignored the options (nearest even) would differ on these elements.
+      CHECK(unlike_nearest > acc32.size() / 8);
+    }
+  }
+  // Another key gives other stochastic bits.
+  matrix d1, d2;
+  (void)gemm({bf16, fp32, bf16}, a, b, d1, {.rounding = {.mode = rounding::stochastic}, .key = key});
+  (void)gemm({bf16, fp32, bf16}, a, b, d2,
+             {.rounding = {.mode = rounding::stochastic}, .key = {.seed = 78, .stream = 5, .offset = 1000}});
+  CHECK(d1 != d2);
+}
