@@ -54,6 +54,7 @@ class basic_loss_scaler {
     const bool bad = unscale_and_check(grads, inverse_scale(rule_.scale()));
     unscaled_.push_back({grads.data(), grads.size()});
     found_inf_ = found_inf_ || bad;
+    gradient_inf_ = gradient_inf_ || bad;
     stage_ = scaler_stage::unscaled;
     return bad;
   }
@@ -64,12 +65,15 @@ class basic_loss_scaler {
       throw error("loss_scaler: record_found_inf() called after step() in the same step; call update() first");
     }
     found_inf_ = found_inf_ || found_inf;
+    gradient_inf_ = gradient_inf_ || found_inf;
     stage_ = scaler_stage::unscaled;
   }
 
   /// Clips the global L2 norm of unscaled buffers to max_norm. Every buffer must have been unscaled in this
   /// step (clipping a scaled gradient clips the wrong magnitude). A non-finite norm scales nothing and is
-  /// recorded as an overflow, so the step is skipped.
+  /// recorded as an overflow, so the step is skipped. The report's reason is found_inf when unscale() or
+  /// record_found_inf() saw inf/NaN (before or after this call), and non_finite_norm only when every check
+  /// was finite and the norm alone is not (e.g. a buffer changed to inf after it was unscaled).
   clip_result clip_grad_norm(std::span<const std::span<float>> buffers, double max_norm) {
     if (stage_ == scaler_stage::stepped) throw error("loss_scaler: clip_grad_norm() called after step()");
     for (const std::span<float> b : buffers) {
@@ -188,13 +192,16 @@ class basic_loss_scaler {
     }
     return false;
   }
+  /// The norm overflowed while every gradient check was finite (the only case reported as non_finite_norm).
+  [[nodiscard]] bool norm_only_overflow() const noexcept { return norm_non_finite_ && !gradient_inf_; }
   [[nodiscard]] step_report make_report(const scale_transition& t, bool stepped) const noexcept {
     step_report r;
     r.step = stats_.steps;
     r.applied = stepped && !found_inf_;
     r.found_inf = found_inf_;
-    r.reason = found_inf_ ? (norm_non_finite_ ? skip_reason::non_finite_norm : skip_reason::found_inf)
-                          : (stepped ? skip_reason::none : skip_reason::not_stepped);
+    r.reason = !found_inf_            ? (stepped ? skip_reason::none : skip_reason::not_stepped)
+               : norm_only_overflow() ? skip_reason::non_finite_norm
+                                      : skip_reason::found_inf;
     r.scale_before = rule_.scale();
     r.scale_after = t.next.scale;
     r.growth_tracker = t.next.growth_tracker;
@@ -215,7 +222,7 @@ class basic_loss_scaler {
       ++stats_.consecutive_skips;
     }
     if (r.found_inf) stats_.last_overflow_step = r.step;
-    if (norm_non_finite_) ++stats_.non_finite_norms;
+    if (norm_only_overflow()) ++stats_.non_finite_norms;
     switch (t.event) {
       case scale_event::grew:
         ++stats_.growth_events;
@@ -243,6 +250,7 @@ class basic_loss_scaler {
   void reset_step() noexcept {
     stage_ = scaler_stage::ready;
     found_inf_ = false;
+    gradient_inf_ = false;
     norm_non_finite_ = false;
     norm_before_ = -1.0;
     norm_after_ = -1.0;
@@ -253,8 +261,9 @@ class basic_loss_scaler {
   scaler_stats stats_{};
   step_report last_{};
   scaler_stage stage_ = scaler_stage::ready;
-  bool found_inf_ = false;
-  bool norm_non_finite_ = false;
+  bool found_inf_ = false;        // any overflow in this step: a gradient check or the norm
+  bool gradient_inf_ = false;     // unscale() or record_found_inf() saw inf/NaN
+  bool norm_non_finite_ = false;  // clip_grad_norm() computed an inf/NaN norm
   double norm_before_ = -1.0;
   double norm_after_ = -1.0;
   std::vector<buffer_range> unscaled_;

@@ -1,4 +1,5 @@
-// The memory budget: the issue's 24 GB case (54), overheads, headroom, accumulation rounding, bad input.
+// The memory budget: the issue's 24 GB case (54), an exact fit (46), overheads, headroom, accumulation
+// rounding, bad input.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -30,11 +31,25 @@ TEST_CASE("24 GB, 10% reserve, 3.2 GB states, 0.34 GB per sample: largest microb
   CHECK(max_microbatch(gib) == 58);  // (25.77 x 0.9 - 3.2) / 0.34 = 58.8
 }
 
+TEST_CASE("an exact fit is a fit: available bytes a multiple of the per-sample bytes") {
+  // 24 x 0.9 = 21.6 GB; - 3.2 = 18.4 GB; 18.4 / 0.4 = 46 exactly, with 0 bytes of headroom.
+  memory_budget b = case_24gb;
+  b.activation_bytes_per_sample = 400'000'000ULL;
+  REQUIRE(breakdown(b).available_for_activations_bytes == 46ULL * 400'000'000ULL);
+  CHECK(max_microbatch(b) == 46);
+  CHECK(headroom_bytes(b, 46) == 0);
+  CHECK(headroom_bytes(b, 47) == -400'000'000LL);
+  // The smallest exact fit: room for exactly one sample.
+  b.activation_bytes_per_sample = 18'400'000'000ULL;
+  CHECK(max_microbatch(b) == 1);
+  CHECK(headroom_bytes(b, 1) == 0);
+}
+
 TEST_CASE("runtime overheads come out of the pool in a stated order") {
   memory_budget b = case_24gb;
-  b.context_bytes = 500'000'000ULL;     // 0.5 GB context, before the reserve
-  b.workspace_bytes = 100'000'000ULL;   // 0.1 GB workspace
-  b.fragmentation_fraction = 0.05;      // 5% of the pool after the reserve
+  b.context_bytes = 500'000'000ULL;    // 0.5 GB context, before the reserve
+  b.workspace_bytes = 100'000'000ULL;  // 0.1 GB workspace
+  b.fragmentation_fraction = 0.05;     // 5% of the pool after the reserve
   // pool 23.5; reserve 2.35 -> 21.15; fragmentation 1.0575 -> 20.0925; - 0.1 - 3.2 = 16.7925 -> 49 samples.
   const budget_breakdown d = breakdown(b);
   CHECK(d.reserve_bytes == 2'350'000'000ULL);

@@ -122,19 +122,82 @@ TEST_CASE("clip works on unscaled gradients and returns the pre-clip norm") {
   CHECK(r.applied);
 }
 
-TEST_CASE("a non-finite norm is an overflow, never a scale by NaN") {
+TEST_CASE("an inf found by unscale is reported found_inf, although the clip then sees a non-finite norm") {
+  // The documented order: unscale (finds the inf), clip (its norm is inf too), step. The gradient is the
+  // cause; non_finite_norm is kept for norms that overflow on their own.
   loss_scaler t(scaler_config{.init_scale = 2.0f});
   std::vector<float> bad = {1.0f, inf};
-  t.unscale(bad);
+  CHECK(t.unscale(bad));
   const clip_result c = t.clip_grad_norm(bad, 1.0);
   CHECK_FALSE(c.finite);
   CHECK(bad[0] == 0.5f);  // untouched by the clip
   bool ran = false;
   const step_report r = t.step([&] { ran = true; });
   CHECK_FALSE(ran);
+  CHECK(r.found_inf);
+  CHECK(r.reason == skip_reason::found_inf);
+  CHECK(t.update().reason == skip_reason::found_inf);
+  CHECK(t.stats().non_finite_norms == 0);
+  CHECK(t.stats().skipped_steps == 1);
+}
+
+TEST_CASE("non_finite_norm only when every gradient check was finite and the norm alone is not") {
+  loss_scaler t(scaler_config{.init_scale = 2.0f});
+  std::vector<float> g = {2.0f, 4.0f};
+  CHECK_FALSE(t.unscale(g));  // {1, 2}: finite
+  g[1] = inf;                 // the buffer changed after its check (e.g. a hook wrote into it)
+  const clip_result c = t.clip_grad_norm(g, 1.0);
+  CHECK_FALSE(c.finite);
+  CHECK(g[0] == 1.0f);  // a non-finite norm scales nothing
+  bool ran = false;
+  const step_report r = t.step([&] { ran = true; });
+  CHECK_FALSE(ran);
+  CHECK(r.found_inf);
   CHECK(r.reason == skip_reason::non_finite_norm);
   t.update();
   CHECK(t.stats().non_finite_norms == 1);
+  CHECK(t.stats().skipped_steps == 1);
+}
+
+TEST_CASE("a flag recorded before or after a non-finite clip makes the reason found_inf; counters per reason") {
+  loss_scaler t(scaler_config{.init_scale = 2.0f});
+  auto norm_overflow = [&](std::vector<float>& g) {  // finite at unscale, inf at the clip
+    CHECK_FALSE(t.unscale(g));
+    g[0] = inf;
+    CHECK_FALSE(t.clip_grad_norm(g, 1.0).finite);
+  };
+  // 1: another rank's flag after the clip.
+  std::vector<float> g1 = {2.0f};
+  norm_overflow(g1);
+  t.record_found_inf(true);
+  CHECK(t.step([] {}).reason == skip_reason::found_inf);
+  t.update();
+  // 2: the flag before the clip.
+  std::vector<float> g2 = {2.0f};
+  t.record_found_inf(true);
+  norm_overflow(g2);
+  CHECK(t.step([] {}).reason == skip_reason::found_inf);
+  t.update();
+  // 3: a finite flag changes nothing: the norm alone overflowed.
+  std::vector<float> g3 = {2.0f};
+  t.record_found_inf(false);
+  norm_overflow(g3);
+  CHECK(t.step([] {}).reason == skip_reason::non_finite_norm);
+  t.update();
+  // 4: a clean step, then the reason resets.
+  std::vector<float> g4 = {2.0f};
+  CHECK_FALSE(t.unscale(g4));
+  CHECK(t.clip_grad_norm(g4, 10.0).finite);
+  CHECK(t.step([] {}).reason == skip_reason::none);
+  t.update();
+  CHECK(t.stats().steps == 4);
+  CHECK(t.stats().skipped_steps == 3);
+  CHECK(t.stats().applied_steps == 1);
+  CHECK(t.stats().non_finite_norms == 1);
+  CHECK(t.stats().last_overflow_step == 2);
+}
+
+TEST_CASE("the free clip helper never scales by NaN and validates max_norm") {
   // The free helper: NaN norm leaves the data alone.
   std::vector<float> n = {1.0f, std::nanf("")};
   const clip_result cn = clip_grad_norm(n, 1.0);

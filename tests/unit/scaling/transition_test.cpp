@@ -1,9 +1,12 @@
 // Transition tables for every mode of update_scale, written by hand from the rules in docs/loss_scaling.md:
 // each row is (state, found_inf) -> (next state, event). Plus the float-range edges: growth refused at
-// FLT_MAX and at max_scale (tracker still reset), backoff clamped at min_scale, never 0/subnormal/inf/NaN.
+// FLT_MAX and at max_scale (tracker still reset), backoff clamped at min_scale and landing exactly on it, a
+// non-power-of-two backoff rounded from double, never 0/subnormal/inf/NaN.
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "safeamp/scaling.hpp"
@@ -59,6 +62,9 @@ TEST_CASE("no hysteresis (PyTorch rule): every overflow backs off, every interva
                        {{32768.0f, 2, 1, 0}, false, {65536.0f, 0, 1, 0}, scale_event::grew},
                        // at the floor: clamp and count consecutive overflows at min; a clean step resets the count
                        {{1.5f, 0, 1, 0}, true, {1.0f, 0, 0, 0}, scale_event::clamped_at_min},
+                       // 2 * 0.5 lands exactly on the floor: a plain backoff (nothing was clamped), and 2 was
+                       // above the floor, so it is not an overflow at min either
+                       {{2.0f, 0, 1, 0}, true, {1.0f, 0, 0, 0}, scale_event::backed_off},
                        {{1.0f, 0, 0, 0}, true, {1.0f, 0, 0, 1}, scale_event::clamped_at_min},
                        {{1.0f, 0, 0, 1}, true, {1.0f, 0, 0, 2}, scale_event::clamped_at_min},
                        {{1.0f, 0, 0, 2}, false, {1.0f, 1, 1, 0}, scale_event::none},
@@ -138,6 +144,34 @@ TEST_CASE("growth refused where f32(s * growth) would overflow; non-power-of-two
   // The threshold constant: the double just below rounds to FLT_MAX, the threshold itself to infinity.
   CHECK(detail::to_float_or_inf(std::nextafter(detail::float_overflow_threshold, 0.0)) == FLT_MAX);
   CHECK(std::isinf(detail::to_float_or_inf(detail::float_overflow_threshold)));
+}
+
+TEST_CASE("a non-power-of-two backoff is applied in double, then rounded once to float") {
+  // backoff 0.3: the double 0.3 is 5404319552844595 * 2^-54 (a hair below 0.3); 3072 * it, rounded to double,
+  // is 8106479329266892 * 2^-43 = 921.59999999999990905052982270717620849609375. The floats around it are
+  // 0x44666666 = 921.5999755859375 and 0x44666667 = 921.60003662109375 (ulp 2^-14 at 2^9), midpoint
+  // 921.600006103515625: the double is below it, so the next scale is 0x44666666. Multiplying in float instead
+  // uses f32(0.3) = 0x3E99999A = 10066330 * 2^-25 (a hair above 0.3); 3072 * it = 15099495 * 2^-14 is exactly
+  // the float 0x44666667, one ulp higher.
+  const scaler_config cfg{.init_scale = 3072.0f,
+                          .growth_factor = 2.0,
+                          .backoff_factor = 0.3,
+                          .growth_interval = 10,
+                          .hysteresis = 1,
+                          .mode = hysteresis_mode::consecutive,
+                          .min_scale = 1.0f,
+                          .max_scale = FLT_MAX,
+                          .max_overflows_at_min = 0};
+  constexpr std::uint32_t expected_bits = 0x44666666u;
+  constexpr std::uint32_t float_product_bits = 0x44666667u;  // what a float multiplication gives
+  const scale_transition t = transition(cfg, {3072.0f, 3, 1, 0}, true);
+  const auto got = std::bit_cast<std::uint32_t>(t.next.scale);
+  INFO("next scale 0x" << std::hex << got << ", expected 0x" << expected_bits << " (float product 0x"
+                       << float_product_bits << ")");
+  CHECK(got == expected_bits);
+  CHECK(t.event == scale_event::backed_off);
+  CHECK(t.next.growth_tracker == 0);
+  CHECK(std::bit_cast<float>(expected_bits) == 921.5999755859375f);  // the decimal above, as a float literal
 }
 
 TEST_CASE("the scale never becomes 0, subnormal, inf or NaN, even from the smallest floor") {
