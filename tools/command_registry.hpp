@@ -11,10 +11,13 @@
 
 namespace safeamp::tool {
 
-/// Exit codes of the tool: 0 success, 1 a check failed (e.g. a FAIL verdict), 2 bad input.
+/// Exit codes of the tool: 0 success, 1 a check failed (e.g. a FAIL verdict), 2 bad input, 3 internal error,
+/// 4 output could not be written (stdout/stderr: full disk, /dev/full, file-size limit).
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_check_failed = 1;
 inline constexpr int exit_bad_input = 2;
+inline constexpr int exit_internal_error = 3;
+inline constexpr int exit_output_failed = 4;
 
 struct tool_command {
   std::string name;

@@ -5,10 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +16,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/memory.hpp"
 #include "safeamp/policy/precision_policy.hpp"
+#include "safeamp/sim/json_input.hpp"
 
 namespace safeamp::tool {
 
@@ -74,31 +73,39 @@ inline constexpr plan_key plan_keys[] = {
 
 using plan_values = std::map<std::string, std::string, std::less<>>;
 
-/// Reads a JSON object of plan keys; numbers and booleans become their text. Unknown keys are errors.
-inline plan_values read_plan_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw error("input", "'" + path + "'", "a readable JSON file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw error("input", "'" + path + "' (" + e.what() + ")", "a well-formed JSON object");
+/// A plan input is one flat object of a few dozen keys: 1 MiB and 4 levels leave a wide margin.
+inline constexpr sim::json_input_limits plan_json_limits{.max_bytes = std::uintmax_t{1} << 20, .max_depth = 4};
+
+/// Parses a JSON object of plan keys; numbers and booleans become their text. Unknown keys, duplicate keys,
+/// deep nesting, numbers outside double's range and values that are not scalars are safeamp::errors (exit 2);
+/// messages quote the input only through bounded summaries. `source` names the input in messages (a path).
+inline plan_values parse_plan_json(std::string_view text, std::string_view source) {
+  const nlohmann::json j = sim::parse_json_input(text, "input", source, plan_json_limits);
+  if (!j.is_object()) {
+    throw error("input", "'" + sim::bounded_text(source) + "' (" + sim::summarize_json(j) + ")",
+                "a JSON object of plan keys");
   }
-  if (!j.is_object()) throw error("input", "'" + path + "' (" + std::string(j.type_name()) + ")", "a JSON object of plan keys");
   plan_values out;
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const plan_key& k : plan_keys) known = known || k.name == key;
-    if (!known) throw error("input key", "'" + key + "'", "the flag names of safeamp plan without the leading dashes");
+    if (!known) {
+      throw error("input key", "'" + sim::bounded_text(key, 60) + "'", "the flag names of safeamp plan without the leading dashes");
+    }
     if (value.is_string()) {
       out[key] = value.get<std::string>();
     } else if (value.is_number() || value.is_boolean()) {
       out[key] = value.dump();
     } else {
-      throw error("input key " + key, value.dump(), "a string, a number or a boolean");
+      throw error("input key " + key, sim::summarize_json(value), "a string, a number or a boolean");
     }
   }
   return out;
+}
+
+/// Reads `path` with the checked reader (a regular file of at most plan_json_limits.max_bytes) and parses it.
+inline plan_values read_plan_json(const std::string& path) {
+  return parse_plan_json(sim::read_input_file(path, "input", plan_json_limits.max_bytes), path);
 }
 
 /// A finite real in [lo, hi] (lo exclusive when `lo_open`).

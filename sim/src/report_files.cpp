@@ -1,54 +1,121 @@
-// Atomic file writes and output-folder checks for the reference lock and the report.
+// Atomic file writes, the checked reader of outside input and output-folder checks.
 #include "safeamp/sim/report_files.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fstream>
-#include <sstream>
+#include <limits>
 #include <system_error>
 
 #include "safeamp/error.hpp"
+#include "safeamp/scaling/scaler_checkpoint.hpp"
 
 namespace safeamp::sim {
 
 namespace fs = std::filesystem;
 
-void write_file_atomically(const fs::path& path, std::string_view content) {
-  const fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    throw error("output file", "'" + path.string() + "' (" + std::strerror(errno) + ")",
-                "a path in an existing, writable directory");
-  }
-  const std::size_t written = std::fwrite(content.data(), 1, content.size(), f);
-  const bool flushed = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  const bool closed = std::fclose(f) == 0;
-  if (written != content.size() || !flushed || !closed) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw error("output file", "'" + path.string() + "' (short write)", "a writable file system with free space");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw error("output file", "'" + path.string() + "' (" + ec.message() + ")", "a path that can be replaced");
-  }
+static_assert(default_max_input_bytes == safeamp::default_max_file_bytes, "one input cap for core and sim");
+
+namespace {
+
+/// The <pid> of a temporary of `target_name` ("<name>.tmp-<pid>" or "<name>.tmp-<pid>-<n>", digits only),
+/// or -1 when `file_name` is anything else.
+long long temporary_owner(std::string_view file_name, std::string_view target_name) {
+  const std::string prefix = std::string(target_name) + ".tmp-";
+  if (file_name.size() <= prefix.size() || file_name.substr(0, prefix.size()) != prefix) return -1;
+  const std::string_view rest = file_name.substr(prefix.size());
+  const std::size_t dash = rest.find('-');
+  const std::string_view pid_text = rest.substr(0, dash);
+  const std::string_view counter_text = dash == std::string_view::npos ? std::string_view{} : rest.substr(dash + 1);
+  const auto all_digits = [](std::string_view t) {
+    return !t.empty() && t.size() <= 18 && t.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (!all_digits(pid_text) || (dash != std::string_view::npos && !all_digits(counter_text))) return -1;
+  return std::stoll(std::string(pid_text));
 }
 
-std::string read_whole_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error("input file", "'" + path.string() + "' (cannot be opened)", "a readable file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw error("input file", "'" + path.string() + "' (read error)", "a readable file");
-  return ss.str();
+/// True only when no process `pid` exists on this machine (kill(pid, 0) fails with ESRCH); a process of another
+/// user (EPERM) counts as alive.
+bool process_is_gone(long long pid) noexcept {
+  if (pid <= 0 || pid > std::numeric_limits<::pid_t>::max()) return false;
+  return ::kill(static_cast<::pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
+
+}  // namespace
+
+std::size_t remove_stale_temporaries(const fs::path& path) noexcept {
+  std::size_t removed = 0;
+  try {
+    const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    const std::string target = path.filename().string();
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const long long pid = temporary_owner(it->path().filename().string(), target);
+      if (pid < 0 || pid == static_cast<long long>(::getpid()) || !process_is_gone(pid)) continue;
+      std::error_code rm;
+      if (it->is_regular_file(rm) && fs::remove(it->path(), rm)) ++removed;
+    }
+  } catch (...) {  // cleaning up litter must never fail a write
+  }
+  return removed;
+}
+
+void write_file_atomically(const fs::path& path, std::string_view content, std::string_view field) {
+  remove_stale_temporaries(path);
+  safeamp::write_file_atomically(path.string(), content, field);
+}
+
+std::string read_input_file(const fs::path& path, std::string_view field, std::uintmax_t max_bytes) {
+  const std::string accepted =
+      "a readable regular file of at most " + std::to_string(max_bytes) + " bytes (not a directory, FIFO or device)";
+  // O_NONBLOCK: opening a FIFO without a writer must not hang; it is refused below by fstat.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    throw error(field, "'" + path.string() + "' (cannot be opened: " + std::strerror(e) + ")", accepted);
+  }
+  struct fd_closer {
+    int fd;
+    ~fd_closer() { ::close(fd); }
+  } closer{fd};
+  struct ::stat st {};
+  if (::fstat(fd, &st) != 0) throw error(field, "'" + path.string() + "' (cannot be examined)", accepted);
+  if (!S_ISREG(st.st_mode)) {
+    const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                                              : "not a regular file";
+    throw error(field, "'" + path.string() + "' (" + what + ")", accepted);
+  }
+  if (st.st_size < 0 || static_cast<std::uintmax_t>(st.st_size) > max_bytes) {
+    throw error(field, "'" + path.string() + "' (" + std::to_string(st.st_size) + " bytes, over the limit)", accepted);
+  }
+  std::string out;
+  out.reserve(static_cast<std::size_t>(st.st_size));
+  char buf[1 << 16];
+  while (true) {
+    const ::ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      throw error(field, "'" + path.string() + "' (read error: " + std::strerror(e) + ")", accepted);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > max_bytes) throw error(field, "'" + path.string() + "' (grew over the limit)", accepted);
+  }
+  return out;
+}
+
+std::string read_whole_file(const fs::path& path) { return read_input_file(path, "input file"); }
 
 void prepare_output_folder(const fs::path& dir) {
   std::error_code ec;

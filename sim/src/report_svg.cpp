@@ -31,11 +31,15 @@ std::string tick_label(double v) {
   return buf;
 }
 
-/// About `n` round tick values covering [lo, hi].
+constexpr int max_ticks = 24;  // a chart never draws more tick lines than this, whatever its range
+
+/// About `n` round tick values covering [lo, hi], at most max_ticks of them. Each tick is computed from its
+/// index (first + i * step), never by accumulation, so a step below the ulp of the values cannot stall the
+/// loop; a range that is empty, not finite or too narrow to hold distinct round values gets the end points.
 std::vector<double> nice_ticks(double lo, double hi, int n) {
-  std::vector<double> out;
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return {};
   if (!(hi > lo)) return {lo};
-  const double raw = (hi - lo) / n;
+  const double raw = (hi / n) - (lo / n);  // the span divided first: finite even for -DBL_MAX .. DBL_MAX
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   double step = mag;
   for (const double m : {1.0, 2.0, 5.0, 10.0}) {
@@ -44,10 +48,34 @@ std::vector<double> nice_ticks(double lo, double hi, int n) {
       break;
     }
   }
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) {
+  const double first = std::ceil(lo / step);
+  const double last = std::floor(hi / step + 1e-9);
+  if (!(step > 0.0) || !std::isfinite(step) || !std::isfinite(first) || !std::isfinite(last) || last < first ||
+      last - first + 1.0 > max_ticks) {
+    return {lo, hi};
+  }
+  std::vector<double> out;
+  for (int i = 0; i <= static_cast<int>(last - first); ++i) {
+    const double t = (first + i) * step;
+    if (!std::isfinite(t) || (!out.empty() && !(t > out.back()))) return {lo, hi};  // step below the ulp of t
     out.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);  // no "-0" label
   }
   return out;
+}
+
+/// Widens [lo, hi] to a drawable range: a constant (or ulp-wide) series gets a visible span around its value,
+/// and the span itself stays finite (|lo|, |hi| <= DBL_MAX / 4) so that positions never divide by inf or 0.
+void drawable_range(double& lo, double& hi) {
+  constexpr double limit = std::numeric_limits<double>::max() / 4;
+  lo = std::clamp(lo, -limit, limit);
+  hi = std::clamp(hi, -limit, limit);
+  const double mid = lo / 2 + hi / 2;
+  const double min_span = std::max(1e-300, std::abs(mid) * 1e-9);
+  if (!(hi - lo >= min_span)) {
+    const double half = std::max(0.5, std::abs(mid) * 1e-3);
+    lo = std::clamp(mid - half, -limit * 2, limit * 2);
+    hi = std::clamp(mid + half, -limit * 2, limit * 2);
+  }
 }
 
 std::string svg_open(int w, int h, const std::string& title) {
@@ -108,25 +136,28 @@ std::string render_line_chart(const svg_line_chart& c) {
     return svg;
   }
   if (x1 == x0) x1 = x0 + 1.0;
-  if (y1 == y0) {
-    y0 -= 0.5;
-    y1 += 0.5;
-  }
+  drawable_range(x0, x1);
+  drawable_range(y0, y1);
   const double pad = (y1 - y0) * 0.05;
   y0 -= pad;
   y1 += pad;
   const double pw = c.width - margin_left - margin_right;
   const double ph = c.height - margin_top - margin_bottom;
-  const auto px = [&](double x) { return margin_left + (x - x0) / (x1 - x0) * pw; };
-  const auto py = [&](double v) { return margin_top + (1.0 - (v - y0) / (y1 - y0)) * ph; };
+  // Halves: a value near DBL_MAX minus a clamped lower end must not overflow to inf.
+  const auto px = [&](double x) { return margin_left + (x / 2 - x0 / 2) / (x1 / 2 - x0 / 2) * pw; };
+  const auto py = [&](double v) { return margin_top + (1.0 - (v / 2 - y0 / 2) / (y1 / 2 - y0 / 2)) * ph; };
 
   // Axes, grid and ticks.
   svg += "<g stroke=\"#dddddd\" stroke-width=\"1\">\n";
   std::string labels;
   std::vector<double> yt;
   if (c.log2_y) {
+    // log2 of a finite double lies in [-1075, 1024]: the exponents fit an int and the loop is short.
     const int step = std::max(1, static_cast<int>(std::ceil((y1 - y0) / 6.0)));
-    for (int e = static_cast<int>(std::ceil(y0)); e <= static_cast<int>(std::floor(y1)); e += step) yt.push_back(e);
+    for (int e = static_cast<int>(std::ceil(y0)); e <= static_cast<int>(std::floor(y1)) && yt.size() < max_ticks;
+         e += step) {
+      yt.push_back(e);
+    }
   } else {
     yt = nice_ticks(y0, y1, 5);
   }
@@ -228,8 +259,9 @@ std::string render_bar_chart(const svg_bar_chart& c) {
     for (std::size_t b = 0; b < c.bars.size(); ++b) {
       const double v = g < c.values[b].size() ? c.values[b][g] : std::nan("");
       if (!std::isfinite(v)) continue;
-      svg += "<rect x=\"" + num(gx + static_cast<double>(b) * bar_w) + "\" y=\"" + num(py(v)) + "\" width=\"" +
-             num(bar_w * 0.92) + "\" height=\"" + num(py(0.0) - py(v)) + "\" fill=\"" +
+      const double drawn = std::max(v, 0.0);  // the axis starts at 0: a negative bar is drawn empty (its title says v)
+      svg += "<rect x=\"" + num(gx + static_cast<double>(b) * bar_w) + "\" y=\"" + num(py(drawn)) + "\" width=\"" +
+             num(bar_w * 0.92) + "\" height=\"" + num(py(0.0) - py(drawn)) + "\" fill=\"" +
              std::string(series_colour(b)) + "\"><title>" + html_escape(c.bars[b] + " / " + c.groups[g]) + ": " +
              tick_label(v) + "</title></rect>\n";
     }

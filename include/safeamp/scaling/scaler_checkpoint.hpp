@@ -3,12 +3,26 @@
 // text, a wrong format or version, unknown or missing members and out-of-range values are all rejected.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <limits>
 #include <string>
 #include <string_view>
+#include <system_error>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#define SAFEAMP_DETAIL_POSIX_FILES 1
+#else
+#include <cerrno>
+#define SAFEAMP_DETAIL_POSIX_FILES 0
+#endif
 
 #include "safeamp/error.hpp"
 #include "safeamp/scaling/scaler_config.hpp"
@@ -54,6 +68,13 @@ inline void validate(const scaler_checkpoint& c) {
   non_negative(s.absorbed_overflows, "absorbed_overflows");
   non_negative(s.floor_hits, "floor_hits");
   non_negative(s.non_finite_norms, "non_finite_norms");
+  // Both are >= 0 here, so the sum overflows only past INT64_MAX (signed overflow is undefined): compare
+  // without forming it.
+  if (s.applied_steps > std::numeric_limits<std::int64_t>::max() - s.skipped_steps) {
+    throw error("scaler checkpoint counters.applied_steps + skipped_steps",
+                std::to_string(s.applied_steps) + " + " + std::to_string(s.skipped_steps),
+                "a sum <= 9223372036854775807 (INT64_MAX) equal to steps");
+  }
   if (s.applied_steps + s.skipped_steps != s.steps) {
     throw error("scaler checkpoint counters.steps", std::to_string(s.steps),
                 "applied_steps + skipped_steps = " + std::to_string(s.applied_steps + s.skipped_steps));
@@ -170,28 +191,104 @@ inline void validate(const scaler_checkpoint& c) {
   return c;
 }
 
-/// Writes text to `path` atomically: a temporary file beside it, then rename (a failure leaves the old file).
-inline void write_file_atomically(const std::string& path, std::string_view text) {
-  const std::string tmp = path + ".tmp";
+// ---- files: the one atomic writer and a capped reader (POSIX where available) --------------------------
+
+/// Largest file read_file_text reads unless told otherwise: 64 MiB (a scaler checkpoint is < 1 KiB).
+inline constexpr std::uintmax_t default_max_file_bytes = std::uintmax_t{64} << 20;
+
+namespace detail {
+[[nodiscard]] inline std::string errno_text(int e) { return std::system_category().message(e); }
+/// Distinct per call in this process: two writers of one path (threads or processes) never share a temporary.
+[[nodiscard]] inline std::string unique_temp_path(const std::string& path) {
+  static std::atomic<std::uint64_t> counter{0};
+#if SAFEAMP_DETAIL_POSIX_FILES
+  const long long pid = static_cast<long long>(::getpid());
+#else
+  const long long pid = 0;
+#endif
+  return path + ".tmp-" + std::to_string(pid) + "-" + std::to_string(counter.fetch_add(1) + 1);
+}
+}  // namespace detail
+
+/// Writes text to `path` atomically: a unique temporary `<path>.tmp-<pid>-<n>` beside it is written in full,
+/// fsync-ed and renamed over `path`, then the folder is fsync-ed (where the file system supports it), so after
+/// a crash `path` holds either the old or the new content. On every failure the temporary is removed, the old
+/// file is left untouched, and safeamp::error names `field` (the caller's name for the path) and the reason.
+inline void write_file_atomically(const std::string& path, std::string_view text,
+                                  std::string_view field = "checkpoint path") {
+  const std::string tmp = detail::unique_temp_path(path);
+  const auto fail = [&](std::string_view what, int e, std::string_view accepted) {
+    std::remove(tmp.c_str());
+    throw error(field, "'" + path + "' (" + std::string(what) + ": " + detail::errno_text(e) + ")", accepted);
+  };
+#if SAFEAMP_DETAIL_POSIX_FILES
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int e = errno;  // nothing was created: nothing to remove
+    throw error(field, "'" + path + "' (cannot create '" + tmp + "': " + detail::errno_text(e) + ")",
+                "a path in an existing, writable directory");
+  }
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ::ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n < 0 ? errno : EIO;
+      ::close(fd);
+      fail("write failed", e, "a writable file system with free space");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fail("fsync failed", e, "a writable file system with free space");
+  }
+  if (::close(fd) != 0) fail("close failed", errno, "a writable file system with free space");
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename failed", errno, "a path that can be replaced");
+  // Make the rename itself durable. Best effort: some file systems refuse fsync on a folder (EINVAL).
+  const std::string::size_type slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+#else
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw error("checkpoint path", "'" + path + "' (cannot create '" + tmp + "')", "a writable path");
+    if (!out) fail("cannot create '" + tmp + "'", errno, "a path in an existing, writable directory");
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     out.flush();
-    if (!out) throw error("checkpoint path", "'" + tmp + "' (write failed)", "a writable path with free space");
+    if (!out) fail("write failed", errno, "a writable file system with free space");
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw error("checkpoint path", "'" + path + "' (rename failed)", "a writable path");
-  }
+  std::remove(path.c_str());  // std::rename does not replace on every platform
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename failed", errno, "a path that can be replaced");
+#endif
 }
 
-[[nodiscard]] inline std::string read_file_text(const std::string& path) {
+/// The whole file as text. Accepts a regular file (or a link to one) of at most `max_bytes`; anything else
+/// (missing, a directory, a FIFO, a device such as /dev/zero, a larger file) throws safeamp::error naming
+/// `field` and the path. Reading stops at the cap even when the file grows meanwhile.
+[[nodiscard]] inline std::string read_file_text(const std::string& path,
+                                                std::uintmax_t max_bytes = default_max_file_bytes,
+                                                std::string_view field = "checkpoint path") {
+  const std::string accepted = "an existing, readable regular file of at most " + std::to_string(max_bytes) + " bytes";
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) throw error(field, "'" + path + "' (cannot be opened)", accepted);
+  if (!std::filesystem::is_regular_file(st)) throw error(field, "'" + path + "' (not a regular file)", accepted);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw error("checkpoint path", "'" + path + "'", "an existing readable file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  if (!in) throw error(field, "'" + path + "' (cannot be opened)", accepted);
+  std::string out;
+  char buf[1 << 16];
+  while (in) {
+    in.read(buf, sizeof buf);
+    out.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (out.size() > max_bytes) throw error(field, "'" + path + "' (larger than the limit)", accepted);
+  }
+  if (in.bad()) throw error(field, "'" + path + "' (read error)", accepted);
+  return out;
 }
 
 }  // namespace safeamp

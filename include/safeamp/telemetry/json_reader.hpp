@@ -3,7 +3,9 @@
 #pragma once
 
 #include <charconv>
+#include <functional>
 #include <initializer_list>
+#include <set>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -26,7 +28,12 @@ class parser {
   }
 
  private:
-  static constexpr int max_depth = 64;
+  static constexpr int max_depth = 64;             // nested arrays/objects; deeper input is refused
+  static constexpr std::size_t small_object = 16;  // members checked for duplicates by linear search
+  static constexpr std::size_t max_quoted = 60;    // characters of a member name quoted in a message
+  [[nodiscard]] static std::string bounded(const std::string& s) {
+    return s.size() <= max_quoted ? s : s.substr(0, max_quoted) + "...";
+  }
   [[noreturn]] void fail(const std::string& what) const {
     throw error("json", "malformed at byte " + std::to_string(pos_) + " (" + what + ")",
                 "a complete, well-formed JSON document");
@@ -53,13 +60,20 @@ class parser {
     value v;
     if (c == '{') {
       v.type = kind::object;
+      std::set<std::string, std::less<>> seen;
       ++pos_;
       if (peek() == '}') return ++pos_, v;
       while (true) {
         if (peek() != '"') fail("expected a member name");
         std::string key = parse_string();
         expect(':');
-        if (find(v, key) != nullptr) fail("duplicate member '" + key + "'");
+        // Linear search while the object is small; a set past that, so a huge object stays O(n log n).
+        const bool duplicate = v.members.size() < small_object ? find(v, key) != nullptr : !seen.insert(key).second;
+        if (v.members.size() + 1 == small_object) {
+          for (const member_entry& m : v.members) seen.insert(m.key);
+          seen.insert(key);
+        }
+        if (duplicate) fail("duplicate member '" + bounded(key) + "'");
         value member_value = parse_value(depth + 1);
         v.members.push_back(member_entry{std::move(key), std::move(member_value)});
         if (peek() == ',') {
@@ -194,7 +208,8 @@ template <class T>
   const char* last = first + v.text.size();
   const auto r = std::from_chars(first, last, out);
   if (r.ec != std::errc{} || r.ptr != last) {
-    throw error(std::string(field), v.text, "a number representable as the field's type");
+    const std::string shown = v.text.size() <= 40 ? v.text : v.text.substr(0, 40) + "...";
+    throw error(std::string(field), shown, "a number representable as the field's type");
   }
   return out;
 }
@@ -215,7 +230,10 @@ inline void reject_unknown_members(const value& obj, std::initializer_list<std::
   for (const member_entry& m : obj.members) {
     bool ok = false;
     for (std::string_view k : known) ok = ok || m.key == k;
-    if (!ok) throw error(std::string(where), "has unknown member '" + m.key + "'", "only the documented members");
+    if (!ok) {
+      const std::string name = m.key.size() <= 60 ? m.key : m.key.substr(0, 60) + "...";
+      throw error(std::string(where), "has unknown member '" + name + "'", "only the documented members");
+    }
   }
 }
 

@@ -2,10 +2,16 @@
 // uninterrupted run; malformed, truncated, wrong-version and out-of-range input is rejected and the scaler
 // keeps its previous state.
 #include <catch2/catch.hpp>
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <limits>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "safeamp/scaling.hpp"
@@ -163,5 +169,106 @@ TEST_CASE("checkpoint files are written atomically and read back") {
   CHECK(checkpoint_from_json(read_file_text(path)) == c);
   CHECK_THROWS_AS(write_file_atomically("/nonexistent-dir/x.json", "{}"), error);
   CHECK_THROWS_AS(read_file_text("/nonexistent-dir/x.json"), error);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("counters near INT64_MAX are refused without overflowing the sum") {
+  // applied + skipped would wrap past INT64_MAX (undefined behaviour; UBSan reports it): refused before adding.
+  scaler_checkpoint c = all_fields_non_default();
+  c.stats.applied_steps = std::numeric_limits<std::int64_t>::max();
+  c.stats.skipped_steps = 1;
+  c.stats.steps = 5;
+  c.stats.consecutive_skips = 0;
+  c.stats.last_overflow_step = -1;
+  CHECK_THROWS_WITH(validate(c), Catch::Contains("applied_steps + skipped_steps") && Catch::Contains("INT64_MAX"));
+  CHECK_THROWS_WITH(checkpoint_from_json(to_json(c)), Catch::Contains("INT64_MAX"));
+  // The largest sums that fit are accepted.
+  c.stats.applied_steps = std::numeric_limits<std::int64_t>::max() - 1;
+  c.stats.steps = std::numeric_limits<std::int64_t>::max();
+  CHECK_NOTHROW(validate(c));
+  CHECK(checkpoint_from_json(to_json(c)) == c);
+}
+
+TEST_CASE("checkpoint JSON: deep nesting, out-of-range numbers and huge input are refused cleanly") {
+  const std::string good = to_json(all_fields_non_default());
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  CHECK_THROWS_WITH(checkpoint_from_json(deep), Catch::Contains("nested too deeply"));
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"growth_factor\":1.7", "\"growth_factor\":1e400"},
+           {"\"growth_factor\":1.7", "\"growth_factor\":-1e400"},
+           {"\"scale\":123.456", "\"scale\":1e400"},
+           {"\"steps\":1000", "\"steps\":9223372036854775808"},
+           {"\"last_overflow_step\":998", "\"last_overflow_step\":-9223372036854775809"},
+       }) {
+    INFO(to);
+    CHECK_THROWS_WITH(checkpoint_from_json(with(from, to)), Catch::Contains("representable"));
+  }
+  // A long number or member name is quoted only in part.
+  std::string long_number(100001, '0');
+  long_number.front() = '1';
+  try {
+    (void)checkpoint_from_json(with("\"steps\":1000", "\"steps\":" + long_number));
+    FAIL("accepted a 100001-digit counter");
+  } catch (const error& e) {
+    CHECK(std::string(e.what()).size() < 300);
+  }
+  // An object of many members is checked for duplicates quickly (not quadratically) and the duplicate is found.
+  std::string many = "{";
+  for (int i = 0; i < 200000; ++i) many += "\"k" + std::to_string(i) + "\":0,";
+  many += "\"k7\":1}";
+  CHECK_THROWS_WITH(json::parse(many), Catch::Contains("duplicate member 'k7'"));
+}
+
+TEST_CASE("the atomic writer uses a unique temporary, removes it on failure and names the caller's field") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path("scaling_atomic_writer_test");
+  fs::remove_all(dir);
+  fs::create_directories(dir / "target_is_a_folder" / "child");
+  const auto temporaries = [&] {
+    std::size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().find(".tmp") != std::string::npos;
+    return n;
+  };
+  // Rename onto a non-empty folder fails: the error names the field and the temporary is gone.
+  CHECK_THROWS_WITH(write_file_atomically((dir / "target_is_a_folder").string(), "{}", "scaler checkpoint file"),
+                    Catch::StartsWith("scaler checkpoint file is '") && Catch::Contains("rename failed"));
+  CHECK(temporaries() == 0);
+  CHECK_THROWS_WITH(write_file_atomically("/nonexistent-dir/x.json", "{}", "--save"), Catch::StartsWith("--save is"));
+  // Two writers of one path at the same time never share a temporary: every write succeeds, nothing is left.
+  const std::string path = (dir / "shared.json").string();
+  std::atomic<int> failures{0};
+  const auto writer = [&](char fill) {
+    for (int i = 0; i < 200; ++i) {
+      try {
+        write_file_atomically(path, std::string(4096, fill));
+      } catch (const error&) {
+        ++failures;
+      }
+    }
+  };
+  std::thread a(writer, 'a');
+  std::thread b(writer, 'b');
+  a.join();
+  b.join();
+  CHECK(failures == 0);
+  CHECK(temporaries() == 0);
+  const std::string last = read_file_text(path);
+  CHECK((last == std::string(4096, 'a') || last == std::string(4096, 'b')));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("read_file_text reads regular files only, up to a cap") {
+  namespace fs = std::filesystem;
+  const std::string path = "scaling_read_cap_test.json";
+  write_file_atomically(path, std::string(100, 'x'));
+  CHECK(read_file_text(path, 100).size() == 100);
+  CHECK_THROWS_WITH(read_file_text(path, 99), Catch::Contains("larger than the limit") && Catch::Contains("99 bytes"));
+  CHECK_THROWS_WITH(read_file_text(".", 1000, "--load"), Catch::StartsWith("--load is '.' (not a regular file)"));
+  if (fs::exists("/dev/zero")) CHECK_THROWS_WITH(read_file_text("/dev/zero"), Catch::Contains("not a regular file"));
   std::remove(path.c_str());
 }

@@ -1,6 +1,6 @@
-// File helpers shared by the reference lock, the parity gate's records and the report: atomic writes
-// (temporary file in the same folder + rename, so a failure never leaves a half-written file), reading a
-// whole file, and an output folder that is created and checked for writability before any run starts.
+// File helpers shared by the reference lock, the parity gate's records, the report and every reader of outside
+// input: atomic writes (temporary file in the same folder + rename, so a failure never leaves a half-written
+// file), one checked reader (regular files only, size cap), and an output folder checked before any run.
 #pragma once
 
 #include <cstdint>
@@ -10,12 +10,31 @@
 
 namespace safeamp::sim {
 
-/// Writes `content` to `path` atomically: `<path>.tmp-<pid>` is written, flushed and renamed over `path`.
-/// Throws safeamp::error naming the path when the folder is missing or not writable; the temporary is
-/// removed on failure and an existing file at `path` is left untouched.
-void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+/// Default cap of read_input_file: 64 MiB, far above any scenario, reference, record file or corpus safeamp
+/// reads, far below the memory of the machines it runs on.
+inline constexpr std::uintmax_t default_max_input_bytes = std::uintmax_t{64} << 20;
 
-/// The whole file as bytes; throws safeamp::error naming the path when it cannot be read.
+/// Writes `content` to `path` atomically with safeamp::write_file_atomically (unique temporary
+/// `<path>.tmp-<pid>-<n>`, fsync of the file and the folder, rename; the temporary removed on every failure),
+/// after removing the stale temporaries of `path` left by dead processes (`<name>.tmp-<pid>` and
+/// `<name>.tmp-<pid>-<n>` in the same folder whose <pid> no longer runs on this machine). Throws
+/// safeamp::error naming `field` and the path when the folder is missing or not writable or the disk is full;
+/// an existing file at `path` is then left untouched.
+void write_file_atomically(const std::filesystem::path& path, std::string_view content,
+                           std::string_view field = "output file");
+
+/// Removes the temporaries of `path` left by processes that no longer run (see write_file_atomically);
+/// returns how many were removed. Other files, and temporaries of live processes, are never touched.
+std::size_t remove_stale_temporaries(const std::filesystem::path& path) noexcept;
+
+/// The whole file as bytes, for outside input. Accepts a regular file (or a link to one) of at most
+/// `max_bytes`; a directory, FIFO, socket or device (/dev/zero) is refused before any byte is read, and
+/// reading stops at the cap, so a growing file cannot exhaust memory. Throws safeamp::error naming `field`,
+/// the path and what is accepted ("cannot be opened" when it does not exist or is unreadable).
+[[nodiscard]] std::string read_input_file(const std::filesystem::path& path, std::string_view field,
+                                          std::uintmax_t max_bytes = default_max_input_bytes);
+
+/// read_input_file(path, "input file", default_max_input_bytes).
 [[nodiscard]] std::string read_whole_file(const std::filesystem::path& path);
 
 /// Creates `dir` (and parents) when missing and checks that a file can be created in it; throws

@@ -1,0 +1,23 @@
+# SAFEAMP_SANITIZE: a comma-separated list of sanitizers (e.g. "address,undefined") compiled into safeamp's own
+# targets: every target defined in this project's directories (library, simulator, tool, tests). The flags are
+# directory-scoped, so a consumer that adds safeamp with add_subdirectory is not affected.
+# UBSan is made fatal (-fno-sanitize-recover) so that CTest sees a failure instead of a printed warning.
+set(SAFEAMP_SANITIZE "" CACHE STRING "Sanitizers for safeamp's own targets, e.g. address,undefined (empty: none)")
+
+if(SAFEAMP_SANITIZE)
+  if(NOT SAFEAMP_SANITIZE MATCHES "^(address|undefined|leak|thread)(,(address|undefined|leak|thread))*$")
+    message(FATAL_ERROR "SAFEAMP_SANITIZE is '${SAFEAMP_SANITIZE}'; accepted: a comma-separated list of "
+                        "address, undefined, leak, thread (e.g. address,undefined)")
+  endif()
+  if(SAFEAMP_SANITIZE MATCHES "thread" AND SAFEAMP_SANITIZE MATCHES "address")
+    message(FATAL_ERROR "SAFEAMP_SANITIZE: thread cannot be combined with address")
+  endif()
+  set(safeamp_sanitize_flags -fsanitize=${SAFEAMP_SANITIZE} -fno-omit-frame-pointer -g)
+  if(SAFEAMP_SANITIZE MATCHES "undefined")
+    list(APPEND safeamp_sanitize_flags -fno-sanitize-recover=undefined)
+  endif()
+  # C++ only: nvcc does not take -fsanitize (CUDA sources of safeamp::cuda are left as they are).
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${safeamp_sanitize_flags}>")
+  add_link_options(-fsanitize=${SAFEAMP_SANITIZE})
+  message(STATUS "safeamp: sanitizers ${SAFEAMP_SANITIZE} on safeamp's targets")
+endif()

@@ -1,0 +1,36 @@
+// libFuzzer: a `safeamp plan --input` file. parse_plan_json then every value through the plan's key parsers:
+// each input is accepted or throws safeamp::error (exit 2), never another exception (exit 3) or a crash.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "plan_inputs.hpp"
+#include "safeamp/error.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace safeamp::tool;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  try {
+    const plan_values v = parse_plan_json(text, "fuzz");
+    for (const auto& [key, value] : v) {
+      try {
+        (void)parse_real(key, value, 0.0, 1e6, true, "a number");
+      } catch (const safeamp::error&) {
+      }
+      try {
+        (void)parse_count(key, value, 1e15, "a count");
+      } catch (const safeamp::error&) {
+      }
+      try {
+        (void)parse_duration_seconds(key, value);
+      } catch (const safeamp::error&) {
+      }
+      try {
+        (void)parse_policy_arg(key, value);
+      } catch (const safeamp::error&) {
+      }
+    }
+  } catch (const safeamp::error&) {
+  }
+  return 0;
+}
