@@ -71,7 +71,7 @@ std::string faults_text(const std::vector<fault_spec>& faults) {
 
 scenario load_scenario(const sim_options& o) {
   if (o.scenario_file.empty()) return parse_scenario(default_scenario_json(), "embedded default");
-  return parse_scenario(read_whole_file(o.scenario_file), o.scenario_file);
+  return parse_scenario(read_input_file(o.scenario_file, "--scenario"), o.scenario_file);
 }
 
 int run_sim(const sim_options& o) {
@@ -106,13 +106,10 @@ int run_sim(const sim_options& o) {
   std::error_code ec;
   if (!o.relock && fs::exists(ref_file, ec)) {
     locked_reference ref = read_reference(ref_file);
-    require_matching_manifest(ref.manifest, ref_manifest);
-    if (ref.manifest.policy != ref_manifest.policy) {
-      throw error("reference manifest", "policy '" + ref.manifest.policy + "' in " + ref_file.string(),
-                  "the scenario's reference policy '" + ref_manifest.policy + "' (pass --relock or another --out)");
-    }
-    for (const manifest_difference& d : compare_manifests(ref.manifest, ref_manifest)) {
-      if (!d.refuses && d.field != "policy") summary.environment_notes.push_back(d);
+    // Every setting that changes the reference's numbers (its policy included) must be the one it was locked with.
+    require_matching_manifest(ref.manifest, ref_manifest, manifest_check::reuse);
+    for (const manifest_difference& d : compare_manifests(ref.manifest, ref_manifest, manifest_check::reuse)) {
+      if (!d.refuses) summary.environment_notes.push_back(d);
     }
     summary.reference = std::move(ref);
     summary.reference_reused = true;
@@ -120,6 +117,12 @@ int run_sim(const sim_options& o) {
     bar.update(0, ref_cfg.label);
     const run_result ref_run = train(ref_cfg);
     summary.reference = lock_reference(ref_run, ref_manifest);
+    // --relock never deletes a reference: only now that the new one is trained and checked, the old file is
+    // kept beside it under its id and lock time, then reference.json is replaced atomically.
+    if (fs::exists(ref_file, ec)) {
+      const fs::path kept = keep_previous_reference(ref_file);
+      std::fprintf(stderr, "safeamp sim: --relock: the previous reference is kept as %s\n", kept.string().c_str());
+    }
     write_reference(ref_file, summary.reference);
     write_file_atomically(out / "telemetry" / (file_slug(ref_cfg.label) + ".jsonl"), telemetry_jsonl(ref_run));
   }
@@ -139,7 +142,7 @@ int run_sim(const sim_options& o) {
     run_manifest m = manifest_for(s, cfg);
     m.probe_rows = k.run.probe_rows;
     m.probe_cols = k.run.probe_cols;
-    require_matching_manifest(ref.manifest, m);
+    require_matching_manifest(ref.manifest, m, manifest_check::candidate);
     k.parity = evaluate_parity(ref, k.run, tolerances_for(s, c));
     k.parity.candidate = c.name;
     k.telemetry_file = "telemetry/" + file_slug(c.name) + ".jsonl";
@@ -154,8 +157,7 @@ int run_sim(const sim_options& o) {
   bool all_expected = true;
   for (candidate_outcome& k : summary.candidates) {
     k.decision = decide_fallback(k.parity, s.baselines, results, last_good, s.reference_policy_text);
-    k.as_expected = k.expect == expectation::any ||
-                    (k.expect == expectation::pass) == (k.parity.outcome == verdict::pass);
+    k.as_expected = meets_expectation(k.expect, k.parity.outcome);
     all_expected = all_expected && k.as_expected;
     decisions.push_back(k.decision);
     if (k.parity.outcome == verdict::pass) {
@@ -197,7 +199,9 @@ const register_command reg{tool_command{
       cmd->add_option("--seed", o->seed, "training seed (initialisation, batch order), overrides the scenario's");
       cmd->add_option("--dollars-per-hour", o->dollars_per_hour, "machine price for the cost section");
       cmd->add_flag("--json", o->json, "print the summary as JSON instead of the table");
-      cmd->add_flag("--relock", o->relock, "record a new reference even when the output folder holds one");
+      cmd->add_flag("--relock", o->relock,
+                    "record a new reference even when the output folder holds one; the old reference.json is "
+                    "kept beside it as reference/reference-<id>-<locked time>.json");
       cmd->add_flag("--print-default-scenario", o->print_default, "print the embedded default scenario and exit");
       cmd->callback([o, &exit_code] { exit_code = run_sim(*o); });
     }}};

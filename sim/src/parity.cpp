@@ -1,4 +1,6 @@
-// The parity gate's checks: held-out metrics, loss-curve gap, golden logits and per-slice metrics.
+// The parity gate's checks: held-out and per-slice quality (loss, accuracy), safety (non-finite losses,
+// skipped steps), fidelity (loss-curve gap, golden logits); each limit with its basis, each undecidable
+// check INCONCLUSIVE. The formulas are in docs/report.md.
 #include "safeamp/sim/parity.hpp"
 
 #include <algorithm>
@@ -6,21 +8,23 @@
 #include <cstdio>
 #include <limits>
 
-#include "safeamp/format/format_names.hpp"
-#include "safeamp/policy/policy_presets.hpp"
+#include "safeamp/policy/policy_string.hpp"
 
 namespace safeamp::sim {
 namespace {
 
+constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+
 std::string fmt(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
+  std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
 }
 
 /// Trailing moving average over the finite values of the last `window` entries (NaN when none).
 std::vector<double> smooth(const std::vector<double>& x, std::int64_t window) {
-  std::vector<double> out(x.size(), std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> out(x.size(), nan);
   const auto w = static_cast<std::size_t>(std::max<std::int64_t>(1, window));
   for (std::size_t i = 0; i < x.size(); ++i) {
     double sum = 0.0;
@@ -36,16 +40,240 @@ std::vector<double> smooth(const std::vector<double>& x, std::int64_t window) {
   return out;
 }
 
-void add_check(parity_result& r, std::string name, double value, double limit, std::string detail) {
-  // A NaN value never passes (NaN <= limit is false).
-  const bool ok = value <= limit;
-  if (!ok) r.reasons.push_back(name + " " + fmt(value) + " > " + fmt(limit) + " (" + detail + ")");
-  r.checks.push_back({std::move(name), value, limit, ok, std::move(detail)});
+/// Records a check. It fails when the value exceeds the limit (a NaN value never passes); otherwise it is
+/// INCONCLUSIVE when `undecided` says why it cannot decide, else it passes.
+void add_check(parity_result& r, std::string name, double value, double limit, std::string detail, std::string basis,
+               std::string undecided = {}) {
+  parity_check c{.name = std::move(name), .value = value, .limit = limit, .status = verdict::pass,
+                 .detail = std::move(detail), .basis = std::move(basis), .undecided = {}};
+  if (!(value <= limit)) {
+    c.status = verdict::fail;
+    r.reasons.push_back(c.name + " " + fmt(value) + " > " + fmt(limit) + " (" + c.detail + ")");
+  } else if (!undecided.empty()) {
+    c.status = verdict::inconclusive;
+    c.undecided = std::move(undecided);
+    r.undecided.push_back(c.name + ": " + c.undecided);
+  }
+  r.checks.push_back(std::move(c));
 }
 
-double relative_increase(double candidate, double reference) {
-  if (!std::isfinite(candidate)) return std::numeric_limits<double>::infinity();
-  return (candidate - reference) / std::max(std::abs(reference), std::numeric_limits<double>::min());
+/// What the reference knows about the classification problem: C classes (columns of the logits), the loss
+/// and accuracy of a trivial predictor (uniform probabilities: ln C; chance: 1/C).
+struct problem {
+  double classes = 2.0;
+  [[nodiscard]] double trivial_loss() const { return std::log(classes); }
+  [[nodiscard]] double chance_accuracy() const { return 1.0 / classes; }
+  [[nodiscard]] double loss_floor() const { return loss_floor_fraction * trivial_loss(); }
+};
+
+/// The paired differences of one set of predictions (all of them, or one slice): candidate minus reference
+/// loss and reference minus candidate correctness, prediction by prediction, with their sample standard
+/// deviations. Empty when either run has no per-prediction results or they do not line up.
+struct paired_set {
+  std::int64_t n = 0;
+  double loss_diff = 0.0, loss_diff_sd = 0.0;  // mean and sd of l_c,i - l_r,i
+  double drop = 0.0, drop_sd = 0.0;            // mean and sd of k_r,i - k_c,i (k: 1 when correct)
+};
+
+std::optional<paired_set> paired(const eval_rows& ref, const eval_rows& cand, std::int32_t slice) {
+  const std::size_t rows = ref.loss.size();
+  if (rows == 0 || ref.correct.size() != rows || ref.slice.size() != rows || cand.loss.size() != rows ||
+      cand.correct.size() != rows || cand.slice != ref.slice) {
+    return std::nullopt;
+  }
+  paired_set p;
+  double sum_l = 0.0, sum_k = 0.0;
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (slice >= 0 && ref.slice[i] != slice) continue;
+    ++p.n;
+    sum_l += static_cast<double>(cand.loss[i]) - static_cast<double>(ref.loss[i]);
+    sum_k += static_cast<double>(ref.correct[i]) - static_cast<double>(cand.correct[i]);
+  }
+  if (p.n == 0) return std::nullopt;
+  const auto dn = static_cast<double>(p.n);
+  p.loss_diff = sum_l / dn;
+  p.drop = sum_k / dn;
+  double sq_l = 0.0, sq_k = 0.0;
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (slice >= 0 && ref.slice[i] != slice) continue;
+    const double dl = static_cast<double>(cand.loss[i]) - static_cast<double>(ref.loss[i]) - p.loss_diff;
+    const double dk = static_cast<double>(ref.correct[i]) - static_cast<double>(cand.correct[i]) - p.drop;
+    sq_l += dl * dl;
+    sq_k += dk * dk;
+  }
+  p.loss_diff_sd = p.n > 1 ? std::sqrt(sq_l / (dn - 1.0)) : 0.0;
+  p.drop_sd = p.n > 1 ? std::sqrt(sq_k / (dn - 1.0)) : 0.0;
+  return p;
+}
+
+/// One evaluated set as the gate sees it: the reference's and the candidate's summary metrics, and the
+/// paired differences when both runs kept their per-prediction results.
+struct quality_set {
+  std::string prefix;  // "held-out", "slice pos 0-7"
+  double ref_loss = 0.0, ref_acc = 0.0, cand_loss = 0.0, cand_acc = 0.0;
+  std::optional<paired_set> pairs;
+  double loss_term = 0.0, acc_term = 0.0;  // format terms
+  std::optional<double> loss_declared, acc_declared;
+};
+
+/// Loss and accuracy of one set. Value: the mean paired difference (the summary difference when no
+/// per-prediction results exist). Limit: a declared one, else max(format term, z * sd / sqrt(n)) — the
+/// candidate fails only when its regression is both larger than the format allows and larger than the
+/// sampling noise of n predictions.
+void quality_checks(parity_result& r, const problem& pb, const quality_set& q) {
+  const bool have = q.pairs.has_value();
+  const std::int64_t n = have ? q.pairs->n : 0;
+  const double dn = static_cast<double>(n);
+  std::string size_undecided;
+  if (!have) {
+    size_undecided = "no per-prediction results to pair (missing in the reference or the candidate, or not the same "
+                     "predictions in the same order)";
+  } else if (n < gate_min_samples) {
+    size_undecided = std::to_string(n) + " predictions: too small to judge (needs at least " +
+                     std::to_string(gate_min_samples) + ")";
+  }
+
+  // Loss: relative increase over max(L_r, floor).
+  const double denom = std::max(q.ref_loss, pb.loss_floor());
+  const double loss_diff = have ? q.pairs->loss_diff : q.cand_loss - q.ref_loss;
+  const double loss_value = std::isfinite(q.cand_loss) && std::isfinite(loss_diff) ? loss_diff / denom : inf;
+  const double loss_sampling = have && n > 0 ? gate_z * q.pairs->loss_diff_sd / std::sqrt(dn) / denom : 0.0;
+  const double loss_limit = q.loss_declared ? *q.loss_declared : std::max(q.loss_term, loss_sampling);
+  const std::string loss_basis =
+      q.loss_declared ? "declared in the scenario"
+                      : "max(format term " + fmt(q.loss_term) + ", sampling 3*sd/sqrt(n)/L = " + fmt(loss_sampling) +
+                            " with paired sd " + fmt(have ? q.pairs->loss_diff_sd : nan) + ", n " + std::to_string(n) +
+                            ")";
+  const double loss_trivial = (pb.trivial_loss() - q.ref_loss) / denom;
+  std::string loss_undecided = size_undecided;
+  if (loss_undecided.empty() && loss_limit >= informative_fraction * loss_trivial) {
+    loss_undecided = "limit " + fmt(loss_limit) + " would pass a candidate that lost half of what the reference learned (" +
+                     fmt(informative_fraction * loss_trivial) + "; uniform prediction: ln " + fmt(pb.classes) + ")";
+  }
+  add_check(r, q.prefix + " loss (rel. increase)", loss_value, loss_limit,
+            "reference " + fmt(q.ref_loss) + ", candidate " + fmt(q.cand_loss) +
+                (q.ref_loss < pb.loss_floor() ? ", relative to the floor " + fmt(pb.loss_floor()) : ""),
+            loss_basis, loss_undecided);
+
+  // Accuracy: drop in points.
+  const double drop = have ? q.pairs->drop : q.ref_acc - q.cand_acc;
+  const double acc_value = std::isfinite(q.cand_acc) ? drop : inf;
+  const double acc_sampling = have && n > 0 ? gate_z * q.pairs->drop_sd / std::sqrt(dn) : 0.0;
+  const double acc_limit = q.acc_declared ? *q.acc_declared : std::max(q.acc_term, acc_sampling);
+  const std::string acc_basis =
+      q.acc_declared ? "declared in the scenario"
+                     : "max(format term " + fmt(q.acc_term) + ", sampling 3*sd/sqrt(n) = " + fmt(acc_sampling) +
+                           " with paired sd " + fmt(have ? q.pairs->drop_sd : nan) + ", n " + std::to_string(n) + ")";
+  const double acc_trivial = q.ref_acc - pb.chance_accuracy();
+  std::string acc_undecided = size_undecided;
+  if (acc_undecided.empty() && acc_trivial <= 0.0) {
+    acc_undecided = "the reference is not above chance accuracy (" + fmt(pb.chance_accuracy()) + ")";
+  } else if (acc_undecided.empty() && acc_limit >= informative_fraction * acc_trivial) {
+    acc_undecided = "limit " + fmt(acc_limit) + " would pass a candidate that lost half of what the reference learned (" +
+                    fmt(informative_fraction * acc_trivial) + " above chance " + fmt(pb.chance_accuracy()) + ")";
+  }
+  add_check(r, q.prefix + " accuracy (drop)", acc_value, acc_limit,
+            "reference " + fmt(q.ref_acc) + ", candidate " + fmt(q.cand_acc), acc_basis, acc_undecided);
+}
+
+std::string format_basis(double term, const std::optional<double>& declared) {
+  return declared ? "declared in the scenario" : "format term k*sqrt(u) = " + fmt(term);
+}
+
+void curve_check(parity_result& r, const locked_reference& ref, const run_result& cand, const gate_tolerances& tol) {
+  std::int64_t nonfinite_applied = 0;
+  std::int64_t skipped = 0;
+  std::vector<double> cand_curve;
+  for (const step_record& s : cand.steps) {
+    if (!std::isfinite(s.loss) && !s.skipped) ++nonfinite_applied;
+    // A skipped step changed no weights; its loss (possibly a faulted spike) is left out of the curve.
+    cand_curve.push_back(s.skipped ? nan : s.loss);
+    skipped += s.skipped ? 1 : 0;
+  }
+  const auto steps = static_cast<std::int64_t>(cand.steps.size());
+  add_check(r, "non-finite loss on applied steps", static_cast<double>(nonfinite_applied), 0.0,
+            std::to_string(nonfinite_applied) + " of " + std::to_string(steps) + " steps",
+            "none allowed: an applied step with an inf/NaN loss trained on garbage");
+  const double skip_limit = tol.declared.max_skip_fraction.value_or(tol.terms.max_skip_fraction);
+  add_check(r, "skipped steps (fraction)", steps > 0 ? static_cast<double>(skipped) / static_cast<double>(steps) : inf,
+            skip_limit, std::to_string(skipped) + " of " + std::to_string(steps) + " steps skipped",
+            tol.declared.max_skip_fraction ? "declared in the scenario" : "default limit on skipped steps");
+
+  const double limit = tol.declared.curve_gap_rel.value_or(tol.terms.curve_gap_rel);
+  const std::string basis = format_basis(tol.terms.curve_gap_rel, tol.declared.curve_gap_rel);
+  if (cand_curve.size() != ref.loss_curve.size() || cand_curve.empty()) {
+    add_check(r, "loss-curve gap (mean rel.)", inf, limit,
+              "step counts differ: reference " + std::to_string(ref.loss_curve.size()) + ", candidate " +
+                  std::to_string(cand_curve.size()),
+              basis);
+    return;
+  }
+  const std::int64_t w = curve_smoothing_window(steps);
+  const std::vector<double> a = smooth(ref.loss_curve, w);
+  const std::vector<double> b = smooth(cand_curve, w);
+  double top = 0.0;
+  for (const double x : a) top = std::max(top, std::abs(x));
+  const double floor = std::max(loss_floor_fraction * top, std::numeric_limits<double>::min());
+  double sum = 0.0;
+  double trivial_sum = 0.0;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = std::max(std::abs(a[i]), floor);
+    trivial_sum += std::abs(a[0] - a[i]) / d;  // a run whose loss never left its first value
+    if (std::isnan(b[i])) continue;            // no finite candidate loss in the window yet
+    sum += std::abs(b[i] - a[i]) / d;
+    ++n;
+  }
+  const double gap = n > 0 ? sum / static_cast<double>(n) : inf;
+  const double trivial = trivial_sum / static_cast<double>(a.size());
+  std::string undecided;
+  if (limit >= informative_fraction * trivial) {
+    undecided = "limit " + fmt(limit) + " would pass a run whose loss stayed halfway between its first value and the "
+                "reference's curve (gap " + fmt(informative_fraction * trivial) + ")";
+  }
+  add_check(r, "loss-curve gap (mean rel.)", gap, limit,
+            "mean over " + std::to_string(n) + " steps, moving average of " + std::to_string(w) +
+                (skipped > 0 ? ", " + std::to_string(skipped) + " skipped steps left out" : ""),
+            basis, undecided);
+}
+
+void logit_checks(parity_result& r, const locked_reference& ref, const run_result& cand, const gate_tolerances& tol) {
+  if (cand.probe_logits.size() != ref.probe_logits.size() || cand.probe_rows != ref.probe_rows ||
+      ref.probe_logits.empty()) {
+    add_check(r, "golden logits shape", inf, 0.0,
+              "reference " + std::to_string(ref.probe_rows) + " x " + std::to_string(ref.probe_cols) + ", candidate " +
+                  std::to_string(cand.probe_rows) + " x " + std::to_string(cand.probe_cols),
+              "the shapes must match");
+    return;
+  }
+  double sq = 0.0;
+  for (const float z : ref.probe_logits) sq += static_cast<double>(z) * static_cast<double>(z);
+  const double rms =
+      std::max(std::sqrt(sq / static_cast<double>(ref.probe_logits.size())), std::numeric_limits<double>::min());
+  double max_abs = 0.0, max_rel = 0.0, zero_abs = 0.0, zero_rel = 0.0;
+  for (std::size_t i = 0; i < ref.probe_logits.size(); ++i) {
+    const double zr = ref.probe_logits[i];
+    const double zc = cand.probe_logits[i];
+    const double d = std::isfinite(zc) ? std::abs(zc - zr) : inf;
+    max_abs = std::max(max_abs, d);
+    max_rel = std::max(max_rel, d / (std::abs(zr) + rms));
+    zero_abs = std::max(zero_abs, std::abs(zr));  // all-zero logits: a model that predicts nothing
+    zero_rel = std::max(zero_rel, std::abs(zr) / (std::abs(zr) + rms));
+  }
+  const auto undecided = [](double limit, double trivial) {
+    return limit >= informative_fraction * trivial
+               ? "limit " + fmt(limit) + " would pass logits shrunk to half the reference's (" +
+                     fmt(informative_fraction * trivial) + ")"
+               : std::string{};
+  };
+  const double abs_limit = tol.declared.logit_abs.value_or(tol.terms.logit_abs);
+  add_check(r, "golden logits max abs err / rms", max_abs / rms, abs_limit,
+            "max abs " + fmt(max_abs) + ", reference rms " + fmt(rms),
+            format_basis(tol.terms.logit_abs, tol.declared.logit_abs), undecided(abs_limit, zero_abs / rms));
+  const double rel_limit = tol.declared.logit_rel.value_or(tol.terms.logit_rel);
+  add_check(r, "golden logits max rel err", max_rel, rel_limit,
+            std::to_string(ref.probe_rows) + " x " + std::to_string(ref.probe_cols) + " logits",
+            format_basis(tol.terms.logit_rel, tol.declared.logit_rel), undecided(rel_limit, zero_rel));
 }
 
 }  // namespace
@@ -57,6 +285,7 @@ format_spec coarsest_format(const precision_policy& p) noexcept {
   };
   consider(p.compute);
   consider(p.output);
+  consider(p.accumulate);
   consider(p.gradient);
   for (const format_spec f : p.op_formats) consider(f);
   return worst;
@@ -71,23 +300,24 @@ parity_tolerances default_tolerances(format_spec f) noexcept {
                            .logit_abs = t(default_logit_abs_factor),
                            .logit_rel = t(default_logit_rel_factor),
                            .slice_loss_rel = t(default_loss_factor),
-                           .slice_accuracy_abs = t(default_accuracy_factor)};
+                           .slice_accuracy_abs = t(default_accuracy_factor),
+                           .max_skip_fraction = default_max_skip_fraction};
 }
 
-parity_tolerances apply_overrides(parity_tolerances b, const tolerance_overrides& o) noexcept {
-  b.loss_rel = o.loss_rel.value_or(b.loss_rel);
-  b.accuracy_abs = o.accuracy_abs.value_or(b.accuracy_abs);
-  b.curve_gap_rel = o.curve_gap_rel.value_or(b.curve_gap_rel);
-  b.logit_abs = o.logit_abs.value_or(b.logit_abs);
-  b.logit_rel = o.logit_rel.value_or(b.logit_rel);
-  b.slice_loss_rel = o.slice_loss_rel.value_or(b.slice_loss_rel);
-  b.slice_accuracy_abs = o.slice_accuracy_abs.value_or(b.slice_accuracy_abs);
-  return b;
+gate_tolerances gate_tolerances_for(format_spec coarsest, const tolerance_overrides& declared) {
+  return gate_tolerances{.terms = default_tolerances(coarsest), .declared = declared};
 }
 
 std::int64_t curve_smoothing_window(std::int64_t steps) noexcept { return std::max<std::int64_t>(1, steps / 10); }
 
-const char* verdict_name(verdict v) noexcept { return v == verdict::pass ? "PASS" : "FAIL"; }
+const char* verdict_name(verdict v) noexcept {
+  switch (v) {
+    case verdict::pass: return "PASS";
+    case verdict::fail: return "FAIL";
+    case verdict::inconclusive: return "INCONCLUSIVE";
+  }
+  return "FAIL";
+}
 
 skip_summary summarize_skips(const run_result& run) {
   skip_summary s;
@@ -104,106 +334,50 @@ skip_summary summarize_skips(const run_result& run) {
   return s;
 }
 
-std::string policy_label(const precision_policy& p) {
-  const std::string_view preset = preset_name_of(p);
-  if (!preset.empty()) return std::string(preset);
-  return "param=" + format_name(p.param) + " compute=" + format_name(p.compute) + " output=" + format_name(p.output) +
-         " grad=" + format_name(p.gradient) + (p.master_weights ? " +master" : "");
-}
+std::string policy_label(const precision_policy& p) { return to_string(p); }
 
-parity_result evaluate_parity(const locked_reference& ref, const run_result& cand, const parity_tolerances& tol) {
+parity_result evaluate_parity(const locked_reference& ref, const run_result& cand, const gate_tolerances& tol) {
   parity_result r;
   r.candidate = cand.label;
   r.policy = policy_label(cand.policy);
-  r.tolerances = tol;
+  r.tolerances = tol.terms;
   r.skips = summarize_skips(cand);
+  const problem pb{.classes = static_cast<double>(std::max<std::int64_t>(2, ref.probe_cols))};
+  const tolerance_overrides& dec = tol.declared;
+  const parity_tolerances& t = tol.terms;
 
-  // 1. Held-out metrics (a regression counts; an improvement does not fail the gate).
+  // 1. Held-out quality: one-sided (a candidate better than the reference is not a regression).
   const eval_metrics& re = ref.final_eval;
   const eval_metrics& ce = cand.final_eval;
-  add_check(r, "held-out loss (rel. increase)", relative_increase(ce.loss, re.loss), tol.loss_rel,
-            "reference " + fmt(re.loss) + ", candidate " + fmt(ce.loss));
-  add_check(r, "held-out accuracy (drop)", std::isfinite(ce.accuracy) ? re.accuracy - ce.accuracy : HUGE_VAL,
-            tol.accuracy_abs, "reference " + fmt(re.accuracy) + ", candidate " + fmt(ce.accuracy));
+  quality_checks(r, pb,
+                 {.prefix = "held-out", .ref_loss = re.loss, .ref_acc = re.accuracy, .cand_loss = ce.loss,
+                  .cand_acc = ce.accuracy, .pairs = paired(re.rows, ce.rows, -1), .loss_term = t.loss_rel,
+                  .acc_term = t.accuracy_abs, .loss_declared = dec.loss_rel, .acc_declared = dec.accuracy_abs});
 
-  // 2. Training-loss curve: non-finite losses on applied steps, then the smoothed relative gap.
-  std::int64_t nonfinite_applied = 0;
-  std::vector<double> cand_curve;
-  std::int64_t skipped = 0;
-  for (const step_record& s : cand.steps) {
-    if (!std::isfinite(s.loss) && !s.skipped) ++nonfinite_applied;
-    // A skipped step changed no weights; its loss (possibly a faulted spike) is left out of the curve.
-    cand_curve.push_back(s.skipped ? std::numeric_limits<double>::quiet_NaN() : s.loss);
-    skipped += s.skipped ? 1 : 0;
-  }
-  add_check(r, "non-finite loss on applied steps", static_cast<double>(nonfinite_applied), 0.0,
-            std::to_string(nonfinite_applied) + " of " + std::to_string(cand.steps.size()) + " steps");
-  double gap = std::numeric_limits<double>::infinity();
-  std::string gap_detail = "step counts differ: reference " + std::to_string(ref.loss_curve.size()) + ", candidate " +
-                           std::to_string(cand_curve.size());
-  if (cand_curve.size() == ref.loss_curve.size() && !cand_curve.empty()) {
-    const std::int64_t w = curve_smoothing_window(static_cast<std::int64_t>(cand_curve.size()));
-    const std::vector<double> a = smooth(ref.loss_curve, w);
-    const std::vector<double> b = smooth(cand_curve, w);
-    double sum = 0.0;
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (std::isnan(b[i])) continue;  // no finite candidate loss in the window yet
-      sum += std::abs(b[i] - a[i]) / std::max(std::abs(a[i]), std::numeric_limits<double>::min());
-      ++n;
-    }
-    gap = n > 0 ? sum / static_cast<double>(n) : std::numeric_limits<double>::infinity();
-    gap_detail = "mean over " + std::to_string(n) + " steps, moving average of " + std::to_string(w) +
-                 (skipped > 0 ? ", " + std::to_string(skipped) + " skipped steps left out" : "");
-  }
-  add_check(r, "loss-curve gap (mean rel.)", gap, tol.curve_gap_rel, gap_detail);
+  // 2. Safety and the training-loss curve.
+  curve_check(r, ref, cand, tol);
 
   // 3. Golden logits of the probe batch.
-  if (cand.probe_logits.size() == ref.probe_logits.size() && cand.probe_rows == ref.probe_rows &&
-      !ref.probe_logits.empty()) {
-    double sq = 0.0;
-    for (const float z : ref.probe_logits) sq += static_cast<double>(z) * static_cast<double>(z);
-    const double rms = std::max(std::sqrt(sq / static_cast<double>(ref.probe_logits.size())),
-                                std::numeric_limits<double>::min());
-    double max_abs = 0.0;
-    double max_rel = 0.0;
-    for (std::size_t i = 0; i < ref.probe_logits.size(); ++i) {
-      const double zr = ref.probe_logits[i];
-      const double zc = cand.probe_logits[i];
-      const double d = std::isfinite(zc) ? std::abs(zc - zr) : std::numeric_limits<double>::infinity();
-      max_abs = std::max(max_abs, d);
-      max_rel = std::max(max_rel, d / (std::abs(zr) + rms));
-    }
-    add_check(r, "golden logits max abs err / rms", max_abs / rms, tol.logit_abs,
-              "max abs " + fmt(max_abs) + ", reference rms " + fmt(rms));
-    add_check(r, "golden logits max rel err", max_rel, tol.logit_rel,
-              std::to_string(ref.probe_rows) + " x " + std::to_string(ref.probe_cols) + " logits");
-  } else {
-    add_check(r, "golden logits shape", HUGE_VAL, 0.0,
-              "reference " + std::to_string(ref.probe_rows) + " x " + std::to_string(ref.probe_cols) + ", candidate " +
-                  std::to_string(cand.probe_rows) + " x " + std::to_string(cand.probe_cols));
-  }
+  logit_checks(r, ref, cand, tol);
 
-  // 4. Every slice separately; tolerances widened by sqrt(N / n) for a slice of n of N samples.
-  std::int64_t total = 0;
-  for (const slice_metrics& s : re.slices) total += s.count;
-  for (const slice_metrics& rs : re.slices) {
+  // 4. Every slice on its own predictions.
+  for (std::size_t k = 0; k < re.slices.size(); ++k) {
+    const slice_metrics& rs = re.slices[k];
     const auto it = std::find_if(ce.slices.begin(), ce.slices.end(),
                                  [&rs](const slice_metrics& c) { return c.name == rs.name; });
     if (it == ce.slices.end()) {
-      add_check(r, "slice " + rs.name + " present", HUGE_VAL, 0.0, "missing from the candidate's evaluation");
+      add_check(r, "slice " + rs.name + " present", inf, 0.0, "missing from the candidate's evaluation",
+                "every reference slice must be evaluated");
       continue;
     }
-    const double widen =
-        rs.count > 0 && total > 0 ? std::sqrt(static_cast<double>(total) / static_cast<double>(rs.count)) : 1.0;
-    add_check(r, "slice " + rs.name + " loss (rel. increase)", relative_increase(it->loss, rs.loss),
-              tol.slice_loss_rel * widen, "reference " + fmt(rs.loss) + ", candidate " + fmt(it->loss));
-    add_check(r, "slice " + rs.name + " accuracy (drop)",
-              std::isfinite(it->accuracy) ? rs.accuracy - it->accuracy : HUGE_VAL, tol.slice_accuracy_abs * widen,
-              "reference " + fmt(rs.accuracy) + ", candidate " + fmt(it->accuracy));
+    quality_checks(r, pb,
+                   {.prefix = "slice " + rs.name, .ref_loss = rs.loss, .ref_acc = rs.accuracy, .cand_loss = it->loss,
+                    .cand_acc = it->accuracy, .pairs = paired(re.rows, ce.rows, static_cast<std::int32_t>(k)),
+                    .loss_term = t.slice_loss_rel, .acc_term = t.slice_accuracy_abs,
+                    .loss_declared = dec.slice_loss_rel, .acc_declared = dec.slice_accuracy_abs});
   }
 
-  r.outcome = r.reasons.empty() ? verdict::pass : verdict::fail;
+  r.outcome = !r.reasons.empty() ? verdict::fail : (!r.undecided.empty() ? verdict::inconclusive : verdict::pass);
   return r;
 }
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "safeamp/error.hpp"
+#include "safeamp/sim/json_input.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
@@ -19,6 +20,7 @@ fallback_decision decide_fallback(const parity_result& result, const std::vector
   d.policy = result.policy;
   d.outcome = result.outcome;
   d.reasons = result.reasons;
+  for (const std::string& u : result.undecided) d.reasons.push_back("undecided: " + u);
   d.decided_utc = utc_now_iso8601();
   if (result.outcome == verdict::pass) {
     d.source = "passed the gate";
@@ -40,9 +42,13 @@ fallback_decision decide_fallback(const parity_result& result, const std::vector
       }
     }
     bool any_pass = false;
-    for (const parity_result* p : runs) any_pass = any_pass || p->outcome == verdict::pass;
+    bool any_fail = false;
+    for (const parity_result* p : runs) {
+      any_pass = any_pass || p->outcome == verdict::pass;
+      any_fail = any_fail || p->outcome == verdict::fail;
+    }
     if (!runs.empty() && !any_pass) {
-      passed_over += (passed_over.empty() ? "" : "; ") + b + " failed in this run";
+      passed_over += (passed_over.empty() ? "" : "; ") + b + (any_fail ? " failed" : " was inconclusive") + " in this run";
       continue;
     }
     d.run_instead = b;
@@ -73,7 +79,7 @@ std::optional<known_good_record> read_known_good(const std::filesystem::path& fi
   if (!std::filesystem::exists(file, ec)) return std::nullopt;
   json j;
   try {
-    j = json::parse(read_whole_file(file));
+    j = parse_json_input(read_input_file(file, "known-good record"), "known-good record", file.string());
     known_good_record r;
     r.candidate = j.at("candidate").get<std::string>();
     r.policy = j.at("policy").get<std::string>();

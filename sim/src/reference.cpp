@@ -2,6 +2,8 @@
 #include "safeamp/sim/reference.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 
 #include "safeamp/config.hpp"
 #include "safeamp/error.hpp"
+#include "safeamp/sim/json_input.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
@@ -60,48 +63,100 @@ std::string inferred_flags() {
   return f;
 }
 
+// The subset of the build flags that changes the simulator's bits, so a reference locked by one build is
+// refused by another (this file is compiled with the flags of every safeamp::sim source):
+//  - -ffast-math / -ffinite-math-only let the compiler reassociate sums and drop inf/NaN handling.
+// Not identity: the vector ISA, FMA and the optimisation level. The simulator is compiled with
+// -ffp-contract=off (no fused a*b+c) and its fp32 GEMM sums every output in a fixed order (gemm.hpp), so its
+// bits do not follow the ISA flags or the CPU's cache sizes: the test sim_bits_flag_independence trains the
+// same runs with a default and a -march=native build of the simulator and compares every step's bits.
+// NDEBUG and the -std level change no arithmetic. The ISA is still recorded (compiler_flags, reported).
+std::string bit_changing_flags() {
+  std::string f;
+#if defined(__FAST_MATH__)
+  f += "-ffast-math";
+#endif
+#if defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
+  f += f.empty() ? "-ffinite-math-only" : " -ffinite-math-only";
+#endif
+  return f.empty() ? std::string("ieee") : f;
+}
+
+/// One comparable field of two manifests.
 struct field_view {
-  const char* name;
+  std::string name;
   std::string reference_value;
   std::string candidate_value;
-  bool identity;
+  manifest_scope scope;
 };
 
+constexpr const char* absent = "(not set)";
+
+/// Every field of both manifests, typed members first, then the union of the settings (a setting only one
+/// side has reads as "(not set)" on the other, e.g. model.width when the model kind changed).
 std::vector<field_view> fields_of(const run_manifest& a, const run_manifest& b) {
-  return {
-      {"scenario", a.scenario, b.scenario, false},
-      {"model", a.model, b.model, true},
-      {"data", a.data, b.data, true},
-      {"data_fingerprint", a.data_fingerprint, b.data_fingerprint, true},
-      {"seed", std::to_string(a.seed), std::to_string(b.seed), true},
-      {"data_seed", std::to_string(a.data_seed), std::to_string(b.data_seed), true},
-      {"steps", std::to_string(a.steps), std::to_string(b.steps), true},
-      {"batch_size", std::to_string(a.batch_size), std::to_string(b.batch_size), true},
-      {"optimizer", a.optimizer, b.optimizer, true},
-      {"probe_rows", std::to_string(a.probe_rows), std::to_string(b.probe_rows), true},
-      {"probe_cols", std::to_string(a.probe_cols), std::to_string(b.probe_cols), true},
-      {"library_version", a.library_version, b.library_version, false},
-      {"compiler", a.compiler, b.compiler, false},
-      {"compiler_flags", a.compiler_flags, b.compiler_flags, false},
-      {"hardware", a.hardware, b.hardware, false},
-      {"threads", std::to_string(a.threads), std::to_string(b.threads), false},
+  using enum manifest_scope;
+  std::vector<field_view> v = {
+      {"scenario", a.scenario, b.scenario, label},
+      {"data.fingerprint", a.data_fingerprint, b.data_fingerprint, shared},
+      {"training.seed", std::to_string(a.seed), std::to_string(b.seed), shared},
+      {"data.seed", std::to_string(a.data_seed), std::to_string(b.data_seed), shared},
+      {"training.steps", std::to_string(a.steps), std::to_string(b.steps), shared},
+      {"training.batch_size", std::to_string(a.batch_size), std::to_string(b.batch_size), shared},
+      {"probe_logits.rows", std::to_string(a.probe_rows), std::to_string(b.probe_rows), shared},
+      {"probe_logits.cols", std::to_string(a.probe_cols), std::to_string(b.probe_cols), shared},
+      {"library_version", a.library_version, b.library_version, shared},
+      {"build.float_flags", a.float_flags, b.float_flags, shared},
+      {"reference.policy", a.policy, b.policy, reference_only},
+      {"compiler", a.compiler, b.compiler, environment},
+      {"compiler_flags", a.compiler_flags, b.compiler_flags, environment},
+      {"hardware", a.hardware, b.hardware, environment},
+      {"threads", std::to_string(a.threads), std::to_string(b.threads), environment},
   };
+  const auto find = [](const run_manifest& m, const std::string& field) -> const manifest_setting* {
+    for (const manifest_setting& s : m.settings) {
+      if (s.field == field) return &s;
+    }
+    return nullptr;
+  };
+  for (const manifest_setting& s : a.settings) {
+    const manifest_setting* other = find(b, s.field);
+    // The scope is the current code's (b's) when it knows the field.
+    v.push_back({s.field, s.value, other ? other->value : absent, other ? other->scope : s.scope});
+  }
+  for (const manifest_setting& s : b.settings) {
+    if (find(a, s.field) == nullptr) v.push_back({s.field, absent, s.value, s.scope});
+  }
+  return v;
+}
+
+manifest_scope scope_from_name(const std::string& name, const std::string& where) {
+  for (const manifest_scope s : {manifest_scope::shared, manifest_scope::reference_only}) {
+    if (name == scope_name(s)) return s;
+  }
+  throw error("reference " + where, "'" + name + "'", "shared or reference_only");
 }
 
 json manifest_json(const run_manifest& m) {
+  json settings = json::array();
+  for (const manifest_setting& s : m.settings) {
+    settings.push_back({{"field", s.field}, {"value", s.value}, {"scope", scope_name(s.scope)}});
+  }
   return json{{"scenario", m.scenario},
               {"model", m.model},
               {"data", m.data},
+              {"optimizer", m.optimizer},
               {"data_fingerprint", m.data_fingerprint},
               {"seed", m.seed},
               {"data_seed", m.data_seed},
               {"steps", m.steps},
               {"batch_size", m.batch_size},
-              {"optimizer", m.optimizer},
               {"probe_rows", m.probe_rows},
               {"probe_cols", m.probe_cols},
-              {"policy", m.policy},
               {"library_version", m.library_version},
+              {"float_flags", m.float_flags},
+              {"settings", settings},
+              {"policy", m.policy},
               {"compiler", m.compiler},
               {"compiler_flags", m.compiler_flags},
               {"hardware", m.hardware},
@@ -116,7 +171,7 @@ T required(const json& j, const char* key, const std::string& where) {
   try {
     return j.at(key).get<T>();
   } catch (const json::exception&) {
-    throw error("reference " + where + key, j.at(key).dump(), "a value of the right type");
+    throw error("reference " + where + key, summarize_json(j.at(key)), "a value of the right type");
   }
 }
 
@@ -126,16 +181,30 @@ run_manifest manifest_from_json(const json& j) {
   m.scenario = required<std::string>(j, "scenario", w);
   m.model = required<std::string>(j, "model", w);
   m.data = required<std::string>(j, "data", w);
+  m.optimizer = required<std::string>(j, "optimizer", w);
   m.data_fingerprint = required<std::string>(j, "data_fingerprint", w);
   m.seed = required<std::uint64_t>(j, "seed", w);
   m.data_seed = required<std::uint64_t>(j, "data_seed", w);
   m.steps = required<std::int64_t>(j, "steps", w);
   m.batch_size = required<std::int64_t>(j, "batch_size", w);
-  m.optimizer = required<std::string>(j, "optimizer", w);
   m.probe_rows = required<std::int64_t>(j, "probe_rows", w);
   m.probe_cols = required<std::int64_t>(j, "probe_cols", w);
-  m.policy = required<std::string>(j, "policy", w);
   m.library_version = required<std::string>(j, "library_version", w);
+  m.float_flags = required<std::string>(j, "float_flags", w);
+  const json settings = required<json>(j, "settings", w);
+  if (!settings.is_array()) throw error("reference manifest.settings", summarize_json(settings), "an array of settings");
+  for (std::size_t i = 0; i < settings.size(); ++i) {
+    const std::string at = w + "settings[" + std::to_string(i) + "].";
+    manifest_setting s;
+    s.field = required<std::string>(settings[i], "field", at);
+    s.value = required<std::string>(settings[i], "value", at);
+    s.scope = scope_from_name(required<std::string>(settings[i], "scope", at), at + "scope");
+    for (const manifest_setting& seen : m.settings) {
+      if (seen.field == s.field) throw error("reference " + at + "field", "'" + s.field + "' (twice)", "unique fields");
+    }
+    m.settings.push_back(std::move(s));
+  }
+  m.policy = required<std::string>(j, "policy", w);
   m.compiler = required<std::string>(j, "compiler", w);
   m.compiler_flags = required<std::string>(j, "compiler_flags", w);
   m.hardware = required<std::string>(j, "hardware", w);
@@ -154,13 +223,41 @@ json body_json(const locked_reference& r) {
               {"label", r.label},
               {"loss_curve", r.loss_curve},
               {"scale_curve", r.scale_curve},
-              {"final_eval", {{"loss", r.final_eval.loss}, {"accuracy", r.final_eval.accuracy}, {"slices", slices}}},
+              {"final_eval",
+               {{"loss", r.final_eval.loss},
+                {"accuracy", r.final_eval.accuracy},
+                {"slices", slices},
+                {"rows",
+                 {{"loss", r.final_eval.rows.loss},
+                  {"correct", r.final_eval.rows.correct},
+                  {"slice", r.final_eval.rows.slice}}}}},
               {"probe_rows", r.probe_rows},
               {"probe_cols", r.probe_cols},
               {"probe_logits", r.probe_logits},
               {"weights_hash", hex64(r.weights_hash)},
               {"wall_seconds", r.wall_seconds},
               {"samples_per_second", r.samples_per_second}};
+}
+
+/// Per-prediction results line up with the slices: three arrays of one length, correctness 0 or 1, slice
+/// indices of existing slices, finite losses.
+void check_rows(const eval_metrics& e, const std::string& field) {
+  const eval_rows& r = e.rows;
+  const std::size_t n = r.loss.size();
+  if (r.correct.size() != n || r.slice.size() != n) {
+    throw error(field, std::to_string(n) + " losses, " + std::to_string(r.correct.size()) + " correctness flags, " +
+                           std::to_string(r.slice.size()) + " slice indices",
+                "three arrays of the same length");
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(r.loss[i]) || r.correct[i] > 1 || r.slice[i] < 0 ||
+        static_cast<std::size_t>(r.slice[i]) >= e.slices.size()) {
+      throw error(field + " [" + std::to_string(i) + "]",
+                  "loss " + std::to_string(r.loss[i]) + ", correct " + std::to_string(r.correct[i]) + ", slice " +
+                      std::to_string(r.slice[i]),
+                  "a finite loss, correct 0 or 1, a slice index below " + std::to_string(e.slices.size()));
+    }
+  }
 }
 
 bool all_finite(const std::vector<double>& v) {
@@ -183,35 +280,65 @@ build_environment current_environment() {
   e.compiler = "unknown compiler";
 #endif
   e.compiler_flags = inferred_flags();
+  e.float_flags = bit_changing_flags();
   e.hardware = cpu_model_name() + ", " + std::to_string(std::thread::hardware_concurrency()) + " logical cores";
   return e;
 }
 
-std::vector<manifest_difference> compare_manifests(const run_manifest& reference, const run_manifest& candidate) {
+const char* scope_name(manifest_scope s) noexcept {
+  switch (s) {
+    case manifest_scope::shared: return "shared";
+    case manifest_scope::reference_only: return "reference_only";
+    case manifest_scope::environment: return "environment";
+    case manifest_scope::label: return "label";
+  }
+  return "shared";
+}
+
+std::string manifest_number(double v) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest text that round-trips
+  return ec == std::errc{} ? std::string(buf, end) : std::string("?");
+}
+
+std::vector<manifest_difference> compare_manifests(const run_manifest& reference, const run_manifest& now,
+                                                   manifest_check check) {
   std::vector<manifest_difference> out;
-  for (const field_view& f : fields_of(reference, candidate)) {
-    const bool probe = std::string_view(f.name).rfind("probe_", 0) == 0;
+  for (const field_view& f : fields_of(reference, now)) {
+    if (f.scope == manifest_scope::label) continue;
+    if (f.scope == manifest_scope::reference_only && check == manifest_check::candidate) continue;
+    const bool probe = f.name.rfind("probe_logits.", 0) == 0;
     if (probe && (f.reference_value == "0" || f.candidate_value == "0")) continue;  // not known before a run
     if (f.reference_value != f.candidate_value) {
-      out.push_back({f.name, f.reference_value, f.candidate_value, f.identity});
+      const bool refuses = f.scope == manifest_scope::shared || f.scope == manifest_scope::reference_only;
+      out.push_back({f.name, f.reference_value, f.candidate_value, f.scope, refuses});
     }
   }
   std::stable_partition(out.begin(), out.end(), [](const manifest_difference& d) { return d.refuses; });
   return out;
 }
 
-void require_matching_manifest(const run_manifest& reference, const run_manifest& candidate) {
+void require_matching_manifest(const run_manifest& reference, const run_manifest& now, manifest_check check) {
+  const bool reuse = check == manifest_check::reuse;
   std::string what;
-  for (const manifest_difference& d : compare_manifests(reference, candidate)) {
+  std::size_t count = 0;
+  for (const manifest_difference& d : compare_manifests(reference, now, check)) {
     if (!d.refuses) continue;
+    ++count;
     if (!what.empty()) what += "; ";
-    what += d.field + ": reference '" + d.reference_value + "', candidate '" + d.candidate_value + "'";
+    what += d.field + ": reference '" + d.reference_value + "', " + (reuse ? "now" : "candidate") + " '" +
+            d.candidate_value + "'";
   }
-  if (!what.empty()) {
-    throw error("reference manifest", "different from the candidate run (" + what + ")",
-                "a reference locked from the same scenario, data, shapes and seeds (lock a new one in another "
-                "--out folder, or pass --relock)");
+  if (count == 0) return;
+  const std::string fields = "in " + std::to_string(count) + (count == 1 ? " field (" : " fields (") + what + ")";
+  if (reuse) {
+    throw error("locked reference", "different from this run " + fields,
+                "a run with the settings the reference was locked with; to lock a reference for these settings "
+                "pass --relock (the old reference is kept beside the new one) or use another --out folder");
   }
+  throw error("candidate run", "different from the reference " + fields,
+              "a candidate that shares the reference's model, data, seeds, steps, batch, optimizer and build "
+              "(only policy, rounding, scaler, faults and master weights may differ)");
 }
 
 locked_reference lock_reference(const run_result& run, const run_manifest& manifest) {
@@ -240,6 +367,7 @@ locked_reference lock_reference(const run_result& run, const run_manifest& manif
   for (const float z : run.probe_logits) {
     if (!std::isfinite(z)) throw error("reference probe logits", "non-finite", "finite golden logits");
   }
+  check_rows(run.final_eval, "reference per-prediction results");
   r.final_eval = run.final_eval;
   r.probe_logits = run.probe_logits;
   r.probe_rows = run.probe_rows;
@@ -280,18 +408,14 @@ std::string to_json_text(const locked_reference& ref) {
 }
 
 locked_reference reference_from_json_text(const std::string& text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw error("reference file", std::string("not valid JSON (") + e.what() + ")",
-                "a complete reference written by safeamp sim");
-  }
+  const json j = parse_json_input(text, "reference file", "reference.json");
   locked_reference r;
   r.format_version = required<int>(j, "format_version", "");
   if (r.format_version != reference_format_version) {
     throw error("reference format_version", std::to_string(r.format_version),
-                std::to_string(reference_format_version) + " (lock the reference again with this version)");
+                std::to_string(reference_format_version) +
+                    " (the file was written by another version of safeamp; lock the reference again with "
+                    "--relock, which keeps the old file beside the new one, or use another --out folder)");
   }
   r.reference_id = required<std::string>(j, "reference_id", "");
   r.locked_utc = required<std::string>(j, "locked_utc", "");
@@ -306,6 +430,11 @@ locked_reference reference_from_json_text(const std::string& text) {
     r.final_eval.slices.push_back({required<std::string>(s, "name", "slice."), required<std::int64_t>(s, "count", "slice."),
                                    required<double>(s, "loss", "slice."), required<double>(s, "accuracy", "slice.")});
   }
+  const json rows = required<json>(ev, "rows", "final_eval.");
+  r.final_eval.rows.loss = required<std::vector<float>>(rows, "loss", "final_eval.rows.");
+  r.final_eval.rows.correct = required<std::vector<std::uint8_t>>(rows, "correct", "final_eval.rows.");
+  r.final_eval.rows.slice = required<std::vector<std::int32_t>>(rows, "slice", "final_eval.rows.");
+  check_rows(r.final_eval, "reference final_eval.rows");
   r.probe_rows = required<std::int64_t>(j, "probe_rows", "");
   r.probe_cols = required<std::int64_t>(j, "probe_cols", "");
   r.probe_logits = required<std::vector<float>>(j, "probe_logits", "");
@@ -336,6 +465,51 @@ void write_reference(const std::filesystem::path& path, const locked_reference& 
 
 locked_reference read_reference(const std::filesystem::path& path) {
   return reference_from_json_text(read_whole_file(path));
+}
+
+std::filesystem::path keep_previous_reference(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  // The id and lock time name the file; read leniently (any format version, or none when damaged).
+  std::string id;
+  std::string locked;
+  try {
+    const json j = json::parse(read_whole_file(path));
+    if (j.is_object() && j.contains("reference_id") && j.at("reference_id").is_string()) {
+      id = j.at("reference_id").get<std::string>();
+    }
+    if (j.is_object() && j.contains("locked_utc") && j.at("locked_utc").is_string()) {
+      locked = j.at("locked_utc").get<std::string>();
+    }
+  } catch (const std::exception&) {
+    // a damaged (or oversized) file is kept under the unknown-id name
+  }
+  const auto safe = [](const std::string& text, const std::string& fallback) {
+    std::string out;
+    for (const char c : text) {
+      if (std::isalnum(static_cast<unsigned char>(c)) != 0) out += c;  // "2024-05-01T12:00:00Z" -> "20240501T120000Z"
+    }
+    return out.empty() ? fallback : out.substr(0, 40);  // an id is 16 hex digits, a time 16 characters
+  };
+  const std::string stem = "reference-" + safe(id, "unknown-id") + "-" + safe(locked, "unknown-time");
+  for (int n = 1; n < 10000; ++n) {
+    std::string name = stem;
+    if (n > 1) name.append("-").append(std::to_string(n));
+    const fs::path kept = path.parent_path() / name.append(".json");
+    std::error_code ec;
+    // A hard link (or, where the file system has none, a copy) never replaces an existing file.
+    fs::create_hard_link(path, kept, ec);
+    if (ec && ec != std::errc::file_exists && !fs::exists(kept)) {
+      ec.clear();
+      fs::copy_file(path, kept, fs::copy_options::none, ec);
+    }
+    if (!ec) return kept;
+    if (!fs::exists(kept)) {
+      throw error("previous reference " + path.string(), "not kept as " + kept.string() + " (" + ec.message() + ")",
+                  "a writable reference folder (the new reference was not written; the old one is unchanged)");
+    }
+  }
+  throw error("previous reference " + path.string(), "not kept (9999 kept references named " + stem + ")",
+              "a reference folder with fewer kept references");
 }
 
 }  // namespace safeamp::sim

@@ -152,39 +152,52 @@ std::string render_terminal_summary(const sim_summary& s) {
     const parity_check* logit = find_check(c.parity, "golden logits max abs");
     std::size_t slice_checks = 0;
     std::size_t slice_fails = 0;
+    std::size_t slice_undecided = 0;
     for (const parity_check& k : c.parity.checks) {
       if (k.name.rfind("slice ", 0) == 0) {
         ++slice_checks;
-        if (!k.passed) ++slice_fails;
+        if (k.status == verdict::fail) ++slice_fails;
+        if (k.status == verdict::inconclusive) ++slice_undecided;
       }
+    }
+    std::string slices = "ok";
+    if (slice_fails > 0) {
+      slices = std::to_string(slice_fails) + "/" + std::to_string(slice_checks) + " x";
+    } else if (slice_undecided > 0) {
+      slices = std::to_string(slice_undecided) + "/" + std::to_string(slice_checks) + " ?";
     }
     const std::string scaler_kind = c.scaler.substr(0, c.scaler.find(' '));
     std::string verdict = verdict_name(c.parity.outcome);
     if (c.expect != expectation::any) {
-      verdict += std::string(" (expected ") + (c.expect == expectation::pass ? "PASS" : "FAIL") +
-                 (c.as_expected ? ")" : ", NOT AS EXPECTED)");
+      std::string expected = expectation_name(c.expect);
+      for (char& ch : expected) ch = static_cast<char>(ch - 'a' + 'A');
+      verdict += " (expected " + expected + (c.as_expected ? ")" : ", NOT AS EXPECTED)");
     }
     o += pad(c.name, wn) + pad(c.parity.policy, 12) + pad(scaler_kind, 9) +
          pad(fmt("%.4f", e.loss) + fmt(" %+.1f%%", dl), 16) + pad(fmt("%.4f", e.accuracy) + fmt(" %+.1fpt", da), 16) +
          pad(curve ? fmt("%.1f%%", curve->value * 100.0) : "-", 8) + pad(logit ? fmt("%.3f", logit->value) : "-", 8) +
-         pad(slice_fails == 0 ? "ok" : std::to_string(slice_fails) + "/" + std::to_string(slice_checks) + " x", 8) +
+         pad(slices, 8) +
          pad(std::to_string(c.parity.skips.skipped), 8) +
          pad(scale_text(c.parity.skips.min_scale) + ".." + scale_text(c.parity.skips.max_scale), 14) + verdict + "\n";
   }
   o += "\n  loss/accuracy: final held-out, change vs reference; curve: mean gap of the smoothed training loss;\n"
-       "  logits: max |error| / rms of the golden probe logits; slices: failing slice checks.\n\n";
+       "  logits: max |error| / rms of the golden probe logits; slices: failing (x) or undecided (?) slice checks.\n\n";
   for (const candidate_outcome& c : s.candidates) {
-    const parity_tolerances& t = c.parity.tolerances;
-    o += c.name + ": tolerances loss " + fmt("%.3g", t.loss_rel) + " rel, accuracy " + fmt("%.3g", t.accuracy_abs) +
-         ", curve " + fmt("%.3g", t.curve_gap_rel) + ", logits " + fmt("%.3g", t.logit_abs) + "/" +
-         fmt("%.3g", t.logit_rel) + "\n";
+    const auto limit = [&c](std::string_view prefix) {
+      const parity_check* k = find_check(c.parity, prefix);
+      return k ? fmt("%.3g", k->limit) : std::string("-");
+    };
+    o += c.name + ": limits loss " + limit("held-out loss") + " rel, accuracy " + limit("held-out accuracy") +
+         ", curve " + limit("loss-curve gap") + ", logits " + limit("golden logits max abs") + "/" +
+         limit("golden logits max rel") + ", skipped " + limit("skipped steps") + "\n";
     if (!c.faults.empty()) o += "  faults: " + c.faults + "\n";
     if (c.parity.skips.skipped > 0) {
       o += "  skipped " + std::to_string(c.parity.skips.skipped) + " step(s) at " +
            steps_list(c.parity.skips.steps, 12) + "\n";
     }
-    if (c.parity.outcome == verdict::fail) {
-      for (const std::string& r : c.parity.reasons) o += "  FAIL " + r + "\n";
+    for (const std::string& r : c.parity.reasons) o += "  FAIL " + r + "\n";
+    for (const std::string& r : c.parity.undecided) o += "  INCONCLUSIVE " + r + "\n";
+    if (c.parity.outcome != verdict::pass) {
       o += "  -> run instead: " + c.decision.run_instead + " [" + c.decision.source + "]\n";
     }
   }
@@ -204,8 +217,10 @@ std::string render_summary_json(const sim_summary& s) {
       checks.push_back({{"name", k.name},
                         {"value", number_or_text(k.value)},
                         {"limit", number_or_text(k.limit)},
-                        {"passed", k.passed},
-                        {"detail", k.detail}});
+                        {"status", verdict_name(k.status)},
+                        {"detail", k.detail},
+                        {"basis", k.basis},
+                        {"undecided", k.undecided}});
     }
     json slices = json::array();
     for (const slice_metrics& sl : c.run.final_eval.slices) {
@@ -220,6 +235,7 @@ std::string render_summary_json(const sim_summary& s) {
                      {"expected", expectation_name(c.expect)},
                      {"as_expected", c.as_expected},
                      {"reasons", c.parity.reasons},
+                     {"undecided", c.parity.undecided},
                      {"run_instead", c.decision.run_instead},
                      {"fallback_source", c.decision.source},
                      {"held_out_loss", number_or_text(c.run.final_eval.loss)},

@@ -12,6 +12,15 @@
 namespace safeamp::sim {
 namespace {
 
+const char* status_class(verdict v) {
+  switch (v) {
+    case verdict::pass: return "pass";
+    case verdict::inconclusive: return "inconclusive";
+    case verdict::fail: return "fail";
+  }
+  return "fail";
+}
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -127,7 +136,11 @@ std::string section_slices(const sim_summary& s) {
   for (const std::string& b : acc.bars) out += th(b + " loss / acc");
   out += "</tr>\n";
   for (std::size_t g = 0; g < acc.groups.size(); ++g) {
-    out += "<tr>" + td(acc.groups[g]) + td(std::to_string(s.reference.final_eval.slices[g].count));
+    const std::int64_t n = s.reference.final_eval.slices[g].count;
+    out += "<tr>" + td(acc.groups[g]) +
+           td(std::to_string(n) + (n < gate_min_samples ? " (too small to judge: the gate needs " +
+                                                              std::to_string(gate_min_samples) + ")"
+                                                        : ""));
     for (std::size_t b = 0; b < acc.bars.size(); ++b) {
       out += td(fmt("%.4f", loss.values[b][g]) + " / " + fmt("%.4f", acc.values[b][g]));
     }
@@ -147,19 +160,21 @@ std::string section_verdicts(const sim_summary& s) {
     const bool pass = k.parity.outcome == verdict::pass;
     out += "<tr>" + td(k.name) + td(k.parity.policy) + td(k.scaler) + td(k.faults) +
            td(fmt("%.4f", k.run.final_eval.loss)) + td(fmt("%.4f", k.run.final_eval.accuracy)) +
-           td(std::to_string(k.parity.skips.skipped)) + "<td class=\"" + (pass ? "pass" : "fail") + "\">" +
+           td(std::to_string(k.parity.skips.skipped)) + "<td class=\"" + status_class(k.parity.outcome) + "\">" +
            verdict_name(k.parity.outcome) + "</td>" +
            td(std::string(expectation_name(k.expect)) + (k.as_expected ? "" : " (NOT AS EXPECTED)")) +
            td(pass ? "" : k.decision.run_instead + " [" + k.decision.source + "]") + "</tr>\n";
   }
   out += "</table>\n<h3>Checks</h3>\n";
   for (const candidate_outcome& k : s.candidates) {
-    out += "<details" + std::string(k.parity.outcome == verdict::fail ? " open" : "") + "><summary>" +
+    out += "<details" + std::string(k.parity.outcome != verdict::pass ? " open" : "") + "><summary>" +
            html_escape(k.name) + ": " + verdict_name(k.parity.outcome) + "</summary>\n<table><tr>" + th("check") +
-           th("value") + th("limit") + th("") + th("detail") + "</tr>\n";
+           th("value") + th("limit") + th("") + th("measured") + th("limit from") + "</tr>\n";
     for (const parity_check& c : k.parity.checks) {
+      const char* mark = c.status == verdict::pass ? "ok" : verdict_name(c.status);
       out += "<tr>" + td(c.name) + td(fmt("%.4g", c.value)) + td(fmt("%.4g", c.limit)) + "<td class=\"" +
-             (c.passed ? "pass\">ok" : "fail\">FAIL") + "</td>" + td(c.detail) + "</tr>\n";
+             status_class(c.status) + "\">" + mark + "</td>" +
+             td(c.detail + (c.undecided.empty() ? "" : "; undecided: " + c.undecided)) + td(c.basis) + "</tr>\n";
     }
     out += "</table></details>\n";
   }
@@ -230,7 +245,7 @@ std::string render_html_report(const sim_summary& s) {
       "</title>\n<style>\nbody{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}\n"
       "table{border-collapse:collapse;margin:8px 0 16px}\nth,td{border:1px solid #ccc;padding:3px 8px;"
       "text-align:left;font-size:13px}\nth{background:#f2f2f2}\n.pass{color:#1a7f37;font-weight:bold}\n"
-      ".fail{color:#c62828;font-weight:bold}\nsvg{display:block;margin:8px 0}\n</style>\n</head>\n<body>\n";
+      ".fail{color:#c62828;font-weight:bold}\n.inconclusive{color:#b26a00;font-weight:bold}\nsvg{display:block;margin:8px 0}\n</style>\n</head>\n<body>\n";
   h += "<h1>safeamp sim: " + html_escape(s.scenario) + "</h1>\n";
   if (!s.description.empty()) h += "<p>" + html_escape(s.description) + "</p>\n";
   bool all_expected = true;

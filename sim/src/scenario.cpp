@@ -12,6 +12,7 @@
 #include "safeamp/policy/precision_policy.hpp"
 #include "safeamp/scaling/scaler_presets.hpp"
 #include "safeamp/scaling/scaler_validate.hpp"
+#include "safeamp/sim/json_input.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
@@ -21,11 +22,8 @@ using json = nlohmann::json;
 
 std::string type_name(const json& j) { return j.type_name(); }
 
-std::string short_dump(const json& j) {
-  std::string s = j.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+/// A bounded description of a value for error messages (never serialises unbounded input).
+std::string short_dump(const json& j) { return summarize_json(j); }
 
 /// Reads one JSON object: refuses keys outside `keys` (with a suggestion) and values of the wrong type
 /// or outside their range, naming the full key path.
@@ -72,11 +70,24 @@ class object_reader {
     const json& v = at(key);
     const std::string accepted = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
     if (!v.is_number()) throw error(where(key), short_dump(v), accepted);
-    const double x = v.get<double>();
-    if (!(x >= static_cast<double>(lo) && x <= static_cast<double>(hi)) || std::floor(x) != x) {
-      throw error(where(key), short_dump(v), accepted);
+    std::int64_t i = 0;
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        throw error(where(key), short_dump(v), accepted);
+      }
+      i = static_cast<std::int64_t>(u);
+    } else if (v.is_number_integer()) {
+      i = v.get<std::int64_t>();
+    } else {
+      // A float: whole and inside int64's range before converting (2^63 itself is out of range, although
+      // double(INT64_MAX) rounds up to it).
+      const double x = v.get<double>();
+      if (!(x >= -0x1p63 && x < 0x1p63) || std::floor(x) != x) throw error(where(key), short_dump(v), accepted);
+      i = static_cast<std::int64_t>(x);
     }
-    return v.is_number_integer() ? v.get<std::int64_t>() : static_cast<std::int64_t>(x);
+    if (i < lo || i > hi) throw error(where(key), short_dump(v), accepted);
+    return i;
   }
 
   [[nodiscard]] bool boolean(const char* key, bool fallback) const {
@@ -118,7 +129,7 @@ constexpr double huge = std::numeric_limits<double>::max();
 tolerance_overrides parse_tolerances(const json& j, const std::string& path) {
   const object_reader r(j, path,
                         {"loss_rel", "accuracy_abs", "curve_gap_rel", "logit_abs", "logit_rel", "slice_loss_rel",
-                         "slice_accuracy_abs"});
+                         "slice_accuracy_abs", "max_skip_fraction"});
   tolerance_overrides o;
   const auto get = [&r](const char* key, std::optional<double>& out) {
     if (r.has(key)) out = r.number(key, 0.0, 0.0, huge, "a finite number >= 0");
@@ -130,6 +141,9 @@ tolerance_overrides parse_tolerances(const json& j, const std::string& path) {
   get("logit_rel", o.logit_rel);
   get("slice_loss_rel", o.slice_loss_rel);
   get("slice_accuracy_abs", o.slice_accuracy_abs);
+  if (r.has("max_skip_fraction")) {
+    o.max_skip_fraction = r.number("max_skip_fraction", 0.0, 0.0, 1.0, "a fraction in [0, 1]");
+  }
   return o;
 }
 
@@ -144,6 +158,7 @@ tolerance_overrides merge(tolerance_overrides base, const tolerance_overrides& t
   m(base.logit_rel, top.logit_rel);
   m(base.slice_loss_rel, top.slice_loss_rel);
   m(base.slice_accuracy_abs, top.slice_accuracy_abs);
+  m(base.max_skip_fraction, top.max_skip_fraction);
   return base;
 }
 
@@ -312,7 +327,10 @@ candidate_spec parse_candidate(const json& j, const std::string& path, std::int6
   if (r.has("master_weights")) c.master_weights = r.boolean("master_weights", false);
   if (r.has("faults")) c.faults = parse_faults(r.at("faults"), r.where("faults"), steps);
   c.expect = r.choice<expectation>("expect", expectation::pass,
-                                   {{"pass", expectation::pass}, {"fail", expectation::fail}, {"any", expectation::any}});
+                                   {{"pass", expectation::pass},
+                                    {"fail", expectation::fail},
+                                    {"inconclusive", expectation::inconclusive},
+                                    {"any", expectation::any}});
   if (r.has("tolerances")) c.tolerances = parse_tolerances(r.at("tolerances"), r.where("tolerances"));
   return c;
 }
@@ -323,9 +341,20 @@ const char* expectation_name(expectation e) noexcept {
   switch (e) {
     case expectation::pass: return "pass";
     case expectation::fail: return "fail";
+    case expectation::inconclusive: return "inconclusive";
     case expectation::any: return "any";
   }
   return "any";
+}
+
+bool meets_expectation(expectation e, verdict v) noexcept {
+  switch (e) {
+    case expectation::pass: return v == verdict::pass;
+    case expectation::fail: return v == verdict::fail;
+    case expectation::inconclusive: return v == verdict::inconclusive;
+    case expectation::any: return true;
+  }
+  return false;
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -359,13 +388,7 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 }
 
 scenario parse_scenario(std::string_view text, std::string_view source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw error("scenario " + std::string(source), std::string("not valid JSON (") + e.what() + ")",
-                "a JSON object (see scenarios/*.json)");
-  }
+  const json j = parse_json_input(text, "scenario", source);
   const object_reader r(j, "",
                         {"name", "description", "model", "data", "training", "reference", "candidates", "tolerances",
                          "baselines", "cost"});
@@ -457,52 +480,170 @@ run_config candidate_config(const scenario& s, const candidate_spec& cand) {
   return c;
 }
 
+namespace {
+
+std::string rounding_name(rounding r) {
+  switch (r) {
+    case rounding::nearest_even: return "nearest_even";
+    case rounding::toward_zero: return "toward_zero";
+    case rounding::toward_pos_inf: return "toward_pos_inf";
+    case rounding::toward_neg_inf: return "toward_neg_inf";
+    case rounding::stochastic: return "stochastic";
+  }
+  return "?";
+}
+
+std::string master_weights_name(master_weights_mode m) {
+  switch (m) {
+    case master_weights_mode::from_policy: return "from_policy";
+    case master_weights_mode::on: return "on";
+    case master_weights_mode::off: return "off";
+  }
+  return "?";
+}
+
+std::string scaler_setting(const scaler_choice& sc) {
+  switch (sc.kind) {
+    case scaler_kind::none: return "none";
+    case scaler_kind::static_scale: return "static scale=" + manifest_number(sc.static_scale);
+    case scaler_kind::dynamic: {
+      const scaler_config& d = sc.dynamic;
+      return "dynamic init_scale=" + manifest_number(d.init_scale) +
+             " growth_factor=" + manifest_number(d.growth_factor) +
+             " backoff_factor=" + manifest_number(d.backoff_factor) +
+             " growth_interval=" + std::to_string(d.growth_interval) + " hysteresis=" + std::to_string(d.hysteresis) +
+             " min_scale=" + manifest_number(d.min_scale) + " max_scale=" + manifest_number(d.max_scale) +
+             " max_overflows_at_min=" + std::to_string(d.max_overflows_at_min);
+    }
+  }
+  return "?";
+}
+
+/// "0-39" for a run of consecutive steps, "3,7" otherwise (in the order given).
+std::string step_list(const std::vector<std::int64_t>& steps) {
+  std::string out;
+  for (std::size_t i = 0; i < steps.size();) {
+    std::size_t j = i;
+    while (j + 1 < steps.size() && steps[j + 1] == steps[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(steps[i]);
+    if (j > i) out.append("-").append(std::to_string(steps[j]));
+    i = j + 1;
+  }
+  return out;
+}
+
+/// The fault kind as the scenario file spells it ("gradient_inf").
+std::string fault_setting_name(fault_kind k) {
+  switch (k) {
+    case fault_kind::gradient_inf: return "gradient_inf";
+    case fault_kind::gradient_nan: return "gradient_nan";
+    case fault_kind::loss_spike: return "loss_spike";
+    case fault_kind::tiny_loss: return "tiny_loss";
+    case fault_kind::input_nan: return "input_nan";
+  }
+  return "?";
+}
+
+std::string faults_setting(const std::vector<fault_spec>& faults) {
+  if (faults.empty()) return "none";
+  std::string out;
+  for (const fault_spec& f : faults) {
+    if (!out.empty()) out += "; ";
+    out += fault_setting_name(f.kind) + " factor=" + manifest_number(f.factor) + " target='" + f.target +
+           "' steps=" + step_list(f.steps);
+  }
+  return out;
+}
+
+}  // namespace
+
 run_manifest manifest_for(const scenario& s, const run_config& c) {
+  using enum manifest_scope;
   run_manifest m;
   m.scenario = s.name;
+  const auto set = [&m](std::string field, std::string value, manifest_scope scope = shared) {
+    m.settings.push_back({std::move(field), std::move(value), scope});
+  };
+  const auto num = [](double v) { return manifest_number(v); };
+  const auto integer = [](std::int64_t v) { return std::to_string(v); };
+  // Model: the kind and every shape of that kind.
+  set("model.kind", to_string(c.model));
   std::string data_bytes;
   if (c.model == model_kind::transformer) {
     const auto& t = c.transformer;
-    m.model = "transformer context=" + std::to_string(t.context) + " width=" + std::to_string(t.width) +
-              " heads=" + std::to_string(t.heads) + " layers=" + std::to_string(t.layers) +
-              " ffn_multiplier=" + std::to_string(t.ffn_multiplier);
-    std::string corpus;
-    try {
-      corpus = read_whole_file(c.data.corpus_path);
-    } catch (const error&) {
-      throw error("data.corpus_path", "'" + c.data.corpus_path + "' (cannot be read)", "a readable text file");
-    }
+    set("model.context", integer(t.context));
+    set("model.width", integer(t.width));
+    set("model.heads", integer(t.heads));
+    set("model.layers", integer(t.layers));
+    set("model.ffn_multiplier", integer(t.ffn_multiplier));
+    m.model = "transformer context=" + integer(t.context) + " width=" + integer(t.width) +
+              " heads=" + integer(t.heads) + " layers=" + integer(t.layers) +
+              " ffn_multiplier=" + integer(t.ffn_multiplier);
+    const std::string corpus = read_input_file(c.data.corpus_path, "data.corpus_path");
+    set("data.corpus_path", c.data.corpus_path);
+    set("data.corpus_bytes", std::to_string(corpus.size()));
+    set("data.eval_fraction", num(c.data.eval_fraction));
     m.data = "corpus " + c.data.corpus_path + " (" + std::to_string(corpus.size()) +
-             " bytes) eval_fraction=" + std::to_string(c.data.eval_fraction) +
-             " eval_samples=" + std::to_string(c.data.eval_samples);
-    data_bytes = corpus + "|" + m.data;
+             " bytes) eval_fraction=" + num(c.data.eval_fraction) + " eval_samples=" + integer(c.data.eval_samples);
+    data_bytes = corpus;
   } else {
     const auto& p = c.mlp;
-    m.model = "mlp input_dim=" + std::to_string(p.input_dim) + " hidden_dim=" + std::to_string(p.hidden_dim) +
-              " hidden_layers=" + std::to_string(p.hidden_layers) + " classes=" + std::to_string(p.classes) +
+    set("model.input_dim", integer(p.input_dim));
+    set("model.hidden_dim", integer(p.hidden_dim));
+    set("model.hidden_layers", integer(p.hidden_layers));
+    set("model.classes", integer(p.classes));
+    set("model.activation", p.activation == activation_kind::gelu ? "gelu" : "relu");
+    m.model = "mlp input_dim=" + integer(p.input_dim) + " hidden_dim=" + integer(p.hidden_dim) +
+              " hidden_layers=" + integer(p.hidden_layers) + " classes=" + integer(p.classes) +
               " activation=" + (p.activation == activation_kind::gelu ? "gelu" : "relu");
-    m.data = "gaussian clusters train=" + std::to_string(c.data.train_samples) +
-             " eval=" + std::to_string(c.data.eval_samples) + " spread=" + std::to_string(c.data.cluster_spread) +
-             " input_scale=" + std::to_string(c.data.input_scale);
-    data_bytes = m.data;
+    set("data.train_samples", integer(c.data.train_samples));
+    set("data.cluster_spread", num(c.data.cluster_spread));
+    set("data.input_scale", num(c.data.input_scale));
+    m.data = "gaussian clusters train=" + integer(c.data.train_samples) + " eval=" + integer(c.data.eval_samples) +
+             " spread=" + num(c.data.cluster_spread) + " input_scale=" + num(c.data.input_scale);
   }
-  m.data_fingerprint = hex64(fnv1a64(data_bytes + "|seed=" + std::to_string(c.data.seed)));
+  set("data.eval_samples", integer(c.data.eval_samples));
+  set("data.probe_rows", integer(c.data.probe_rows));  // known before the run, unlike probe_logits.rows
+  // Training and optimizer: every hyper-parameter, whether or not this optimizer kind reads it (a changed
+  // value the run ignores refuses too, which is cheaper than missing one it reads).
+  set("training.clip_norm", num(c.clip_norm));
+  set("training.loss_multiplier", num(s.loss_multiplier));
+  set("training.loss_weight", num(c.loss_weight));
+  const optimizer_config& o = c.optimizer;
+  set("optimizer.kind", to_string(o.kind));
+  set("optimizer.learning_rate", num(o.learning_rate));
+  set("optimizer.momentum", num(o.momentum));
+  set("optimizer.beta1", num(o.beta1));
+  set("optimizer.beta2", num(o.beta2));
+  set("optimizer.epsilon", num(o.epsilon));
+  set("optimizer.weight_decay", num(o.weight_decay));
+  set("optimizer.stochastic_write_back", o.stochastic_write_back ? "true" : "false");
+  // The run's own numerics: a candidate sets its own, so these refuse only the reuse of a lock.
+  set("optimizer.master_weights", master_weights_name(o.master_weights), reference_only);
+  set("rounding.mode", rounding_name(c.rounding.mode), reference_only);
+  set("rounding.overflow", c.rounding.on_overflow == overflow::saturate ? "saturate" : "to_infinity", reference_only);
+  set("rounding.flush_subnormals", c.rounding.flush_subnormals ? "true" : "false", reference_only);
+  set("reference.scaler", scaler_setting(c.scaler), reference_only);
+  set("reference.faults", faults_setting(c.faults), reference_only);  // the loss multiplier is a tiny_loss fault
+  m.optimizer = to_string(o.kind) + " lr=" + num(o.learning_rate) + " clip=" + num(c.clip_norm) +
+                " loss_multiplier=" + num(s.loss_multiplier);
+
+  std::string data_settings;
+  for (const manifest_setting& x : m.settings) {
+    if (x.field.rfind("data.", 0) == 0) data_settings += "|" + x.field + "=" + x.value;
+  }
+  m.data_fingerprint = hex64(fnv1a64(data_bytes + data_settings + "|seed=" + std::to_string(c.data.seed)));
   m.seed = c.seed;
   m.data_seed = c.data.seed;
   m.steps = c.steps;
   m.batch_size = c.batch_size;
-  char lr[32];
-  std::snprintf(lr, sizeof lr, "%g", c.optimizer.learning_rate);
-  char mult[32];
-  std::snprintf(mult, sizeof mult, "%g", s.loss_multiplier);
-  char clip[32];
-  std::snprintf(clip, sizeof clip, "%g", c.clip_norm);
-  m.optimizer = to_string(c.optimizer.kind) + " lr=" + lr + " clip=" + clip + " loss_multiplier=" + mult;
   m.probe_rows = 0;  // 0: known only after the run (lock_reference and the tool fill them in)
   m.probe_cols = 0;
-  m.policy = policy_label(c.policy);
+  m.policy = to_string(c.policy);
   const build_environment env = current_environment();
   m.library_version = env.library_version;
+  m.float_flags = env.float_flags;
   m.compiler = env.compiler;
   m.compiler_flags = env.compiler_flags;
   m.hardware = env.hardware;
@@ -510,8 +651,8 @@ run_manifest manifest_for(const scenario& s, const run_config& c) {
   return m;
 }
 
-parity_tolerances tolerances_for(const scenario& s, const candidate_spec& c) {
-  return apply_overrides(default_tolerances(coarsest_format(c.policy)), merge(s.tolerances, c.tolerances));
+gate_tolerances tolerances_for(const scenario& s, const candidate_spec& c) {
+  return gate_tolerances_for(coarsest_format(c.policy), merge(s.tolerances, c.tolerances));
 }
 
 }  // namespace safeamp::sim

@@ -8,7 +8,7 @@ namespace safeamp::sim {
 std::string_view default_scenario_json() noexcept {
   return R"json({
   "name": "default",
-  "description": "Small transformer on /usr/share/common-licenses/GPL-3 with a small-loss objective: fp16 without loss scaling loses its gradients to underflow; dynamic scaling and bf16 keep parity with fp32. The injected-overflow run skips 4 updates, so its trajectory and golden logits legitimately move: its logit tolerance is declared looser, every other check keeps fp16's defaults.",
+  "description": "Small transformer on /usr/share/common-licenses/GPL-3 with a small-loss objective: fp16 without loss scaling loses its gradients to underflow; dynamic scaling and bf16 keep parity with fp32. The injected-overflow run skips 4 updates, so its trajectory and golden logits legitimately move (measured: max error 0.51 rms, 0.33 relative): its logit limits are declared looser (0.75 and 0.35), still below half of what all-zero logits would show (1.68 and 0.385), so both checks decide; every other check keeps fp16's derived limits.",
   "model": {"kind": "transformer", "context": 32, "width": 32, "heads": 2, "layers": 2, "ffn_multiplier": 4},
   "data": {"seed": 1, "corpus_path": "/usr/share/common-licenses/GPL-3", "eval_fraction": 0.1,
            "eval_samples": 64, "probe_rows": 2},
@@ -23,7 +23,7 @@ std::string_view default_scenario_json() noexcept {
     {"name": "fp16-mixed injected overflows", "policy": "fp16-mixed",
      "scaler": {"kind": "dynamic", "preset": "pytorch", "growth_interval": 50},
      "faults": [{"kind": "gradient_inf", "steps": [40, 41, 90]}, {"kind": "loss_spike", "steps": [120], "factor": 1e6}],
-     "tolerances": {"logit_abs": 1.0, "logit_rel": 1.0}}
+     "tolerances": {"logit_abs": 0.75, "logit_rel": 0.35}}
   ],
   "baselines": ["bf16-mixed", "fp32"],
   "cost": {"dollars_per_hour": 0.10}

@@ -139,6 +139,11 @@ eval_metrics evaluate(exec_context& ctx, const precision_policy& pol, model& m, 
                                      .loss = count[s] > 0 ? loss_sum[s] / c : 0.0,
                                      .accuracy = count[s] > 0 ? right[s] / c : 0.0});
   }
+  // Every prediction, for the gate's paired comparison.
+  e.rows.loss = r.row_loss;
+  e.rows.slice.assign(b.slices.begin(), b.slices.end());
+  e.rows.correct.resize(r.row_loss.size());
+  for (std::size_t i = 0; i < r.row_loss.size(); ++i) e.rows.correct[i] = r.predicted[i] == b.targets[i] ? 1 : 0;
   return e;
 }
 

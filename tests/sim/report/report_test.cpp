@@ -112,6 +112,49 @@ TEST_CASE("the HTML report is self-contained and shows every section") {
   CHECK(h.find("fixture <scenario>") == std::string::npos);
 }
 
+TEST_CASE("an INCONCLUSIVE candidate: terminal, JSON and HTML say which checks could not decide and why") {
+  sim_summary s = fixtures::make_summary();
+  // Move all but 12 predictions of slice d into slice c, in the reference and in the passing candidate:
+  // slice d becomes too small to judge.
+  const auto shrink = [](eval_metrics& e) {
+    for (std::size_t i = 312; i < 400; ++i) e.rows.slice[i] = 2;
+    fixtures::summarize(e);
+  };
+  shrink(s.reference.final_eval);
+  candidate_outcome& good = s.candidates[1];
+  shrink(good.run.final_eval);
+  good.parity = evaluate_parity(s.reference, good.run, gate_tolerances_for(safeamp::fp16));
+  REQUIRE(good.parity.outcome == verdict::inconclusive);
+  good.as_expected = meets_expectation(good.expect, good.parity.outcome);
+  CHECK_FALSE(good.as_expected);
+  good.decision = decide_fallback(good.parity, {"fp32"}, {s.candidates[0].parity, good.parity}, std::nullopt, "fp32");
+
+  const std::string t = render_terminal_summary(s);
+  CHECK(t.find("INCONCLUSIVE (expected PASS, NOT AS EXPECTED)") != std::string::npos);
+  CHECK(t.find("INCONCLUSIVE slice d accuracy (drop): 12 predictions: too small to judge") != std::string::npos);
+  CHECK(t.find("2/8 ?") != std::string::npos);  // slice column: 2 of 8 slice checks undecided
+  CHECK(t.find("some verdicts differ from what the scenario expects") != std::string::npos);
+
+  const auto j = nlohmann::json::parse(render_summary_json(s));
+  CHECK(j["candidates"][1]["verdict"] == "INCONCLUSIVE");
+  CHECK(j["candidates"][1]["undecided"].size() == 2);
+  bool found = false;
+  for (const auto& c : j["candidates"][1]["checks"]) {
+    if (c["name"] == "slice d loss (rel. increase)") {
+      found = true;
+      CHECK(c["status"] == "INCONCLUSIVE");
+      CHECK(c["undecided"].get<std::string>().find("too small") != std::string::npos);
+      CHECK_FALSE(c["basis"].get<std::string>().empty());
+    }
+  }
+  CHECK(found);
+
+  const std::string h = render_html_report(s);
+  CHECK(h.find("class=\"inconclusive\">INCONCLUSIVE") != std::string::npos);
+  CHECK(h.find("12 (too small to judge") != std::string::npos);  // the slice table
+  CHECK(h.find("limit from") != std::string::npos);
+}
+
 TEST_CASE("svg charts: polylines per series, breaks at non-finite values, log2 ticks") {
   svg_line_chart c;
   c.title = "t";

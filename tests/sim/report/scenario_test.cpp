@@ -46,8 +46,8 @@ TEST_CASE("the embedded default scenario parses and says what it expects") {
   CHECK_FALSE(s.candidates[3].faults.empty());
   CHECK(s.baselines == std::vector<std::string>{"bf16-mixed", "fp32"});
   // Candidate tolerances come from the coarsest format: fp16 for the fp16 runs, bf16 for bf16-mixed.
-  CHECK(tolerances_for(s, s.candidates[0]) == default_tolerances(safeamp::fp16));
-  CHECK(tolerances_for(s, s.candidates[2]) == default_tolerances(safeamp::bf16));
+  CHECK(tolerances_for(s, s.candidates[0]).terms == default_tolerances(safeamp::fp16));
+  CHECK(tolerances_for(s, s.candidates[2]).terms == default_tolerances(safeamp::bf16));
 }
 
 TEST_CASE("configurations: the loss multiplier is a tiny_loss fault at every step of every run") {

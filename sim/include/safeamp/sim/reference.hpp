@@ -1,6 +1,6 @@
 // The locked fp32 reference: what an fp32 run of a scenario produced (loss curve, held-out metrics and
 // slices, golden logits of the probe batch) plus a manifest saying exactly what ran where. It is written
-// atomically, versioned, and refused for a candidate whose run identity (data, shapes, seeds) differs.
+// atomically, versioned, and refused when anything that changes the run's numbers differs.
 #pragma once
 
 #include <cstdint>
@@ -12,41 +12,75 @@
 
 namespace safeamp::sim {
 
-/// Version of the reference file layout; a file with another version is refused.
-inline constexpr int reference_format_version = 1;
+/// Version of the reference file layout; a file with another version is refused. 2: every setting that
+/// changes the reference's numbers is in the manifest, one field each, with its scope.
+inline constexpr int reference_format_version = 2;
 
-/// What ran and where. Identity fields must match between a reference and a candidate (else the
-/// comparison is meaningless and is refused); environment fields are recorded and reported.
+/// Which comparisons a manifest field takes part in.
+enum class manifest_scope : std::uint8_t {
+  shared,          // the same for every run of a scenario (model, data, seeds, steps, optimizer, build):
+                   // compared when a lock is reused and for every candidate
+  reference_only,  // the reference run's own numerics (policy, rounding, scaler, faults, master weights):
+                   // compared when a lock is reused; a candidate legitimately differs
+  environment,     // recorded and reported, never refused (compiler, hardware, threads)
+  label,           // recorded only (the scenario's name: a renamed scenario may reuse its lock)
+};
+[[nodiscard]] const char* scope_name(manifest_scope s) noexcept;  // "shared", "reference_only", ...
+
+/// What a manifest is compared for: reusing a locked reference for this run, or checking that a candidate
+/// run is comparable with the reference.
+enum class manifest_check : std::uint8_t { reuse, candidate };
+
+/// One scenario setting: a dotted name as in the scenario file ("optimizer.beta2") and its canonical
+/// text (numbers in the shortest form that reads back to the same double, see manifest_number).
+struct manifest_setting {
+  std::string field;
+  std::string value;
+  manifest_scope scope = manifest_scope::shared;
+  friend bool operator==(const manifest_setting&, const manifest_setting&) = default;
+};
+
+/// What ran and where. The typed members are the ones the report shows; `settings` holds every other
+/// hyper-parameter, one field each. Each field's scope says where it refuses (manifest_scope).
 struct run_manifest {
-  std::string scenario;          // scenario name (recorded, not compared: a renamed scenario may reuse it)
-  // identity
-  std::string model;             // model and every shape, e.g. "transformer layers=2 heads=2 d_model=32 ..."
-  std::string data;              // dataset / corpus description
-  std::string data_fingerprint;  // FNV-1a of the data description and contents (hex)
-  std::uint64_t seed = 0;        // model init + batch order
+  std::string scenario;  // label: recorded, not compared
+  // Summaries for the report (recorded, not compared: every part of them is a field below).
+  std::string model;      // e.g. "mlp input_dim=16 hidden_dim=32 hidden_layers=1 classes=4 activation=gelu"
+  std::string data;       // dataset / corpus description
+  std::string optimizer;  // e.g. "adamw lr=0.003 clip=1"
+  // shared
+  std::string data_fingerprint;  // FNV-1a of the data's bytes and settings (hex)
+  std::uint64_t seed = 0;        // model init + batch order + stochastic rounding
   std::uint64_t data_seed = 0;   // dataset generation / split
   std::int64_t steps = 0;
   std::int64_t batch_size = 0;
-  std::string optimizer;         // e.g. "adamw lr=0.003 clip=1"
-  std::int64_t probe_rows = 0;   // shape of the probe logits; 0 = not known yet (before the run)
+  std::int64_t probe_rows = 0;  // shape of the probe logits; 0 = not known yet (before the run)
   std::int64_t probe_cols = 0;
-  // environment
-  std::string policy;            // policy of the run that produced the file ("fp32" for a reference)
   std::string library_version;
+  std::string float_flags;                 // the build flags that change bits (see build_environment)
+  std::vector<manifest_setting> settings;  // model.*, data.*, training.*, optimizer.*, rounding.*, reference.*
+  // reference_only
+  std::string policy;  // to_string(policy), which parse_policy reads back to the same policy
+  // environment
   std::string compiler;
   std::string compiler_flags;
   std::string hardware;
-  std::int64_t threads = 1;
+  std::int64_t threads = 1;  // results are bit-identical for any thread count (engine determinism test)
 
   friend bool operator==(const run_manifest&, const run_manifest&) = default;
 };
 
+/// `v` in the shortest decimal text that reads back to the same double ("0.999", "1e-08").
+[[nodiscard]] std::string manifest_number(double v);
+
 /// The build and machine this process runs on: library version, compiler, flags (inferred from the
-/// predefined macros: optimisation, NDEBUG, vector ISA), CPU model and core count.
+/// predefined macros: optimisation, NDEBUG, vector ISA), the subset of them that changes bits
+/// (-ffast-math, -ffinite-math-only), CPU model and core count.
 struct build_environment {
   std::string library_version;
   std::string compiler;
   std::string compiler_flags;
+  std::string float_flags;
   std::string hardware;
 };
 [[nodiscard]] build_environment current_environment();
@@ -55,17 +89,19 @@ struct build_environment {
 struct manifest_difference {
   std::string field;
   std::string reference_value;
-  std::string candidate_value;
-  bool refuses = false;  // true for identity fields
+  std::string candidate_value;  // the value of the run compared with the reference (this run, or a candidate)
+  manifest_scope scope = manifest_scope::shared;
+  bool refuses = false;  // true when this field's scope refuses in this comparison
 };
 
-/// Every differing field, identity fields first.
-[[nodiscard]] std::vector<manifest_difference> compare_manifests(const run_manifest& reference,
-                                                                 const run_manifest& candidate);
+/// Every differing field, refusing fields first. For manifest_check::candidate, reference_only fields
+/// are not compared (a candidate runs another policy, scaler and faults by design).
+[[nodiscard]] std::vector<manifest_difference> compare_manifests(const run_manifest& reference, const run_manifest& now,
+                                                                 manifest_check check);
 
-/// Throws safeamp::error("reference manifest", "<field: reference X, candidate Y>; ...", ...) when an
-/// identity field differs; environment differences are not an error (they are listed in the report).
-void require_matching_manifest(const run_manifest& reference, const run_manifest& candidate);
+/// Throws safeamp::error naming every refusing field with both values ("optimizer.beta2: reference '0.999',
+/// now '0.99'") and how to proceed; environment differences are not an error (they are listed in the report).
+void require_matching_manifest(const run_manifest& reference, const run_manifest& now, manifest_check check);
 
 struct locked_reference {
   int format_version = reference_format_version;
@@ -99,5 +135,12 @@ struct locked_reference {
 /// Atomic write (temp + rename) of the reference to `path`.
 void write_reference(const std::filesystem::path& path, const locked_reference& ref);
 [[nodiscard]] locked_reference read_reference(const std::filesystem::path& path);
+
+/// Keeps the reference at `path` under a name in the same folder that says what it is and is not in use:
+/// "reference-<reference_id>-<locked_utc, compact>.json", then "-2", "-3", ... (the id and time are read
+/// leniently, so a file of another format version or a damaged one is kept too). The file at `path` stays
+/// in place: the caller replaces it atomically with the new reference, so no moment lacks a reference.
+/// Returns the kept file's path; throws safeamp::error naming the path when it cannot be kept.
+[[nodiscard]] std::filesystem::path keep_previous_reference(const std::filesystem::path& path);
 
 }  // namespace safeamp::sim

@@ -58,10 +58,21 @@ struct slice_metrics {
   friend bool operator==(const slice_metrics&, const slice_metrics&) = default;
 };
 
+/// Every prediction of the held-out set, in evaluation order (the same for every run of a scenario): the
+/// parity gate compares candidate and reference prediction by prediction (a paired comparison).
+struct eval_rows {
+  std::vector<float> loss;           // cross-entropy of each prediction (nats)
+  std::vector<std::uint8_t> correct; // 1 when the argmax prediction is the target
+  std::vector<std::int32_t> slice;   // index of the prediction's slice in eval_metrics::slices
+
+  friend bool operator==(const eval_rows&, const eval_rows&) = default;
+};
+
 struct eval_metrics {
   double loss = 0.0;      // mean cross-entropy (nats) over the held-out set
   double accuracy = 0.0;  // fraction of argmax predictions that are right
   std::vector<slice_metrics> slices;
+  eval_rows rows;
 
   friend bool operator==(const eval_metrics&, const eval_metrics&) = default;
 };

@@ -17,8 +17,10 @@
 namespace safeamp::sim {
 
 /// What the scenario expects the gate to say about a candidate.
-enum class expectation : std::uint8_t { pass, fail, any };
-[[nodiscard]] const char* expectation_name(expectation e) noexcept;  // "pass", "fail", "any"
+enum class expectation : std::uint8_t { pass, fail, inconclusive, any };
+[[nodiscard]] const char* expectation_name(expectation e) noexcept;  // "pass", "fail", "inconclusive", "any"
+/// True when verdict `v` is what `e` expects (any verdict meets expectation::any).
+[[nodiscard]] bool meets_expectation(expectation e, verdict v) noexcept;
 
 struct candidate_spec {
   std::string name;                     // label in tables, file names and fallback decisions
@@ -62,8 +64,9 @@ void override_seed(scenario& s, std::uint64_t seed) noexcept;
 /// environment from this build). Throws safeamp::error when the corpus cannot be read.
 [[nodiscard]] run_manifest manifest_for(const scenario& s, const run_config& cfg);
 
-/// Tolerances for candidate `c`: defaults from its coarsest format, then scenario, then candidate overrides.
-[[nodiscard]] parity_tolerances tolerances_for(const scenario& s, const candidate_spec& c);
+/// The gate's tolerances for candidate `c`: format terms from its coarsest format; limits declared by the
+/// scenario, then by the candidate, replace the derived ones.
+[[nodiscard]] gate_tolerances tolerances_for(const scenario& s, const candidate_spec& c);
 
 /// Levenshtein edit distance (for did-you-mean suggestions).
 [[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);
