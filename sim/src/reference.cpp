@@ -260,6 +260,16 @@ void check_rows(const eval_metrics& e, const std::string& field) {
   }
 }
 
+/// rows x cols == n, decided without forming a product that can overflow (a hostile file could make
+/// rows x cols wrap to the size of an empty array).
+bool shape_holds(std::int64_t rows, std::int64_t cols, std::size_t n) {
+  if (rows < 0 || cols < 0) return false;
+  if (rows == 0 || cols == 0) return n == 0;
+  const auto r = static_cast<std::uint64_t>(rows);
+  const auto c = static_cast<std::uint64_t>(cols);
+  return c <= n / r && r * c == n;
+}
+
 bool all_finite(const std::vector<double>& v) {
   for (const double x : v) {
     if (!std::isfinite(x)) return false;
@@ -357,8 +367,7 @@ locked_reference lock_reference(const run_result& run, const run_manifest& manif
   if (!std::isfinite(run.final_eval.loss) || !std::isfinite(run.final_eval.accuracy)) {
     throw error("reference held-out metrics", "non-finite", "finite loss and accuracy");
   }
-  if (run.probe_rows < 0 || run.probe_cols < 0 ||
-      static_cast<std::size_t>(run.probe_rows * run.probe_cols) != run.probe_logits.size()) {
+  if (!shape_holds(run.probe_rows, run.probe_cols, run.probe_logits.size())) {
     throw error("reference probe logits",
                 std::to_string(run.probe_logits.size()) + " values for " + std::to_string(run.probe_rows) + " x " +
                     std::to_string(run.probe_cols),
@@ -438,8 +447,7 @@ locked_reference reference_from_json_text(const std::string& text) {
   r.probe_rows = required<std::int64_t>(j, "probe_rows", "");
   r.probe_cols = required<std::int64_t>(j, "probe_cols", "");
   r.probe_logits = required<std::vector<float>>(j, "probe_logits", "");
-  if (r.probe_rows < 0 || r.probe_cols < 0 ||
-      static_cast<std::size_t>(r.probe_rows * r.probe_cols) != r.probe_logits.size()) {
+  if (!shape_holds(r.probe_rows, r.probe_cols, r.probe_logits.size())) {
     throw error("reference probe_logits", std::to_string(r.probe_logits.size()) + " values",
                 "probe_rows * probe_cols values (the file is truncated or edited)");
   }

@@ -92,6 +92,12 @@ TEST_CASE("lock_reference refuses a run that cannot be a reference") {
   run_result bad_shape = run;
   bad_shape.probe_cols = 4;  // 3 x 4 != 15 values
   CHECK_THROWS_WITH(lock_reference(bad_shape, fixtures::make_manifest()), Catch::Contains("probe"));
+  // A shape whose product wraps around 2^64 (2^32 x 2^32) to the size of an empty array is refused too.
+  run_result wrapping = run;
+  wrapping.probe_rows = std::int64_t{1} << 32;
+  wrapping.probe_cols = std::int64_t{1} << 32;
+  wrapping.probe_logits.clear();
+  CHECK_THROWS_WITH(lock_reference(wrapping, fixtures::make_manifest()), Catch::Contains("probe"));
   run_result empty = run;
   empty.steps.clear();
   CHECK_THROWS_AS(lock_reference(empty, fixtures::make_manifest()), safeamp::error);
