@@ -84,6 +84,18 @@ TEST_CASE("malformed JSON and unknown keys are named, with a suggestion") {
              Catch::Contains("did you mean 'policy'"));
 }
 
+TEST_CASE("hostile numbers and documents: 2^63, 1e400, duplicate keys, deep nesting; INT64_MAX itself is fine") {
+  // 2^63 as a float compares <= double(INT64_MAX) (which rounds up to 2^63): it must not reach the conversion.
+  CHECK_THAT(error_of(with(R"("training": {"seed": 9223372036854775808.0})")), Catch::Contains("training.seed"));
+  CHECK_THAT(error_of(with(R"("training": {"seed": 9223372036854775808})")), Catch::Contains("training.seed"));
+  CHECK_THAT(error_of(with(R"("training": {"seed": -1})")), Catch::Contains("training.seed"));
+  const scenario big = parse_scenario(with(R"("model": {"kind": "mlp"}, "training": {"seed": 9223372036854775807})"), "t");
+  CHECK(big.base.seed == 9223372036854775807ull);
+  CHECK_THAT(error_of(with(R"("training": {"clip_norm": 1e400})")), Catch::Contains("outside double's range"));
+  CHECK_THAT(error_of(with(R"("name": "a", "name": "b")")), Catch::Contains("duplicate key"));
+  CHECK_THAT(error_of(std::string(100000, '[') + std::string(100000, ']')), Catch::Contains("nested deeper"));
+}
+
 TEST_CASE("impossible values are refused with the key path and the accepted range") {
   CHECK_THAT(error_of(with(R"("training": {"steps": 0})")), Catch::Contains("training.steps"));
   CHECK_THAT(error_of(with(R"("training": {"steps": 2.5})")), Catch::Contains("an integer"));
