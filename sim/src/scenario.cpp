@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -13,6 +14,7 @@
 #include "safeamp/scaling/scaler_presets.hpp"
 #include "safeamp/scaling/scaler_validate.hpp"
 #include "safeamp/sim/json_input.hpp"
+#include "safeamp/sim/report.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
@@ -411,11 +413,20 @@ scenario parse_scenario(std::string_view text, std::string_view source) {
                 "a non-empty array of candidate runs");
   }
   std::set<std::string> names;
+  // Each run's telemetry file is telemetry/<file_slug(name)>.jsonl: two names with one slug would overwrite
+  // each other's file while summary.json points both at it.
+  std::map<std::string, std::string> slugs{{file_slug(s.base.label), s.base.label}};
   for (std::size_t i = 0; i < r.at("candidates").size(); ++i) {
     const std::string p = "candidates[" + std::to_string(i) + "]";
     candidate_spec c = parse_candidate(r.at("candidates")[i], p, s.base.steps);
     if (!names.insert(c.name).second) throw error(p + ".name", "'" + c.name + "' (used twice)", "unique names");
     if (c.name == s.base.label) throw error(p + ".name", "'" + c.name + "'", "a name other than the reference's");
+    const auto [at, fresh] = slugs.emplace(file_slug(c.name), c.name);
+    if (!fresh) {
+      throw error(p + ".name",
+                  "'" + c.name + "' (its telemetry file telemetry/" + at->first + ".jsonl is also '" + at->second + "''s)",
+                  "names that differ in more than case, spaces and punctuation");
+    }
     s.candidates.push_back(std::move(c));
   }
   if (r.has("tolerances")) s.tolerances = parse_tolerances(r.at("tolerances"), "tolerances");

@@ -108,6 +108,12 @@ TEST_CASE("impossible values are refused with the key path and the accepted rang
   CHECK_THAT(error_of(R"({"candidates": [{"name": "a", "policy": "fp17"}]})"), Catch::Contains("candidates[0].policy"));
   CHECK_THAT(error_of(R"({"candidates": [{"name": "a", "policy": "fp32"}, {"name": "a", "policy": "fp32"}]})"),
              Catch::Contains("used twice"));
+  // Names that map to one telemetry file (file_slug) would overwrite each other's telemetry.
+  CHECK_THAT(error_of(R"({"candidates": [{"name": "fp16 a", "policy": "fp32"}, {"name": "FP16-A", "policy": "fp32"}]})"),
+             Catch::Contains("candidates[1].name") && Catch::Contains("telemetry/fp16-a.jsonl") &&
+                 Catch::Contains("'fp16 a'"));
+  CHECK_THAT(error_of(R"({"candidates": [{"name": "Reference FP32", "policy": "fp32"}]})"),
+             Catch::Contains("telemetry/reference-fp32.jsonl"));
   CHECK_THAT(error_of(R"({"training": {"steps": 10}, "candidates": [{"name": "a", "policy": "fp16-mixed",
              "faults": [{"kind": "gradient_inf", "steps": [10]}]}]})"),
              Catch::Contains("candidates[0].faults[0].steps"));
