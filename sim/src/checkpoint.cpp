@@ -1,11 +1,10 @@
 // Binary checkpoints with checksum, written atomically (see checkpoint.hpp).
 #include "safeamp/sim/checkpoint.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string_view>
 #include <vector>
 
@@ -90,6 +89,34 @@ class reader {
   std::size_t pos_ = 0;
 };
 
+// Every value of a tensor is finite (and, for the AdamW second moment, not negative: its square root
+// divides the update). A NaN or inf loaded from a file would poison every later step.
+void check_values(const std::string& path, const std::string& what, const matrix& m, bool non_negative) {
+  for (Eigen::Index k = 0; k < m.size(); ++k) {
+    const float v = m.data()[k];
+    if (!std::isfinite(v) || (non_negative && v < 0.0f)) {
+      throw error("checkpoint '" + path + "' " + what + " [" + std::to_string(k) + "]", std::to_string(v),
+                  non_negative ? "a finite value >= 0" : "a finite value");
+    }
+  }
+}
+
+// The largest file a checkpoint of this model can be: header, names and shapes, the parameters and up to
+// three optimizer tensors each, the update count, plus room for the loss scaler's JSON (a few hundred bytes).
+constexpr std::uintmax_t scaler_json_allowance_bytes = std::uintmax_t{1} << 20;
+std::uintmax_t max_checkpoint_bytes(const parameter_list& params) {
+  constexpr std::uintmax_t word = sizeof(std::uint64_t);
+  constexpr std::uintmax_t optimizer_tensor_kinds = 3;  // first moment, second moment, master weights
+  std::uintmax_t total = sizeof magic + sizeof(std::uint32_t) + 3 * word;  // magic, version, print, step, count
+  for (const parameter& p : params) {
+    const std::uintmax_t tensor = 2 * word + static_cast<std::uintmax_t>(p.value.size()) * sizeof(float);
+    total += word + p.name.size() + tensor * (1 + optimizer_tensor_kinds);
+  }
+  total += optimizer_tensor_kinds * word + word;  // tensor counts, update count
+  total += word + scaler_json_allowance_bytes + word;  // scaler JSON and checksum
+  return total;
+}
+
 void put_matrices(writer& w, const std::vector<matrix>& ms) {
   w.put(static_cast<std::uint64_t>(ms.size()));
   for (const matrix& m : ms) w.put_matrix(m);
@@ -131,10 +158,10 @@ void save_checkpoint(const std::string& path, const checkpoint_data& meta, const
                         std::string_view(reinterpret_cast<const char*>(w.bytes.data()), w.bytes.size()));
 }
 
-checkpoint_data load_checkpoint(const std::string& path, parameter_list& params, optimizer_state& opt) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error("checkpoint", "'" + path + "' (cannot be opened)", "an existing checkpoint file");
-  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+checkpoint_data load_checkpoint(const std::string& path, parameter_list& params, optimizer_state& opt,
+                                std::int64_t max_next_step) {
+  const std::string text = read_input_file(std::filesystem::path(path), "checkpoint", max_checkpoint_bytes(params));
+  const std::vector<std::uint8_t> bytes(text.begin(), text.end());
   constexpr std::size_t min_size = sizeof magic + sizeof(std::uint32_t) + sizeof(std::uint64_t);
   if (bytes.size() < min_size || std::memcmp(bytes.data(), magic, sizeof magic) != 0) {
     throw error("checkpoint '" + path + "'", bytes.size() < min_size ? "truncated" : "not a safeamp checkpoint (bad magic)",
@@ -155,6 +182,10 @@ checkpoint_data load_checkpoint(const std::string& path, parameter_list& params,
   checkpoint_data meta;
   meta.config_fingerprint = r.get<std::uint64_t>();
   meta.next_step = r.get<std::int64_t>();
+  if (meta.next_step < 0 || meta.next_step > max_next_step) {
+    throw error("checkpoint '" + path + "' next step", std::to_string(meta.next_step),
+                "0 to " + std::to_string(max_next_step) + " (the steps of this run)");
+  }
   const auto count = r.get<std::uint64_t>();
   if (count != params.size()) {
     throw error("checkpoint '" + path + "' parameters", std::to_string(count), std::to_string(params.size()));
@@ -183,7 +214,19 @@ checkpoint_data load_checkpoint(const std::string& path, parameter_list& params,
                 std::to_string(opt.first.size()) + "/" + std::to_string(opt.second.size()) + "/" +
                     std::to_string(opt.master.size()) + " (this run's optimizer)");
   }
-  // Everything parsed: commit.
+  // Each step applies at most one update, so the count lies between 0 and the steps already run.
+  if (loaded.updates < 0 || loaded.updates > meta.next_step) {
+    throw error("checkpoint '" + path + "' optimizer updates", std::to_string(loaded.updates),
+                "0 to " + std::to_string(meta.next_step) + " (the checkpoint's next step)");
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const std::string& name = params[i].name;
+    check_values(path, "parameter " + name, values[i], false);
+    if (i < loaded.first.size()) check_values(path, "optimizer first moment " + name, loaded.first[i], false);
+    if (i < loaded.second.size()) check_values(path, "optimizer second moment " + name, loaded.second[i], true);
+    if (i < loaded.master.size()) check_values(path, "master weights " + name, loaded.master[i], false);
+  }
+  // Everything parsed and checked: commit.
   for (std::size_t i = 0; i < params.size(); ++i) params[i].value = std::move(values[i]);
   opt = std::move(loaded);
   return meta;

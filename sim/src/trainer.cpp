@@ -22,6 +22,7 @@
 #include "safeamp/sim/loss.hpp"
 #include "safeamp/sim/models.hpp"
 #include "safeamp/sim/optimizer.hpp"
+#include "safeamp/sim/reference.hpp"
 
 namespace safeamp::sim {
 namespace {
@@ -38,27 +39,39 @@ any_scaler make_scaler(const scaler_choice& s) {
   return noop_loss_scaler();
 }
 
-// The fields a checkpoint must agree with to be resumed (not steps, threads, label, faults or checkpointing).
+// The fields a checkpoint must agree with to be resumed: model, policy, optimizer and every one of its
+// hyper-parameters, scaler kind, seeds, batch, clip and steps (not threads, label, faults or checkpointing).
+// Numbers are written losslessly (integers in full, doubles in their shortest round-trip form), so a
+// learning rate changed in the last bit still changes the fingerprint.
 std::uint64_t fingerprint(const run_config& c) {
   std::string s = to_string(c.model) + "|" + to_string(c.policy) + "|" + to_string(c.optimizer.kind) + "|" +
                   to_string(c.scaler.kind);
-  const auto add = [&s](double v) {
+  const auto add_int = [&s](std::int64_t v) {
     s += '|';
     s += std::to_string(v);
   };
+  const auto add_real = [&s](double v) {
+    s += '|';
+    s += manifest_number(v);
+  };
   if (c.model == model_kind::mlp) {
-    for (const std::int64_t v : {c.mlp.input_dim, c.mlp.hidden_dim, c.mlp.hidden_layers, c.mlp.classes}) add(static_cast<double>(v));
-    add(static_cast<double>(c.mlp.activation));
+    for (const std::int64_t v : {c.mlp.input_dim, c.mlp.hidden_dim, c.mlp.hidden_layers, c.mlp.classes}) add_int(v);
+    add_int(static_cast<std::int64_t>(c.mlp.activation));
   } else {
     for (const std::int64_t v : {c.transformer.context, c.transformer.width, c.transformer.heads, c.transformer.layers,
                                  c.transformer.ffn_multiplier}) {
-      add(static_cast<double>(v));
+      add_int(v);
     }
   }
-  add(static_cast<double>(c.seed));
-  add(static_cast<double>(c.data.seed));
-  add(static_cast<double>(c.batch_size));
-  add(static_cast<double>(keeps_master_weights(c)));
+  s += '|' + std::to_string(c.seed) + '|' + std::to_string(c.data.seed);
+  add_int(c.batch_size);
+  add_int(keeps_master_weights(c) ? 1 : 0);
+  const optimizer_config& o = c.optimizer;
+  for (const double v : {o.learning_rate, o.momentum, o.beta1, o.beta2, o.epsilon, o.weight_decay}) add_real(v);
+  add_int(static_cast<std::int64_t>(o.master_weights));
+  add_int(o.stochastic_write_back ? 1 : 0);
+  add_real(c.clip_norm);
+  add_int(c.steps);
   s += '|';
   s += c.data.corpus_path;
   std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the text
@@ -176,13 +189,11 @@ run_result train(const run_config& cfg) {
     // Load into copies first so a bad file leaves nothing half-restored.
     parameter_list loaded_params = params;
     optimizer_state loaded_opt = opt.state();
-    const checkpoint_data meta = load_checkpoint(cfg.checkpoint.resume_path, loaded_params, loaded_opt);
+    const checkpoint_data meta = load_checkpoint(cfg.checkpoint.resume_path, loaded_params, loaded_opt, cfg.steps);
     if (meta.config_fingerprint != config_print) {
-      throw error("checkpoint '" + cfg.checkpoint.resume_path + "' configuration", "a different model/policy/seed",
-                  "the run_config the checkpoint was saved from (steps, threads, faults may differ)");
-    }
-    if (meta.next_step > cfg.steps) {
-      throw error("checkpoint next step", std::to_string(meta.next_step), "<= steps (" + std::to_string(cfg.steps) + ")");
+      throw error("checkpoint '" + cfg.checkpoint.resume_path + "' configuration",
+                  "a different model/policy/optimizer/clip/steps/seed",
+                  "the run_config the checkpoint was saved from (threads, label, faults may differ)");
     }
     if (auto* dyn = std::get_if<loss_scaler>(&scaler)) dyn->load_json(meta.scaler_json);
     params = std::move(loaded_params);

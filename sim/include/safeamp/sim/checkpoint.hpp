@@ -24,8 +24,12 @@ struct checkpoint_data {
 void save_checkpoint(const std::string& path, const checkpoint_data& meta, const parameter_list& params,
                      const optimizer_state& opt);
 
-/// Reads into params/opt (whose shapes must match) and returns the metadata. Nothing is modified when the
-/// file is missing, truncated, corrupt or of another model.
-[[nodiscard]] checkpoint_data load_checkpoint(const std::string& path, parameter_list& params, optimizer_state& opt);
+/// Reads into params/opt (whose shapes must match) and returns the metadata. The file is read with
+/// read_input_file, capped at the largest checkpoint of this model. Every field is checked: 0 <= next_step <=
+/// max_next_step (the steps of the run being resumed), 0 <= updates <= next_step, every parameter, moment and
+/// master value finite, every AdamW second moment >= 0. Nothing is modified when the file is missing,
+/// truncated, corrupt, out of range or of another model; the safeamp::error names the field.
+[[nodiscard]] checkpoint_data load_checkpoint(const std::string& path, parameter_list& params, optimizer_state& opt,
+                                              std::int64_t max_next_step);
 
 }  // namespace safeamp::sim
