@@ -1,7 +1,8 @@
 // Checkpoints of a simulated run: parameters, optimizer state, loss-scaler state (its own JSON) and the
 // data position (the next step; batches are a function of the step). Binary, little-endian, with a
-// configuration fingerprint and a trailing FNV-1a checksum; written to "<path>.partial" and renamed, so a
-// failure never replaces a good checkpoint. A corrupt, truncated or mismatching file is a safeamp::error.
+// configuration fingerprint and a trailing FNV-1a checksum; written to a unique temporary beside it and
+// renamed (the sim atomic writer), so a failure never replaces a good checkpoint. A corrupt, truncated,
+// mismatching or out-of-range file is a safeamp::error.
 #pragma once
 
 #include <cstdint>
