@@ -66,6 +66,31 @@ struct problem {
   [[nodiscard]] double loss_floor() const { return loss_floor_fraction * trivial_loss(); }
 };
 
+/// The INCONCLUSIVE rule: why a check cannot decide when its limit is at least informative_fraction of the
+/// value a trivial predictor would show (empty when it can decide). `trivial_run` names that predictor,
+/// `note` is shown after the threshold.
+std::string too_wide(double limit, double trivial, const std::string& trivial_run, const std::string& note = {}) {
+  if (limit < informative_fraction * trivial) return {};
+  return "limit " + fmt(limit) + " would pass " + trivial_run + " (" + fmt(informative_fraction * trivial) + note + ")";
+}
+
+/// A limit and where it comes from.
+struct limit_basis {
+  double limit = 0.0;
+  std::string basis;
+};
+
+/// A quality check's limit: the declared one as it is, else max(format term, z * sd / sqrt(n) / scale) over the
+/// n paired differences of sample sd `sd` (no sampling term when nothing is paired, n = 0).
+limit_basis quality_limit(const std::optional<double>& declared, double format_term, double sd, std::int64_t n,
+                          double scale, const char* formula) {
+  if (declared) return {*declared, "declared in the scenario"};
+  const double sampling = n > 0 ? gate_z * sd / std::sqrt(static_cast<double>(n)) / scale : 0.0;
+  return {std::max(format_term, sampling), "max(format term " + fmt(format_term) + ", sampling " + formula + " = " +
+                                               fmt(sampling) + " with paired sd " + fmt(sd) + ", n " +
+                                               std::to_string(n) + ")"};
+}
+
 /// The paired differences of one set of predictions (all of them, or one slice): candidate minus reference
 /// loss and reference minus candidate correctness, prediction by prediction, with their sample standard
 /// deviations. Empty when either run has no per-prediction results or they do not line up.
@@ -123,7 +148,6 @@ struct quality_set {
 void quality_checks(parity_result& r, const problem& pb, const quality_set& q) {
   const bool have = q.pairs.has_value();
   const std::int64_t n = have ? q.pairs->n : 0;
-  const double dn = static_cast<double>(n);
   std::string size_undecided;
   if (!have) {
     size_undecided = "no per-prediction results to pair (missing in the reference or the candidate, or not the same "
@@ -132,48 +156,38 @@ void quality_checks(parity_result& r, const problem& pb, const quality_set& q) {
     size_undecided = std::to_string(n) + " predictions: too small to judge (needs at least " +
                      std::to_string(gate_min_samples) + ")";
   }
+  const std::string lost_half = "a candidate that lost half of what the reference learned";
 
   // Loss: relative increase over max(L_r, floor).
   const double denom = std::max(q.ref_loss, pb.loss_floor());
   const double loss_diff = have ? q.pairs->loss_diff : q.cand_loss - q.ref_loss;
   const double loss_value = std::isfinite(q.cand_loss) && std::isfinite(loss_diff) ? loss_diff / denom : inf;
-  const double loss_sampling = have && n > 0 ? gate_z * q.pairs->loss_diff_sd / std::sqrt(dn) / denom : 0.0;
-  const double loss_limit = q.loss_declared ? *q.loss_declared : std::max(q.loss_term, loss_sampling);
-  const std::string loss_basis =
-      q.loss_declared ? "declared in the scenario"
-                      : "max(format term " + fmt(q.loss_term) + ", sampling 3*sd/sqrt(n)/L = " + fmt(loss_sampling) +
-                            " with paired sd " + fmt(have ? q.pairs->loss_diff_sd : nan) + ", n " + std::to_string(n) +
-                            ")";
-  const double loss_trivial = (pb.trivial_loss() - q.ref_loss) / denom;
-  std::string loss_undecided = size_undecided;
-  if (loss_undecided.empty() && loss_limit >= informative_fraction * loss_trivial) {
-    loss_undecided = "limit " + fmt(loss_limit) + " would pass a candidate that lost half of what the reference learned (" +
-                     fmt(informative_fraction * loss_trivial) + "; uniform prediction: ln " + fmt(pb.classes) + ")";
-  }
-  add_check(r, q.prefix + " loss (rel. increase)", loss_value, loss_limit,
+  const limit_basis loss = quality_limit(q.loss_declared, q.loss_term, have ? q.pairs->loss_diff_sd : nan, n, denom,
+                                         "3*sd/sqrt(n)/L");
+  const std::string loss_undecided =
+      !size_undecided.empty()
+          ? size_undecided
+          : too_wide(loss.limit, (pb.trivial_loss() - q.ref_loss) / denom, lost_half,
+                     "; uniform prediction: ln " + fmt(pb.classes));
+  add_check(r, q.prefix + " loss (rel. increase)", loss_value, loss.limit,
             "reference " + fmt(q.ref_loss) + ", candidate " + fmt(q.cand_loss) +
                 (q.ref_loss < pb.loss_floor() ? ", relative to the floor " + fmt(pb.loss_floor()) : ""),
-            loss_basis, loss_undecided);
+            loss.basis, loss_undecided);
 
   // Accuracy: drop in points.
   const double drop = have ? q.pairs->drop : q.ref_acc - q.cand_acc;
   const double acc_value = std::isfinite(q.cand_acc) ? drop : inf;
-  const double acc_sampling = have && n > 0 ? gate_z * q.pairs->drop_sd / std::sqrt(dn) : 0.0;
-  const double acc_limit = q.acc_declared ? *q.acc_declared : std::max(q.acc_term, acc_sampling);
-  const std::string acc_basis =
-      q.acc_declared ? "declared in the scenario"
-                     : "max(format term " + fmt(q.acc_term) + ", sampling 3*sd/sqrt(n) = " + fmt(acc_sampling) +
-                           " with paired sd " + fmt(have ? q.pairs->drop_sd : nan) + ", n " + std::to_string(n) + ")";
+  const limit_basis acc =
+      quality_limit(q.acc_declared, q.acc_term, have ? q.pairs->drop_sd : nan, n, 1.0, "3*sd/sqrt(n)");
   const double acc_trivial = q.ref_acc - pb.chance_accuracy();
   std::string acc_undecided = size_undecided;
   if (acc_undecided.empty() && acc_trivial <= 0.0) {
     acc_undecided = "the reference is not above chance accuracy (" + fmt(pb.chance_accuracy()) + ")";
-  } else if (acc_undecided.empty() && acc_limit >= informative_fraction * acc_trivial) {
-    acc_undecided = "limit " + fmt(acc_limit) + " would pass a candidate that lost half of what the reference learned (" +
-                    fmt(informative_fraction * acc_trivial) + " above chance " + fmt(pb.chance_accuracy()) + ")";
+  } else if (acc_undecided.empty()) {
+    acc_undecided = too_wide(acc.limit, acc_trivial, lost_half, " above chance " + fmt(pb.chance_accuracy()));
   }
-  add_check(r, q.prefix + " accuracy (drop)", acc_value, acc_limit,
-            "reference " + fmt(q.ref_acc) + ", candidate " + fmt(q.cand_acc), acc_basis, acc_undecided);
+  add_check(r, q.prefix + " accuracy (drop)", acc_value, acc.limit,
+            "reference " + fmt(q.ref_acc) + ", candidate " + fmt(q.cand_acc), acc.basis, acc_undecided);
 }
 
 std::string format_basis(double term, const std::optional<double>& declared) {
@@ -226,11 +240,8 @@ void curve_check(parity_result& r, const locked_reference& ref, const run_result
   }
   const double gap = n > 0 ? sum / static_cast<double>(n) : inf;
   const double trivial = trivial_sum / static_cast<double>(a.size());
-  std::string undecided;
-  if (limit >= informative_fraction * trivial) {
-    undecided = "limit " + fmt(limit) + " would pass a run whose loss stayed halfway between its first value and the "
-                "reference's curve (gap " + fmt(informative_fraction * trivial) + ")";
-  }
+  const std::string undecided =
+      too_wide(limit, trivial, "a run whose loss stayed halfway between its first value and the reference's curve");
   add_check(r, "loss-curve gap (mean rel.)", gap, limit,
             "mean over " + std::to_string(n) + " steps, moving average of " + std::to_string(w) +
                 (skipped > 0 ? ", " + std::to_string(skipped) + " skipped steps left out" : ""),
@@ -261,10 +272,7 @@ void logit_checks(parity_result& r, const locked_reference& ref, const run_resul
     zero_rel = std::max(zero_rel, std::abs(zr) / (std::abs(zr) + rms));
   }
   const auto undecided = [](double limit, double trivial) {
-    return limit >= informative_fraction * trivial
-               ? "limit " + fmt(limit) + " would pass logits shrunk to half the reference's (" +
-                     fmt(informative_fraction * trivial) + ")"
-               : std::string{};
+    return too_wide(limit, trivial, "logits shrunk to half the reference's");
   };
   const double abs_limit = tol.declared.logit_abs.value_or(tol.terms.logit_abs);
   add_check(r, "golden logits max abs err / rms", max_abs / rms, abs_limit,

@@ -115,6 +115,15 @@ void validate(const run_config& c) {
 }
 
 std::string to_string(model_kind k) { return k == model_kind::mlp ? "mlp" : "transformer"; }
+std::string to_string(activation_kind k) { return k == activation_kind::gelu ? "gelu" : "relu"; }
+std::string to_string(master_weights_mode m) {
+  switch (m) {
+    case master_weights_mode::from_policy: return "from_policy";
+    case master_weights_mode::on: return "on";
+    case master_weights_mode::off: return "off";
+  }
+  return "unknown";
+}
 std::string to_string(optimizer_kind k) { return k == optimizer_kind::sgd_momentum ? "sgd-momentum" : "adamw"; }
 std::string to_string(scaler_kind k) {
   switch (k) {

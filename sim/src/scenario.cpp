@@ -24,15 +24,13 @@ using json = nlohmann::json;
 
 std::string type_name(const json& j) { return j.type_name(); }
 
-/// A bounded description of a value for error messages (never serialises unbounded input).
-std::string short_dump(const json& j) { return summarize_json(j); }
 
 /// Reads one JSON object: refuses keys outside `keys` (with a suggestion) and values of the wrong type
 /// or outside their range, naming the full key path.
 class object_reader {
  public:
   object_reader(const json& j, std::string path, std::vector<std::string> keys) : j_(j), path_(std::move(path)) {
-    if (!j.is_object()) throw error(path_, short_dump(j) + " (" + type_name(j) + ")", "a JSON object");
+    if (!j.is_object()) throw error(path_, summarize_json(j) + " (" + type_name(j) + ")", "a JSON object");
     for (const auto& [key, value] : j.items()) {
       if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
       const std::string guess = closest_match(key, keys);
@@ -52,7 +50,7 @@ class object_reader {
   [[nodiscard]] std::string text(const char* key, std::string fallback, bool non_empty = true) const {
     if (!has(key)) return fallback;
     const json& v = at(key);
-    if (!v.is_string()) throw error(where(key), short_dump(v), "a string");
+    if (!v.is_string()) throw error(where(key), summarize_json(v), "a string");
     std::string s = v.get<std::string>();
     if (non_empty && s.empty()) throw error(where(key), "\"\"", "a non-empty string");
     return s;
@@ -61,9 +59,9 @@ class object_reader {
   [[nodiscard]] double number(const char* key, double fallback, double lo, double hi, const char* accepted) const {
     if (!has(key)) return fallback;
     const json& v = at(key);
-    if (!v.is_number()) throw error(where(key), short_dump(v), std::string("a number, ") + accepted);
+    if (!v.is_number()) throw error(where(key), summarize_json(v), std::string("a number, ") + accepted);
     const double x = v.get<double>();
-    if (!(x >= lo && x <= hi)) throw error(where(key), short_dump(v), accepted);
+    if (!(x >= lo && x <= hi)) throw error(where(key), summarize_json(v), accepted);
     return x;
   }
 
@@ -71,12 +69,12 @@ class object_reader {
     if (!has(key)) return fallback;
     const json& v = at(key);
     const std::string accepted = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-    if (!v.is_number()) throw error(where(key), short_dump(v), accepted);
+    if (!v.is_number()) throw error(where(key), summarize_json(v), accepted);
     std::int64_t i = 0;
     if (v.is_number_unsigned()) {
       const auto u = v.get<std::uint64_t>();
       if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        throw error(where(key), short_dump(v), accepted);
+        throw error(where(key), summarize_json(v), accepted);
       }
       i = static_cast<std::int64_t>(u);
     } else if (v.is_number_integer()) {
@@ -85,17 +83,17 @@ class object_reader {
       // A float: whole and inside int64's range before converting (2^63 itself is out of range, although
       // double(INT64_MAX) rounds up to it).
       const double x = v.get<double>();
-      if (!(x >= -0x1p63 && x < 0x1p63) || std::floor(x) != x) throw error(where(key), short_dump(v), accepted);
+      if (!(x >= -0x1p63 && x < 0x1p63) || std::floor(x) != x) throw error(where(key), summarize_json(v), accepted);
       i = static_cast<std::int64_t>(x);
     }
-    if (i < lo || i > hi) throw error(where(key), short_dump(v), accepted);
+    if (i < lo || i > hi) throw error(where(key), summarize_json(v), accepted);
     return i;
   }
 
   [[nodiscard]] bool boolean(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
     const json& v = at(key);
-    if (!v.is_boolean()) throw error(where(key), short_dump(v), "true or false");
+    if (!v.is_boolean()) throw error(where(key), summarize_json(v), "true or false");
     return v.get<bool>();
   }
 
@@ -116,7 +114,7 @@ class object_reader {
       const std::string guess = closest_match(v.get<std::string>(), names);
       if (!guess.empty()) accepted = "did you mean '" + guess + "'? one of " + accepted;
     }
-    throw error(where(key), short_dump(v), accepted);
+    throw error(where(key), summarize_json(v), accepted);
   }
 
  private:
@@ -282,7 +280,7 @@ scaler_choice parse_scaler(const json& j, const std::string& path) {
 }
 
 std::vector<fault_spec> parse_faults(const json& j, const std::string& path, std::int64_t steps) {
-  if (!j.is_array()) throw error(path, short_dump(j), "an array of faults");
+  if (!j.is_array()) throw error(path, summarize_json(j), "an array of faults");
   std::vector<fault_spec> out;
   for (std::size_t i = 0; i < j.size(); ++i) {
     const std::string p = path + "[" + std::to_string(i) + "]";
@@ -296,12 +294,12 @@ std::vector<fault_spec> parse_faults(const json& j, const std::string& path, std
                                    {"tiny_loss", fault_kind::tiny_loss},
                                    {"input_nan", fault_kind::input_nan}});
     if (!r.has("steps") || !r.at("steps").is_array() || r.at("steps").empty()) {
-      throw error(p + ".steps", r.has("steps") ? short_dump(r.at("steps")) : "missing",
+      throw error(p + ".steps", r.has("steps") ? summarize_json(r.at("steps")) : "missing",
                   "a non-empty array of step indices in [0, training.steps)");
     }
     for (const json& s : r.at("steps")) {
       if (!s.is_number_integer() || s.get<std::int64_t>() < 0 || s.get<std::int64_t>() >= steps) {
-        throw error(p + ".steps", short_dump(s), "step indices in [0, " + std::to_string(steps) + ")");
+        throw error(p + ".steps", summarize_json(s), "step indices in [0, " + std::to_string(steps) + ")");
       }
       f.steps.push_back(s.get<std::int64_t>());
     }
@@ -409,7 +407,7 @@ scenario parse_scenario(std::string_view text, std::string_view source) {
   s.base.label = "reference " + s.reference_policy_text;
   s.base.scaler.kind = scaler_kind::none;
   if (!r.has("candidates") || !r.at("candidates").is_array() || r.at("candidates").empty()) {
-    throw error("candidates", r.has("candidates") ? short_dump(r.at("candidates")) : "missing",
+    throw error("candidates", r.has("candidates") ? summarize_json(r.at("candidates")) : "missing",
                 "a non-empty array of candidate runs");
   }
   std::set<std::string> names;
@@ -432,10 +430,10 @@ scenario parse_scenario(std::string_view text, std::string_view source) {
   if (r.has("tolerances")) s.tolerances = parse_tolerances(r.at("tolerances"), "tolerances");
   if (r.has("baselines")) {
     const json& b = r.at("baselines");
-    if (!b.is_array()) throw error("baselines", short_dump(b), "an array of candidate or policy names");
+    if (!b.is_array()) throw error("baselines", summarize_json(b), "an array of candidate or policy names");
     for (const json& x : b) {
       if (!x.is_string() || x.get<std::string>().empty()) {
-        throw error("baselines", short_dump(x), "non-empty candidate or policy names");
+        throw error("baselines", summarize_json(x), "non-empty candidate or policy names");
       }
       s.baselines.push_back(x.get<std::string>());
     }
@@ -500,15 +498,6 @@ std::string rounding_name(rounding r) {
     case rounding::toward_pos_inf: return "toward_pos_inf";
     case rounding::toward_neg_inf: return "toward_neg_inf";
     case rounding::stochastic: return "stochastic";
-  }
-  return "?";
-}
-
-std::string master_weights_name(master_weights_mode m) {
-  switch (m) {
-    case master_weights_mode::from_policy: return "from_policy";
-    case master_weights_mode::on: return "on";
-    case master_weights_mode::off: return "off";
   }
   return "?";
 }
@@ -604,10 +593,10 @@ run_manifest manifest_for(const scenario& s, const run_config& c) {
     set("model.hidden_dim", integer(p.hidden_dim));
     set("model.hidden_layers", integer(p.hidden_layers));
     set("model.classes", integer(p.classes));
-    set("model.activation", p.activation == activation_kind::gelu ? "gelu" : "relu");
+    set("model.activation", to_string(p.activation));
     m.model = "mlp input_dim=" + integer(p.input_dim) + " hidden_dim=" + integer(p.hidden_dim) +
               " hidden_layers=" + integer(p.hidden_layers) + " classes=" + integer(p.classes) +
-              " activation=" + (p.activation == activation_kind::gelu ? "gelu" : "relu");
+              " activation=" + to_string(p.activation);
     set("data.train_samples", integer(c.data.train_samples));
     set("data.cluster_spread", num(c.data.cluster_spread));
     set("data.input_scale", num(c.data.input_scale));
@@ -631,7 +620,7 @@ run_manifest manifest_for(const scenario& s, const run_config& c) {
   set("optimizer.weight_decay", num(o.weight_decay));
   set("optimizer.stochastic_write_back", o.stochastic_write_back ? "true" : "false");
   // The run's own numerics: a candidate sets its own, so these refuse only the reuse of a lock.
-  set("optimizer.master_weights", master_weights_name(o.master_weights), reference_only);
+  set("optimizer.master_weights", to_string(o.master_weights), reference_only);
   set("rounding.mode", rounding_name(c.rounding.mode), reference_only);
   set("rounding.overflow", c.rounding.on_overflow == overflow::saturate ? "saturate" : "to_infinity", reference_only);
   set("rounding.flush_subnormals", c.rounding.flush_subnormals ? "true" : "false", reference_only);

@@ -22,11 +22,7 @@ using namespace safeamp::sim;
 
 namespace {
 
-std::uint64_t bits_of(double v) {
-  std::uint64_t b = 0;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
+std::uint64_t bits_of(double v) { return safeamp::bit_cast<std::uint64_t>(v); }
 
 run_config fp16_dynamic(run_config c) {
   c.policy = presets::fp16_mixed;

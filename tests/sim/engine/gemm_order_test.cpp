@@ -3,7 +3,6 @@
 // output cast honouring the caller's rounding options (directed and stochastic) through the core round_to.
 #include <catch2/catch.hpp>
 #include <cstdint>
-#include <cstring>
 #include <iomanip>
 #include <sstream>
 #include <string>
@@ -17,11 +16,7 @@ using namespace safeamp::sim;
 
 namespace {
 
-std::uint32_t bits_of(float x) {
-  std::uint32_t u = 0;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
+std::uint32_t bits_of(float x) { return safeamp::bit_cast<std::uint32_t>(x); }
 
 std::string hex(float x) {
   std::ostringstream s;

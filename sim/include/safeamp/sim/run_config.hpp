@@ -135,6 +135,8 @@ void validate(const run_config& cfg);
 [[nodiscard]] std::string to_string(optimizer_kind k);
 [[nodiscard]] std::string to_string(scaler_kind k);
 [[nodiscard]] std::string to_string(fault_kind k);
+[[nodiscard]] std::string to_string(activation_kind k);    // "gelu", "relu"
+[[nodiscard]] std::string to_string(master_weights_mode m);  // "from_policy", "on", "off"
 
 /// True when the run keeps fp32 master weights (the mode, resolved against the policy).
 [[nodiscard]] bool keeps_master_weights(const run_config& cfg) noexcept;
