@@ -10,15 +10,29 @@
 namespace safeamp::tool {
 namespace {
 
+const char* specials_name(format_spec f) {
+  switch (f.specials) {
+    case special_values::ieee:
+      return "inf+NaN";
+    case special_values::finite_nan:
+      return f.is_unsigned ? "NaN,unsig" : "NaN only";
+    case special_values::fnuz:
+      return "NaN@-0";
+    case special_values::finite:
+      return "none";
+  }
+  return "?";
+}
+
 void print_limits(const std::vector<format_spec>& formats) {
-  std::printf("%-8s %4s %4s %6s %14s %14s %14s %12s %12s %-9s\n", "format", "exp", "man", "bytes", "max finite",
-              "min normal", "min subnormal", "epsilon", "unit round", "inf");
+  std::printf("%-12s %4s %4s %5s %6s %-10s %14s %14s %14s %12s %12s\n", "format", "exp", "man", "bias", "bytes",
+              "specials", "max finite", "min normal", "min subnormal", "epsilon", "unit round");
   for (const format_spec& f : formats) {
-    std::printf("%-8s %4d %4d %6d %14.8g %14.8g %14.8g %12.6g %12.6g %-9s\n", format_name(f).c_str(), f.exponent_bits,
-                f.mantissa_bits, storage_bytes(f), static_cast<double>(max_finite(f)),
-                static_cast<double>(min_normal(f)), static_cast<double>(min_subnormal(f)),
-                static_cast<double>(epsilon(f)), static_cast<double>(unit_roundoff(f)),
-                has_infinity(f) ? "yes" : "no (NaN)");
+    std::printf("%-12s %4d %4d %5d %6d %-10s %14.8g %14.8g %14.8g %12.6g %12.6g\n", format_name(f).c_str(),
+                f.exponent_bits, f.mantissa_bits, exponent_bias(f), storage_bytes(f), specials_name(f),
+                static_cast<double>(max_finite(f)), static_cast<double>(min_normal(f)),
+                static_cast<double>(min_subnormal(f)), static_cast<double>(epsilon(f)),
+                static_cast<double>(unit_roundoff(f)));
   }
 }
 
@@ -37,11 +51,15 @@ void print_traps() {
       {"fp16 subnormal flushed when asked", fp16, 1.0e-6f, {.flush_subnormals = true}},
       {"-0 keeps its sign", bf16, -0.0f, {}},
       {"NaN with payload only in low bits stays NaN", fp16, safeamp::bit_cast<float>(0x7F800001u), {}},
+      {"OCP MX FP4 has no inf/NaN: overflow saturates to 6", fp4_e2m1, 1.0e6f, {}},
+      {"e4m3fnuz has no -0: -0 becomes +0", fp8_e4m3fnuz, -0.0f, {}},
+      {"e4m3fnuz overflow without saturation: NaN (0x80)", fp8_e4m3fnuz, 1.0e6f, {}},
+      {"E8M0 scale: 3 is a tie between 2 and 4, goes up", e8m0, 3.0f, {}},
   };
   std::printf("\nRounding of values that trip emulators (round-to-nearest-even unless noted):\n");
   for (const trap& t : traps) {
     const std::uint32_t code = encode(t.f, t.x, t.opt);
-    std::printf("  %-62s %-5s %.9g -> %.9g (0x%0*X)\n", t.what, format_name(t.f).c_str(), static_cast<double>(t.x),
+    std::printf("  %-62s %-8s %.9g -> %.9g (0x%0*X)\n", t.what, format_name(t.f).c_str(), static_cast<double>(t.x),
                 static_cast<double>(round_to(t.f, t.x, t.opt)), total_bits(t.f) > 8 ? 4 : 2, code);
   }
 }
@@ -50,13 +68,14 @@ const register_command reg{tool_command{
     "formats", 30, [](CLI::App& app, int& /*exit_code*/) {
       auto* cmd = app.add_subcommand("formats", "Limits of the number formats and how rounding treats their edge cases");
       auto name = std::make_shared<std::string>();
-      cmd->add_option("--format", *name, "one format (fp32, tf32, fp16, bf16, e4m3, e5m2, e<E>m<M>[fn])");
+      cmd->add_option("--format", *name, "one format (any name docs/numerics.md lists, e.g. e2m1fn, e4m3fnuz, e8m0fnu)");
       cmd->callback([name] {
         if (!name->empty()) {
           print_limits({parse_format(*name)});
           return;
         }
-        print_limits({fp32, tf32, fp16, bf16, fp8_e4m3, fp8_e5m2});
+        print_limits({fp32, tf32, fp16, bf16, fp8_e4m3, fp8_e5m2, fp8_e4m3ieee, fp8_e3m4, fp8_e4m3fnuz, fp8_e5m2fnuz,
+                      fp8_e4m3b11fnuz, fp6_e2m3, fp6_e3m2, fp4_e2m1, e8m0});
         print_traps();
       });
     }}};

@@ -18,11 +18,15 @@ enum class mode { nearest_even, toward_zero, toward_pos_inf, toward_neg_inf, sto
 struct format {
   int exponent_bits;
   int mantissa_bits;
-  bool finite_nan;  // OCP "fn": no infinity, only all-ones is NaN
+  bool finite_nan;       // OCP "fn" (8 bits): no infinity, only all-ones is NaN
+  bool fnuz = false;     // no infinity, no -0, one NaN (the -0 code); every other code finite
+  bool no_nan = false;   // OCP MX FP6/FP4: no infinity and no NaN; conversion always saturates
+  int bias_offset = 0;   // added to the IEEE bias 2^(E-1) - 1
 
-  int bias() const { return (1 << (exponent_bits - 1)) - 1; }
+  bool ieee() const { return !finite_nan && !fnuz && !no_nan; }
+  int bias() const { return (1 << (exponent_bits - 1)) - 1 + bias_offset; }
   int emin() const { return 1 - bias(); }
-  int emax() const { return ((1 << exponent_bits) - (finite_nan ? 1 : 2)) - bias(); }
+  int emax() const { return ((1 << exponent_bits) - (ieee() ? 2 : 1)) - bias(); }
   // Largest finite significand in quanta of 2^(emax - M): all ones, or all ones but the last for "fn".
   double max_finite() const {
     const double top = std::ldexp(1.0, mantissa_bits + 1) - (finite_nan ? 2.0 : 1.0);
@@ -68,19 +72,22 @@ std::uint32_t round_bits(const format& f, T x, const options& o) {
       std::memcpy(&u, &x, 8);
       payload = static_cast<std::uint32_t>((u & ((std::uint64_t{1} << 52) - 1)) >> 29);
     }
+    if (f.fnuz) return 0x7FC00000u;          // the one NaN has no sign and no payload
+    if (f.no_nan) return sign | 0x7FC00000u;  // no NaN code: stays a float NaN with its sign
     return sign | 0x7FC00000u | (f.finite_nan ? payload_mask : (payload & payload_mask));
   }
-  const double inf_value = f.finite_nan ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
+  const double inf_value = f.ieee() ? INFINITY : f.no_nan ? f.max_finite() : std::numeric_limits<double>::quiet_NaN();
   const bool away = o.rounding == mode::nearest_even || o.rounding == mode::stochastic ||
                     (o.rounding == mode::toward_pos_inf && !negative) ||
                     (o.rounding == mode::toward_neg_inf && negative);
   auto finish = [&](double magnitude) -> std::uint32_t {
-    if (std::isnan(magnitude)) return sign | 0x7FC00000u | payload_mask;
+    if (std::isnan(magnitude)) return f.fnuz ? 0x7FC00000u : sign | 0x7FC00000u | payload_mask;
+    if (magnitude == 0 && f.fnuz) return 0u;  // no -0
     return sign | float_bits(static_cast<float>(magnitude));  // every format value is a float
   };
   if (std::isinf(x)) return finish(o.saturate ? f.max_finite() : inf_value);
   const T ax = std::fabs(x);
-  if (ax == 0) return sign;
+  if (ax == 0) return finish(0.0);
 
   // |x| = m * 2^e with an integer m.
   int e = 0;
@@ -124,9 +131,27 @@ std::uint32_t round_bits(const format& f, T x, const options& o) {
   }
   if (up) k += 1;
   const double value = std::ldexp(k.convert_to<double>(), qe);  // k <= 2^(M+1): exact
-  if (value > f.max_finite()) return finish(o.saturate || !away ? f.max_finite() : inf_value);
-  if (o.flush_subnormals && value < f.min_normal()) return sign;
+  if (value > f.max_finite()) return finish(o.saturate || !away || f.no_nan ? f.max_finite() : inf_value);
+  if (o.flush_subnormals && value < f.min_normal()) return finish(0.0);
   return finish(value);
+}
+
+/// Value of a code from the format definition: (-1)^s 2^(e - bias) (1 + m/2^M), subnormal 2^(1 - bias) (m/2^M);
+/// the specials of each kind (fnuz: the code of -0 is the NaN); NaN as a float qNaN with the code's sign.
+inline float value_of(const format& f, std::uint32_t code) {
+  const int M = f.mantissa_bits, E = f.exponent_bits;
+  const bool s = (code >> (E + M)) & 1u;
+  const int e = static_cast<int>((code >> M) & ((1u << E) - 1u));
+  const int m = static_cast<int>(code & ((1u << M) - 1u));
+  const int top = (1 << E) - 1;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  if (f.fnuz && s && e == 0 && m == 0) return nan;
+  if (f.ieee() && e == top) return s ? (m == 0 ? -inf : -nan) : (m == 0 ? inf : nan);
+  if (f.finite_nan && e == top && m == (1 << M) - 1) return s ? -nan : nan;
+  const float v = e == 0 ? std::ldexp(static_cast<float>(m), f.emin() - M)
+                         : std::ldexp(static_cast<float>((1 << M) + m), e - f.bias() - M);
+  return s ? -v : v;
 }
 
 /// 2^e for -1074 <= e <= 1023, from a table filled once with std::ldexp (exact), for the fast reference.

@@ -34,6 +34,69 @@ struct encode_result {
   bool overflowed;
 };
 
+/// Exponent-only unsigned formats (E8M0, OCP MX v1.0 section 5.4.1: value 2^(field - 127), 0xFF NaN, no zero,
+/// no sign): x = 2^e (1 + r), 0 <= r < 1, goes to 2^e or 2^(e+1). With no stored mantissa bit the kept
+/// significand is the implicit 1, which is odd, so nearest-even sends ties (r = 1/2) up; stochastic goes up
+/// with probability r (the distance in units of 2^e). NaN, zero and negative inputs (none has a code) give
+/// NaN; inputs below the smallest value 2^-bias give it (there is no zero to underflow to); overflow and
+/// +inf give NaN, or the largest value when saturating. The same results as ml_dtypes' float8_e8m0fnu casts.
+template <class T>
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr encode_result encode_exponent_only(format_spec f, T x, round_options opt,
+                                                                               std::uint32_t random_bits) noexcept {
+  using tr = source_traits<T>;
+  using U = typename tr::bits_type;
+  constexpr int SM = tr::mantissa_bits;
+  constexpr int width = 8 * static_cast<int>(sizeof(U));
+  constexpr U inf_bits = ((U{1} << tr::exponent_bits) - 1) << SM;
+  constexpr U mant_mask = (U{1} << SM) - 1;
+  const U bits = safeamp::bit_cast<U>(x);
+  const std::uint32_t nan_code = canonical_nan_code(f);
+  const std::uint32_t max_code = max_finite_code(f);
+  const bool saturate = opt.on_overflow == overflow::saturate;
+  if ((bits >> (width - 1)) != 0 || bits == 0 || bits > inf_bits) return encode_result{nan_code, false};
+  if (bits == inf_bits) return encode_result{saturate ? max_code : nan_code, false};
+  // Normalise: sig has its leading one at bit SM, e is the unbiased exponent of x.
+  int ex = static_cast<int>(bits >> SM);
+  U sig = bits & mant_mask;
+  if (ex == 0) {
+    ex = 1;
+    while ((sig >> SM) == 0) {
+      sig <<= 1;
+      --ex;
+    }
+  } else {
+    sig |= U{1} << SM;
+  }
+  const U rem = sig & mant_mask;  // r = rem / 2^SM
+  bool up = false;
+  switch (opt.mode) {
+    case rounding::nearest_even:
+      up = rem >= (U{1} << (SM - 1));
+      break;
+    case rounding::toward_zero:
+    case rounding::toward_neg_inf:
+      up = false;
+      break;
+    case rounding::toward_pos_inf:
+      up = rem != 0;
+      break;
+    case rounding::stochastic: {
+      const std::uint64_t frac32 = SM <= 32 ? static_cast<std::uint64_t>(rem) << (32 - SM)
+                                            : static_cast<std::uint64_t>(rem) >> (SM - 32);
+      up = ((static_cast<std::uint64_t>(random_bits) + frac32) >> 32) != 0;
+      break;
+    }
+  }
+  const int field = ex - tr::bias + exponent_bias(f) + (up ? 1 : 0);
+  if (field < 0) return encode_result{0u, false};
+  if (field > static_cast<int>(max_code)) {
+    const bool away = opt.mode == rounding::nearest_even || opt.mode == rounding::stochastic ||
+                      opt.mode == rounding::toward_pos_inf;
+    return encode_result{saturate || !away ? max_code : nan_code, true};
+  }
+  return encode_result{static_cast<std::uint32_t>(field), false};
+}
+
 // Source value (float: SM = 23, double: SM = 52), magnitude bits
 //   [ exponent field ex | mantissa field ]          value = sig * 2^(max(ex,1) - bias - SM)
 // with sig = mantissa | (ex != 0) << SM. The target quantum (the weight of its last mantissa bit) is
@@ -54,6 +117,7 @@ template <class T>
   constexpr U inf_bits = ((U{1} << tr::exponent_bits) - 1) << SM;
   constexpr U mant_mask = (U{1} << SM) - 1;
 
+  if (f.mantissa_bits == 0) return encode_exponent_only<T>(f, x, opt, random_bits);
   const int M = f.mantissa_bits;
   const U bits = safeamp::bit_cast<U>(x);
   const bool negative = (bits & sign_mask) != 0;
@@ -107,16 +171,19 @@ template <class T>
   const bool is_inf = mag == inf_bits;
   const bool overflowed = !is_nan && !is_inf && code_mag > U{max_code};
 
-  // Value to use for overflow / infinite input.
-  const bool saturate = opt.on_overflow == overflow::saturate;
+  // Value to use for overflow / infinite input. A format with neither inf nor NaN (OCP MX FP6/FP4) can only
+  // saturate: OCP MX v1.0 section 5.3.3 ("clamped to the maximum normal") whatever the overflow option.
+  const bool saturate = opt.on_overflow == overflow::saturate || !has_nan(f);
   const bool away = opt.mode == rounding::nearest_even || opt.mode == rounding::stochastic ||
                     (opt.mode == rounding::toward_pos_inf && !negative) ||
                     (opt.mode == rounding::toward_neg_inf && negative);
-  const std::uint32_t inf_or_nan = has_infinity(f) ? infinity_code(f) : canonical_nan_code(f);
+  const std::uint32_t inf_or_nan = has_infinity(f) ? infinity_code(f) : has_nan(f) ? canonical_nan_code(f) : max_code;
   const std::uint32_t overflow_code = (saturate || !away) ? max_code : inf_or_nan;
   const std::uint32_t inf_input_code = saturate ? max_code : inf_or_nan;
 
-  // NaN keeps its sign and the top of its payload, and is made quiet (ieee); finite_nan has one NaN code.
+  // NaN keeps its sign and the top of its payload, and is made quiet (ieee); finite_nan and fnuz have one NaN
+  // code (fnuz: the sign bit alone). A format without NaN has no code for it: encode gives +0 (round_to and
+  // round_span keep the NaN as a float NaN instead, see round_to).
   const std::uint32_t nan_code =
       has_infinity(f) ? canonical_nan_code(f) | static_cast<std::uint32_t>((mag & mant_mask) >> (SM - M))
                       : canonical_nan_code(f);
@@ -124,7 +191,9 @@ template <class T>
   std::uint32_t code = static_cast<std::uint32_t>(overflowed ? U{0} : code_mag);
   if (opt.flush_subnormals && code < (std::uint32_t{1} << M)) code = 0;
   code = is_nan ? nan_code : is_inf ? inf_input_code : overflowed ? overflow_code : code;
-  return encode_result{sign_code | code, overflowed};
+  // fnuz has no -0 (its code is the NaN): a zero result is +0; a NaN code already holds the sign bit.
+  const std::uint32_t signed_code = (code == 0u && !has_negative_zero(f)) || (is_nan && !has_nan(f)) ? 0u : sign_code | code;
+  return encode_result{signed_code, overflowed};
 }
 
 }  // namespace detail
@@ -142,7 +211,8 @@ template <class T>
 }
 
 /// The value of a code of format f, exactly, as a float (every supported format is a subset of fp32).
-/// A NaN code gives a quiet float NaN with the same sign and the code's payload in the top mantissa bits.
+/// A NaN code gives a quiet float NaN with the same sign and the code's payload in the top mantissa bits;
+/// the one NaN of an fnuz or exponent-only format gives +qNaN (0x7FC00000).
 [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr float decode(format_spec f, std::uint32_t code) noexcept {
   const int M = f.mantissa_bits;
   const int E = f.exponent_bits;
@@ -151,7 +221,14 @@ template <class T>
   const std::uint32_t e = mag >> M;
   const std::uint32_t m = mag & ((std::uint32_t{1} << M) - 1u);
   const std::uint32_t top = (std::uint32_t{1} << E) - 1u;
-  const bool is_nan = has_infinity(f) ? (e == top && m != 0) : mag == canonical_nan_code(f);
+  if (M == 0) {  // exponent-only (E8M0): 2^(e - bias) for every field but the all-ones NaN
+    return e == top ? safeamp::bit_cast<float>(0x7FC00000u)
+                    : static_cast<float>(detail::exp2i(static_cast<int>(e) - exponent_bias(f)));
+  }
+  if (f.specials == special_values::fnuz && code == sign_bit(f)) return safeamp::bit_cast<float>(0x7FC00000u);
+  const bool is_nan = f.specials == special_values::ieee         ? (e == top && m != 0)
+                      : f.specials == special_values::finite_nan ? mag == canonical_nan_code(f)
+                                                                 : false;
   const bool is_inf = has_infinity(f) && e == top && m == 0;
 
   // Normal: rebias the exponent, widen the mantissa.
@@ -171,30 +248,44 @@ template <class T>
   return safeamp::bit_cast<float>(sign | out);
 }
 
-/// Rounds x to format f and returns the exactly representable result as a float.
+namespace detail {
+/// A NaN input to a format without NaN (OCP MX FP6/FP4) has no code; as a float it stays a quiet NaN with
+/// its sign (no payload), so a NaN in a tensor is never hidden by an emulated cast.
+template <class T>
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr float round_to_impl(format_spec f, T x, round_options opt,
+                                                                std::uint32_t random_bits) noexcept {
+  using U = typename source_traits<T>::bits_type;
+  const bool negative = (safeamp::bit_cast<U>(x) >> (8 * sizeof(T) - 1)) != 0;
+  if (!has_nan(f) && x != x) return safeamp::bit_cast<float>(negative ? 0xFFC00000u : 0x7FC00000u);
+  return decode(f, encode_impl<T>(f, x, opt, random_bits).code);
+}
+}  // namespace detail
+
+/// Rounds x to format f and returns the exactly representable result as a float (see detail::round_to_impl
+/// for NaN in a format without NaN).
 [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr float round_to(format_spec f, float x, round_options opt = {},
                                                           std::uint32_t random_bits = 0) noexcept {
-  return decode(f, encode(f, x, opt, random_bits));
+  return detail::round_to_impl<float>(f, x, opt, random_bits);
 }
 [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr float round_to(format_spec f, double x, round_options opt = {},
                                                           std::uint32_t random_bits = 0) noexcept {
-  return decode(f, encode(f, x, opt, random_bits));
+  return detail::round_to_impl<double>(f, x, opt, random_bits);
 }
 
 /// Compile-time format and options: an invalid descriptor does not compile.
 template <format_spec F, round_options O = round_options{}>
 [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr float round_to(float x, std::uint32_t random_bits = 0) noexcept {
-  static_assert(is_valid(F), "format_spec must have 2..8 exponent bits and 1..23 mantissa bits");
-  return decode(F, encode(F, x, O, random_bits));
+  static_assert(is_valid(F), "format_spec must be valid (see is_valid): 2..8 exponent bits, 1..23 mantissa bits, range within float");
+  return round_to(F, x, O, random_bits);
 }
 template <format_spec F, round_options O = round_options{}>
 [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr std::uint32_t encode(float x, std::uint32_t random_bits = 0) noexcept {
-  static_assert(is_valid(F), "format_spec must have 2..8 exponent bits and 1..23 mantissa bits");
+  static_assert(is_valid(F), "format_spec must be valid (see is_valid): 2..8 exponent bits, 1..23 mantissa bits, range within float");
   return encode(F, x, O, random_bits);
 }
 template <format_spec F>
 [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr float decode(std::uint32_t code) noexcept {
-  static_assert(is_valid(F), "format_spec must have 2..8 exponent bits and 1..23 mantissa bits");
+  static_assert(is_valid(F), "format_spec must be valid (see is_valid): 2..8 exponent bits, 1..23 mantissa bits, range within float");
   return decode(F, code);
 }
 

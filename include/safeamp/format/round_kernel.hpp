@@ -60,21 +60,28 @@ struct round_constants {
   std::uint32_t nan_fill;         // NaN as decode() gives it: quiet, plus all ones for finite_nan
   std::uint32_t inf_or_nan;       // what overflow to infinity gives: inf, or NaN without infinity
   std::uint32_t quantum_bits;     // float bits of the smallest subnormal 2^(emin - M)
+  std::uint32_t unsigned_zero_nan;  // all ones for fnuz (zero and NaN results are positive), else 0
 };
 
 [[nodiscard]] SAFEAMP_DETAIL_ALWAYS_INLINE SAFEAMP_HOST_DEVICE constexpr round_constants make_round_constants(
     format_spec f) noexcept {
+  // Formats with one NaN code (finite_nan: all ones, decoded with every payload bit set; fnuz: +qNaN) or none
+  // (finite: a NaN input stays a float qNaN with its sign, see round_to) keep no input payload.
+  // Exponent-only formats (M = 0) do not come here: round_span takes the scalar routine for them.
   const int M = f.mantissa_bits;
-  const std::uint32_t payload_mask = ((std::uint32_t{1} << M) - 1u) << (23 - M);
-  const std::uint32_t nan_fill = has_infinity(f) ? 0x7FC00000u : 0x7FC00000u | payload_mask;
+  const std::uint32_t all_payload = ((std::uint32_t{1} << M) - 1u) << (23 - M);
+  const std::uint32_t payload_mask = has_infinity(f) ? all_payload : 0u;
+  const std::uint32_t nan_fill = f.specials == special_values::finite_nan ? 0x7FC00000u | all_payload : 0x7FC00000u;
+  const std::uint32_t max_bits = safeamp::bit_cast<std::uint32_t>(max_finite(f));
   return round_constants{static_cast<std::uint32_t>(M),
                          static_cast<std::uint32_t>(min_exponent(f) + 127),
-                         safeamp::bit_cast<std::uint32_t>(max_finite(f)),
+                         max_bits,
                          safeamp::bit_cast<std::uint32_t>(min_normal(f)),
                          payload_mask,
                          nan_fill,
-                         has_infinity(f) ? 0x7F800000u : nan_fill,
-                         safeamp::bit_cast<std::uint32_t>(min_subnormal(f))};
+                         has_infinity(f) ? 0x7F800000u : has_nan(f) ? nan_fill : max_bits,
+                         safeamp::bit_cast<std::uint32_t>(min_subnormal(f)),
+                         f.specials == special_values::fnuz ? 0xFFFFFFFFu : 0u};
 }
 
 template <rounding R>
@@ -159,7 +166,9 @@ SAFEAMP_DETAIL_ALWAYS_INLINE SAFEAMP_HOST_DEVICE constexpr void round_floats_loo
     std::uint32_t rnd = 0;
     if constexpr (R == rounding::stochastic) rnd = random_words[i];
     const rounded_bits r = round_float_bits<R>(k, a, (u >> 31) != 0u, ov, ftz, rnd);
-    out[i] = safeamp::bit_cast<float>((u & 0x80000000u) | r.bits);
+    // fnuz: no -0 and one unsigned NaN, so zero and NaN results drop the sign (0 for other formats: folds).
+    const std::uint32_t drop_sign = k.unsigned_zero_nan & (mask(r.bits == 0u) | mask(r.bits > 0x7F800000u));
+    out[i] = safeamp::bit_cast<float>(((u & 0x80000000u) & ~drop_sign) | r.bits);
     n_overflow += r.overflowed;
     n_underflow += b01(a - 1u < 0x7F800000u - 1u) & b01(r.bits == 0u);  // finite nonzero input, zero result
     n_subnormal += b01(r.bits - 1u < k.min_normal_bits - 1u);           // 0 < result < min normal

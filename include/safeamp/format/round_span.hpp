@@ -115,6 +115,21 @@ void round_span_kernel(format_spec f, const float* in, float* out, std::size_t n
   }
 }
 
+// Exponent-only formats (E8M0, used for block scales, not tensors) are not worth a vector kernel: the scalar
+// routine, element by element, with the same keyed stochastic bits and counters.
+inline void round_span_exponent_only(format_spec f, const float* in, float* out, std::size_t n, round_options opt,
+                                     philox_key key, cast_stats& stats) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t rnd =
+        opt.mode == rounding::stochastic ? stochastic_bits(key.seed, key.stream, key.offset + i) : 0u;
+    const encode_result r = encode_impl<float>(f, in[i], opt, rnd);
+    const float x = in[i];
+    out[i] = decode(f, r.code);
+    stats.overflow += r.overflowed && x - x == 0.0f ? 1u : 0u;
+    stats.nan += out[i] != out[i] ? 1u : 0u;
+  }
+}
+
 template <bool Named, format_spec F = format_spec{}>
 void round_span_dispatch(format_spec f, const float* in, float* out, std::size_t n, round_options opt, philox_key key,
                          cast_stats& stats) noexcept {
@@ -140,7 +155,7 @@ void round_span_dispatch(format_spec f, const float* in, float* out, std::size_t
 inline cast_stats round_span(format_spec f, std::span<const float> in, std::span<float> out, round_options opt = {},
                              philox_key key = {}) {
   if (!is_valid(f)) {
-    throw error("format", format_name(f), "2..8 exponent bits and 1..23 mantissa bits");
+    throw error("format", format_name(f), "a valid format_spec (2..8 exponent bits, 1..23 mantissa bits, range within float)");
   }
   if (in.size() != out.size()) {
     throw error("round_span output size", std::to_string(out.size()),
@@ -166,6 +181,8 @@ inline cast_stats round_span(format_spec f, std::span<const float> in, std::span
     detail::round_span_dispatch<true, tf32>(f, src, dst, n, opt, key, stats);
   else if (f == fp32)
     detail::round_span_dispatch<true, fp32>(f, src, dst, n, opt, key, stats);
+  else if (f.mantissa_bits == 0)
+    detail::round_span_exponent_only(f, src, dst, n, opt, key, stats);
   else
     detail::round_span_dispatch<false>(f, src, dst, n, opt, key, stats);
   return stats;

@@ -82,9 +82,7 @@ inline constexpr std::string_view policy_keys_accepted =
     "elementwise (ew), reduction, softmax, normalization (norm), loss, optimizer_update (optimizer), "
     "preset (base; a preset name)";
 
-inline constexpr std::string_view policy_formats_accepted =
-    "fp32 (float32, f32, float, single, full), tf32, fp16 (float16, f16, half, binary16), bf16 (bfloat16), "
-    "e4m3 (fp8_e4m3, e4m3fn), e5m2 (fp8_e5m2), or e<E>m<M>[fn|ieee] with E in 2..8 and M in 1..23";
+inline constexpr std::string_view policy_formats_accepted = format_names_accepted;
 
 inline constexpr std::string_view policy_bools_accepted = "true, false, yes, no, on, off, 1, 0";
 
@@ -106,37 +104,6 @@ inline constexpr std::string_view policy_bools_accepted = "true, false, yes, no,
 }
 
 // ---- values -------------------------------------------------------------------------------------
-struct format_alias {
-  std::string_view name;
-  format_spec spec;
-};
-inline constexpr std::array<format_alias, 24> policy_format_aliases = {{
-    {"fp32", fp32},
-    {"float32", fp32},
-    {"f32", fp32},
-    {"float", fp32},
-    {"single", fp32},
-    {"full", fp32},
-    {"tf32", tf32},
-    {"tensorfloat32", tf32},
-    {"fp16", fp16},
-    {"float16", fp16},
-    {"f16", fp16},
-    {"half", fp16},
-    {"binary16", fp16},
-    {"bf16", bf16},
-    {"bfloat16", bf16},
-    {"e4m3", fp8_e4m3},
-    {"fp8_e4m3", fp8_e4m3},
-    {"e4m3fn", fp8_e4m3},
-    {"fp8e4m3", fp8_e4m3},
-    {"e5m2", fp8_e5m2},
-    {"fp8_e5m2", fp8_e5m2},
-    {"fp8e5m2", fp8_e5m2},
-    {"float8_e4m3fn", fp8_e4m3},
-    {"float8_e5m2", fp8_e5m2},
-}};
-
 /// Parses a small decimal integer; false when `s` is empty, has a non-digit or is larger than 99.
 [[nodiscard]] constexpr bool parse_small_int(std::string_view s, int& out) noexcept {
   if (s.empty() || s.size() > 2) return false;
@@ -149,45 +116,13 @@ inline constexpr std::array<format_alias, 24> policy_format_aliases = {{
   return true;
 }
 
-/// A format name or alias (case-insensitive, '-' and '_' alike) or the generic e<E>m<M>[fn|ieee].
+/// A format name or alias (case-insensitive, '-' and '_' alike): format_names.hpp's grammar.
 [[nodiscard]] constexpr bool find_format(std::string_view s, format_spec& out) noexcept {
-  for (const format_alias& a : policy_format_aliases) {
-    if (name_equal(s, a.name)) {
-      out = a.spec;
-      return true;
-    }
-  }
-  if (s.size() < 4 || ascii_lower(s[0]) != 'e') return false;
-  const std::size_t m_at = [&] {
-    for (std::size_t i = 1; i < s.size(); ++i) {
-      if (ascii_lower(s[i]) == 'm') return i;
-    }
-    return std::string_view::npos;
-  }();
-  if (m_at == std::string_view::npos) return false;
-  std::size_t digits_end = m_at + 1;
-  while (digits_end < s.size() && s[digits_end] >= '0' && s[digits_end] <= '9') ++digits_end;
-  int e = 0;
-  int m = 0;
-  if (!parse_small_int(s.substr(1, m_at - 1), e) || !parse_small_int(s.substr(m_at + 1, digits_end - m_at - 1), m)) {
-    return false;
-  }
-  const std::string_view suffix = s.substr(digits_end);
-  special_values sv = special_values::ieee;
-  if (name_equal(suffix, "fn")) {
-    sv = special_values::finite_nan;
-  } else if (!suffix.empty() && !name_equal(suffix, "ieee")) {
-    return false;
-  }
-  const format_spec f{e, m, sv};
-  if (!is_valid(f)) return false;
-  out = f;
-  return true;
+  return parse_format_name(s, out);
 }
 
 /// The spelling to_string prints for a format; find_format(policy_format_name(f)) == f for every valid f.
 [[nodiscard]] inline std::string policy_format_name(format_spec f) {
-  if (f == format_spec{4, 3, special_values::ieee}) return "e4m3ieee";  // "e4m3" means the fn format
   return format_name(f);
 }
 

@@ -4,6 +4,7 @@
 //   max = (2 - 2^-M) 2^emax (ieee) or (2 - 2^(1-M)) 2^emax (fn), min normal 2^emin, min subnormal 2^(emin - M),
 //   epsilon 2^-M, unit roundoff 2^-(M+1), digits M + 1.
 // If this file compiles, the checks passed; the test case only confirms that at run time.
+#include <limits>
 #include <catch2/catch.hpp>
 
 #include "safeamp/format.hpp"
@@ -67,9 +68,11 @@ static_assert(max_finite_code(fp8_e5m2) == 0x7Bu && infinity_code(fp8_e5m2) == 0
 // Generic: e3m2 (ieee): bias 3, emin -2, emax 3, max 1.75 * 8 = 14, min subnormal 2^-4.
 constexpr format_spec e3m2{3, 2, special_values::ieee};
 static_assert(max_finite(e3m2) == 14.0f && min_normal(e3m2) == 0.25f && min_subnormal(e3m2) == 0.0625f);
-// e3m2fn: emax 4, max (2 - 2^-1) 16 = 24.
-constexpr format_spec e3m2fn{3, 2, special_values::finite_nan};
-static_assert(max_finite(e3m2fn) == 24.0f && max_exponent(e3m2fn) == 4 && !has_infinity(e3m2fn));
+// e3m2fnnan (NaN-reserving; "e3m2fn" before issue 16): emax 4, max (2 - 2^-1) 16 = 24.
+constexpr format_spec e3m2fnnan{3, 2, special_values::finite_nan};
+static_assert(max_finite(e3m2fnnan) == 24.0f && max_exponent(e3m2fnnan) == 4 && !has_infinity(e3m2fnnan));
+// e2m1fnnan: emax 2, max (2 - 2^0) 4 = 4 (the trap: OCP FP4 "e2m1fn" has max 6).
+static_assert(max_finite(format_spec{2, 1, special_values::finite_nan}) == 4.0f);
 // e2m1 (ieee): bias 1, emin 0, emax 1, max 1.5 * 2 = 3, min subnormal 0.5.
 constexpr format_spec e2m1{2, 1, special_values::ieee};
 static_assert(max_finite(e2m1) == 3.0f && min_normal(e2m1) == 1.0f && min_subnormal(e2m1) == 0.5f);
@@ -79,6 +82,66 @@ static_assert(max_finite(e8m1) == 2.55211775e38f && min_subnormal(e8m1) == 5.877
 // e7m23: fp32's precision with a smaller range, emin -62, max (2 - 2^-23) 2^63.
 constexpr format_spec e7m23{7, 23, special_values::ieee};
 static_assert(min_exponent(e7m23) == -62 && max_finite(e7m23) == 1.8446742974197924e19f && digits(e7m23) == 24);
+
+// ---- the ml_dtypes / OCP formats of issue 16, each limit derived by hand from its definition ----------------
+// float8_e4m3fnuz: bias 8 (ml_dtypes README: "exponent bias 8"), emin 1-8 = -7, emax 15-8 = 7 (the top binade
+// is finite), max 1.875 * 2^7 = 240, min subnormal 2^(-7-3) = 2^-10; NaN is 0x80 (the code of -0).
+static_assert(exponent_bias(fp8_e4m3fnuz) == 8 && min_exponent(fp8_e4m3fnuz) == -7 && max_exponent(fp8_e4m3fnuz) == 7);
+static_assert(max_finite(fp8_e4m3fnuz) == 240.0f && min_normal(fp8_e4m3fnuz) == 0.0078125f);
+static_assert(min_subnormal(fp8_e4m3fnuz) == 0.0009765625f && epsilon(fp8_e4m3fnuz) == 0.125f);
+static_assert(max_finite_code(fp8_e4m3fnuz) == 0x7Fu && canonical_nan_code(fp8_e4m3fnuz) == 0x80u);
+static_assert(!has_infinity(fp8_e4m3fnuz) && has_nan(fp8_e4m3fnuz) && !has_negative_zero(fp8_e4m3fnuz));
+// float8_e5m2fnuz: bias 16, emin -15, emax 31-16 = 15, max 1.75 * 2^15 = 57344, min subnormal 2^-17.
+static_assert(exponent_bias(fp8_e5m2fnuz) == 16 && min_exponent(fp8_e5m2fnuz) == -15 && max_exponent(fp8_e5m2fnuz) == 15);
+static_assert(max_finite(fp8_e5m2fnuz) == 57344.0f && min_normal(fp8_e5m2fnuz) == 3.0517578125e-05f);
+static_assert(min_subnormal(fp8_e5m2fnuz) == 7.62939453125e-06f && max_finite_code(fp8_e5m2fnuz) == 0x7Fu);
+// float8_e4m3b11fnuz: bias 11, emin -10, emax 15-11 = 4, max 1.875 * 16 = 30, min subnormal 2^-13.
+static_assert(exponent_bias(fp8_e4m3b11fnuz) == 11 && min_exponent(fp8_e4m3b11fnuz) == -10);
+static_assert(max_finite(fp8_e4m3b11fnuz) == 30.0f && min_normal(fp8_e4m3b11fnuz) == 0.0009765625f);
+static_assert(min_subnormal(fp8_e4m3b11fnuz) == 0.0001220703125f);
+// OCP MX v1.0 table 5 (FP4 E2M1): bias 1, emax 2, max 1.5 * 4 = 6, min normal 1, min subnormal 0.5; no inf/NaN.
+static_assert(exponent_bias(fp4_e2m1) == 1 && max_exponent(fp4_e2m1) == 2 && max_finite(fp4_e2m1) == 6.0f);
+static_assert(min_normal(fp4_e2m1) == 1.0f && min_subnormal(fp4_e2m1) == 0.5f && total_bits(fp4_e2m1) == 4);
+static_assert(max_finite_code(fp4_e2m1) == 0x7u && !has_nan(fp4_e2m1) && !has_infinity(fp4_e2m1));
+static_assert(has_negative_zero(fp4_e2m1) && storage_bytes(fp4_e2m1) == 1);
+// OCP MX v1.0 table 4 (FP6 E2M3): bias 1, emax 2, max 1.875 * 4 = 7.5, min normal 1, min subnormal 2^-3.
+static_assert(max_finite(fp6_e2m3) == 7.5f && min_normal(fp6_e2m3) == 1.0f && min_subnormal(fp6_e2m3) == 0.125f);
+static_assert(total_bits(fp6_e2m3) == 6 && max_finite_code(fp6_e2m3) == 0x1Fu);
+// OCP MX v1.0 table 4 (FP6 E3M2): bias 3, emax 4, max 1.75 * 16 = 28, min normal 2^-2, min subnormal 2^-4.
+static_assert(max_finite(fp6_e3m2) == 28.0f && min_normal(fp6_e3m2) == 0.25f && min_subnormal(fp6_e3m2) == 0.0625f);
+// OCP MX v1.0 table 7 (E8M0 scale): bias 127, values 2^-127 .. 2^127, 0xFF NaN, no zero, no sign.
+static_assert(exponent_bias(e8m0) == 127 && min_exponent(e8m0) == -127 && max_exponent(e8m0) == 127);
+static_assert(max_finite(e8m0) == 1.70141183e38f && min_normal(e8m0) == 5.87747175e-39f);
+static_assert(min_subnormal(e8m0) == min_normal(e8m0) && total_bits(e8m0) == 8 && epsilon(e8m0) == 1.0f);
+static_assert(max_finite_code(e8m0) == 0xFEu && canonical_nan_code(e8m0) == 0xFFu && sign_bit(e8m0) == 0u);
+// ml_dtypes float8_e3m4 (IEEE-style): bias 3, emax 3, max (2 - 2^-4) 8 = 15.5, min subnormal 2^-6.
+static_assert(max_finite(fp8_e3m4) == 15.5f && min_normal(fp8_e3m4) == 0.25f && min_subnormal(fp8_e3m4) == 0.015625f);
+// ml_dtypes float8_e4m3 (IEEE-style): bias 7, emax 7, max 1.875 * 128 = 240, min subnormal 2^-9.
+static_assert(max_finite(fp8_e4m3ieee) == 240.0f && min_subnormal(fp8_e4m3ieee) == 0.001953125f);
+
+// Rounding into them, as constant expressions (values from the definitions and ml_dtypes' casts):
+static_assert(round_to<fp4_e2m1>(1e9f) == 6.0f && round_to<fp4_e2m1>(-7.0f) == -6.0f);  // MX: saturate always
+static_assert(round_to<fp4_e2m1>(5.0f) == 4.0f && round_to<fp4_e2m1>(0.25f) == 0.0f);   // ties to even
+static_assert(encode(fp4_e2m1, std::numeric_limits<float>::infinity()) == 0x7u);
+static_assert(encode(fp8_e4m3fnuz, -0.0f) == 0x00u && encode(fp8_e4m3fnuz, -1e-30f) == 0x00u);  // no -0
+static_assert(encode(fp8_e4m3fnuz, std::numeric_limits<float>::infinity()) == 0x80u);          // inf -> NaN
+static_assert(encode(fp8_e4m3fnuz, -1.0f) == 0xC0u && encode(fp8_e4m3b11fnuz, -1.0f) == 0xD8u);
+static_assert(encode(e8m0, 3.0f) == 0x81u && encode(e8m0, 0.75f) == 0x7Fu && encode(e8m0, 1.0f) == 0x7Fu);
+static_assert(encode(e8m0, 0.0f) == 0xFFu && encode(e8m0, -2.0f) == 0xFFu && decode(e8m0, 0u) == 5.87747175e-39f);
+
+// Names: ml_dtypes' spellings parse to these descriptors, and every one prints back to a name that parses.
+static_assert([] {
+  format_spec f{};
+  return detail::parse_format_name("float4_e2m1fn", f) && f == fp4_e2m1;
+}());
+static_assert([] {
+  format_spec f{};
+  return detail::parse_format_name("float8_e4m3b11fnuz", f) && f == fp8_e4m3b11fnuz;
+}());
+static_assert([] {
+  format_spec f{};
+  return detail::parse_format_name("e3m2fnnan", f) && f == format_spec{3, 2, special_values::finite_nan};
+}());
 
 // Compile-time rounding: the traps, as constant expressions.
 static_assert(encode(fp16, 65520.0f) == 0x7C00u && encode(fp16, 65519.99f) == 0x7BFFu);

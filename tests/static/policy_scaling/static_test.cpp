@@ -14,7 +14,7 @@ static_assert(presets::fp16_mixed.format_for(op_class::softmax) == fp32);
 static_assert(presets::fp16_mixed.format_for(op_class::matmul) == fp16);
 static_assert(parse_policy("p=fp16,m=true") == presets::fp16_pure_master);
 static_assert(parse_policy("preset=bf16-mixed,loss=bf16").format_for(op_class::loss) == bf16);
-static_assert(parse_policy("c=e3m2fn").compute == format_spec{3, 2, special_values::finite_nan});
+static_assert(parse_policy("c=e3m2fnnan").compute == format_spec{3, 2, special_values::finite_nan});
 static_assert(!needs_loss_scaling(presets::bf16_mixed));
 static_assert(needs_loss_scaling(presets::fp16_mixed));
 static_assert(preset_name_of(presets::tf32) == "tf32");
