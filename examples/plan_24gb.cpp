@@ -1,5 +1,6 @@
 // The 24 GB question in code: how large a microbatch fits, with what headroom and how many accumulation steps,
-// and where a GPT-2-small-sized model peaks. Uses only the core headers (safeamp/memory.hpp).
+// where a GPT-2-small-sized model peaks, and why a 1.3B full fine-tune needs fused (not foreach) AdamW: the
+// optimizer step's own peak. Uses only the core headers (safeamp/memory.hpp).
 #include <cstdio>
 
 #include "safeamp/memory.hpp"
@@ -14,7 +15,7 @@ int main() {
                              .activation_bytes_per_sample = parse_bytes("0.34GB")};
   const std::int64_t micro = max_microbatch(budget);
   const accumulation_plan acc = accumulation_for(512, micro);
-  std::printf("largest microbatch %lld, headroom %s; global batch 512 = %lld x %lld steps (%lld samples, ceil rule)\n",
+  std::printf("largest microbatch %lld, headroom %s; global batch 512 = %lld x %lld steps (%lld samples, exact)\n",
               static_cast<long long>(micro),
               format_bytes(static_cast<std::uint64_t>(headroom_bytes(budget, micro)), byte_unit::gb, 3).c_str(),
               static_cast<long long>(acc.microbatch), static_cast<long long>(acc.steps),
@@ -37,5 +38,27 @@ int main() {
                 format_bytes(b.activation_bytes_per_sample, byte_unit::gib).c_str(),
                 static_cast<long long>(max_microbatch(b)));
   }
-  return micro == 54 ? 0 : 1;
+
+  // 1.3B GPT, full recomputation, bf16 autocast: the optimizer step with foreach AdamW holds a copy of the second
+  // moments (4 bytes per parameter) on top of the 16 bytes of model states; fused AdamW does not.
+  const transformer_shape gpt_1_3b{.sequence = 2048, .hidden = 2048, .heads = 16, .layers = 24, .vocabulary = 50257};
+  const activation_ledger act = activation_ledger_for(gpt_1_3b, 1, recompute::full);
+  const memory_budget pool{.device_bytes = rtx4090.capacity_bytes, .reserve_fraction = 0.05, .fixed_bytes = 0,
+                           .activation_bytes_per_sample = 1, .context_bytes = parse_bytes("512MiB"),
+                           .workspace_bytes = parse_bytes("32MiB"), .fragmentation_fraction = 0.05};
+  const std::uint64_t usable = breakdown(pool).available_for_activations_bytes;
+  std::int64_t foreach_micro = -1, fused_micro = -1;
+  for (optimizer_impl impl : {optimizer_impl::foreach, optimizer_impl::fused}) {
+    const step_needs needs = step_needs_for(step_inputs_for(parameter_count(gpt_1_3b), presets::bf16_mixed,
+                                                            {.impl = impl}, zero_stage::none, 1, act.stored_bytes,
+                                                            act.peak_bytes, false, true));
+    const phase_fit fit = fit_phases(usable, needs);
+    std::printf("1.3B GPT, AdamW %-7s: forward %s, backward %s, optimizer step %s of %s usable -> microbatch %lld\n",
+                std::string(to_string(impl)).c_str(), format_bytes(needs[0].bytes_at(1), byte_unit::gb).c_str(),
+                format_bytes(needs[1].bytes_at(1), byte_unit::gb).c_str(),
+                format_bytes(needs[2].bytes_at(1), byte_unit::gb).c_str(), format_bytes(usable, byte_unit::gb).c_str(),
+                static_cast<long long>(fit.max_microbatch));
+    (impl == optimizer_impl::foreach ? foreach_micro : fused_micro) = fit.max_microbatch;
+  }
+  return micro == 54 && acc.global_batch == 512 && foreach_micro == 0 && fused_micro == 1 ? 0 : 1;
 }

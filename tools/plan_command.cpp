@@ -56,6 +56,8 @@ int run_plan(const plan_args& args) {
   if (req.gemm) code = std::max(code, report_roofline(req, out, args.json));
   if (req.window_seconds > 0.0) {
     code = std::max(code, report_planner(req, out, args.json));
+  } else if (req.has_budget && req.states_ledger) {
+    code = std::max(code, report_phases(req, out, args.json));
   } else if (req.has_budget) {
     code = std::max(code, report_budget(req, out, args.json));
   }

@@ -3,6 +3,7 @@
 // and one set of error messages (safeamp::error naming the key and the accepted range -> exit code 2).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -34,16 +35,17 @@ inline constexpr plan_key plan_keys[] = {
     {"peak-tf32", "peak TF32 tensor TFLOPS, dense"},
     {"peak-fp16", "peak FP16/BF16 tensor TFLOPS, dense, FP32 accumulate"},
     {"peak-fp8", "peak FP8 tensor TFLOPS, dense, FP32 accumulate (0: none)"},
-    {"reserve", "fraction of memory kept free, 0 <= r < 1 (default 0.1)"},
+    {"reserve", "fraction of memory kept free for estimate error, 0 <= r < 1 (default 0.05)"},
     {"context", "CUDA context allowance (default 512MiB)"},
     {"workspace", "cuBLASLt/library workspace allowance (default 32MiB)"},
-    {"fragmentation", "allocator fragmentation allowance, fraction of the pool (default 0)"},
+    {"fragmentation", "allocator fragmentation allowance, fraction of the pool after the reserve (default 0.05)"},
     {"states", "model-state bytes given directly (instead of --params)"},
     {"per-sample", "activation bytes per sample (instead of a transformer shape)"},
-    {"params", "parameter count, e.g. 7.5e9 or 7.5B"},
+    {"params", "parameter count, e.g. 7.5e9 or 7.5B (with a shape: overrides its 12Lh^2 + vh estimate)"},
     {"policy", "precision policy: preset (fp32, tf32, bf16-mixed, fp16-mixed, fp16-pure-master, fp8-hybrid) or policy string"},
     {"optimizer", "sgd, sgd-momentum, adamw, adam-8bit (default adamw)"},
     {"optimizer-states", "format of the optimizer's moments: fp32 (default) or bf16"},
+    {"optimizer-impl", "foreach (PyTorch's default on CUDA: a temporary copy of the second moments in the step) or fused"},
     {"zero-stage", "ZeRO stage 0..3 (default 0)"},
     {"dp", "data-parallel devices (default 1)"},
     {"seq", "transformer: sequence length s"},
@@ -55,7 +57,7 @@ inline constexpr plan_key plan_keys[] = {
     {"sp", "transformer: sequence parallelism, true/false (default false)"},
     {"recompute", "none, selective, full (default none; planner: all)"},
     {"global-batch", "target global batch (samples per optimizer step)"},
-    {"rounding", "accumulation rounding: ceil (default) or exact"},
+    {"rounding", "accumulation rounding: exact-or-ceil (default: exact when it keeps half the microbatch), exact or ceil"},
     {"window", "completion window with unit, e.g. 8h, 90min, 3600s (runs the planner)"},
     {"samples", "samples to train in the window"},
     {"tokens", "tokens to train in the window (samples = tokens / tokens per sample)"},
@@ -64,6 +66,7 @@ inline constexpr plan_key plan_keys[] = {
     {"measured-sps", "measured samples/s (calibrates the efficiency; checked against the roofline)"},
     {"measured-policy", "policy the measurement ran with (default bf16-mixed)"},
     {"policies", "planner: comma-separated policies to try (default: all presets)"},
+    {"verified-by", "a safeamp sim summary.json: policies whose parity verdict is PASS count as verified, FAIL are never chosen"},
     {"price-per-hour", "device price per hour, for the cost per sample"},
     {"gemm", "roofline of a GEMM MxNxK, e.g. 8192x8192x8192 (GEMV: 8192x1x8192)"},
     {"format", "roofline compute format (default fp16); output in the same format"},
@@ -162,12 +165,66 @@ inline bool parse_bool(std::string_view key, const std::string& text) {
   throw error(key, "'" + text + "'", "true or false");
 }
 
-/// A preset name, or a policy string such as "params=fp32,compute=bf16,output=bf16".
+/// Anything the policy grammar accepts (safeamp/policy/policy_string.hpp): a preset name, a bare format ("bf16":
+/// parameters, compute and output in bf16) or a policy string such as "params=fp32,compute=bf16,output=bf16".
 inline precision_policy parse_policy_arg(std::string_view key, const std::string& text) {
-  precision_policy p;
-  if (find_policy_preset(text, p)) return p;
-  if (text.find('=') != std::string::npos) return parse_policy(text);
-  throw error(key, "'" + text + "'", std::string(policy_preset_names) + ", or a policy string (key=format,...)");
+  try {
+    return parse_policy(text);
+  } catch (const error& e) {
+    throw error(key, "'" + sim::bounded_text(text, 80) + "' (" + e.what() + ")",
+                std::string(policy_preset_names) + ", a format name (bf16, fp16, ...) or a policy string (key=format,...)");
+  }
+}
+
+/// Policies judged by a `safeamp sim` parity gate, read from its summary.json.
+struct parity_results {
+  std::string source{};
+  std::vector<precision_policy> passed{};  // some candidate with this policy passed
+  std::vector<precision_policy> failed{};  // every candidate with this policy failed (none passed)
+};
+
+/// Reads a summary.json written by `safeamp sim` through the checked reader (size cap, depth, duplicate keys):
+/// {"candidates": [{"policy": "<policy string>", "verdict": "PASS" | "FAIL" | "INCONCLUSIVE", ...}, ...]}.
+/// A policy counts as passed when any of its candidates passed (a policy can fail with one scaler and pass with
+/// another), as failed when candidates with it failed and none passed; INCONCLUSIVE decides nothing.
+inline parity_results parse_parity_summary(const nlohmann::json& j, const std::string& source) {
+  const std::string accepted = "a summary.json written by safeamp sim (candidates with policy and verdict)";
+  if (!j.is_object() || !j.contains("candidates") || !j["candidates"].is_array()) {
+    throw error("verified-by", "'" + sim::bounded_text(source) + "' (" + sim::summarize_json(j) + ")", accepted);
+  }
+  parity_results r;
+  r.source = source;
+  std::vector<precision_policy> failed;
+  std::size_t index = 0;
+  for (const nlohmann::json& c : j["candidates"]) {
+    const std::string where = "'" + sim::bounded_text(source) + "' candidate " + std::to_string(index++);
+    if (!c.is_object() || !c.contains("policy") || !c["policy"].is_string() || !c.contains("verdict") ||
+        !c["verdict"].is_string()) {
+      throw error("verified-by", where + " (" + sim::summarize_json(c) + ")", accepted);
+    }
+    precision_policy p;
+    try {
+      p = parse_policy(c["policy"].get<std::string>());
+    } catch (const error& e) {
+      throw error("verified-by", where + " (" + e.what() + ")", accepted);
+    }
+    const std::string verdict = c["verdict"].get<std::string>();
+    if (verdict == "PASS") {
+      r.passed.push_back(p);
+    } else if (verdict == "FAIL") {
+      failed.push_back(p);
+    } else if (verdict != "INCONCLUSIVE") {
+      throw error("verified-by", where + " (verdict '" + sim::bounded_text(verdict, 40) + "')", "PASS, FAIL or INCONCLUSIVE");
+    }
+  }
+  for (const precision_policy& p : failed) {
+    if (std::find(r.passed.begin(), r.passed.end(), p) == r.passed.end()) r.failed.push_back(p);
+  }
+  return r;
+}
+
+inline parity_results read_parity_summary(const std::string& path) {
+  return parse_parity_summary(sim::read_json_input(path, "verified-by"), path);
 }
 
 }  // namespace safeamp::tool

@@ -77,7 +77,9 @@ inline int report_roofline(const plan_request& r, nlohmann::json& out, bool json
 }
 
 inline std::string policy_label(const plan_request& r) {
+  const bool impl_matters = r.states.optimizer == optimizer_kind::adam;
   return r.policy_name + ", " + std::string(to_string(r.states.optimizer)) +
+         (impl_matters ? " " + std::string(to_string(r.states.impl)) : "") +
          (r.states.optimizer_state_format == fp32 ? "" : " (" + format_name(r.states.optimizer_state_format) + " states)");
 }
 
@@ -118,6 +120,61 @@ inline void print_activation_ledger(const transformer_shape& t, recompute mode, 
               format_bytes(l.peak_bytes, byte_unit::gib, 4).c_str(), l.peak_block.c_str());
 }
 
+/// The device's capacity and what comes off it before the model: context, reserve, fragmentation, workspace.
+inline void print_overheads(const char* title, const memory_budget& b, const budget_breakdown& d) {
+  std::printf("%s\n  %-42s %12s %12s\n", title, "", "GB (10^9)", "GiB (2^30)");
+  print_size_row("device capacity", d.device_bytes);
+  print_size_row("CUDA context", d.context_bytes, "-");
+  char label[96];
+  std::snprintf(label, sizeof label, "reserve (%.4g%% of capacity - context)", 100.0 * b.reserve_fraction);
+  print_size_row(label, d.reserve_bytes, "-");
+  std::snprintf(label, sizeof label, "fragmentation allowance (%.4g%% of the rest)", 100.0 * b.fragmentation_fraction);
+  print_size_row(label, d.fragmentation_bytes, "-");
+  print_size_row("library workspace", d.workspace_bytes, "-");
+}
+
+inline void print_pool(const memory_budget& b) {
+  memory_budget pool = b;
+  pool.fixed_bytes = 0;
+  pool.activation_bytes_per_sample = 1;
+  const budget_breakdown d = breakdown(pool);
+  print_overheads("Memory pool", b, d);
+  print_size_row("usable by the step", d.available_for_activations_bytes, "=");
+}
+
+/// What each phase holds at `microbatch`, its peak and the headroom against `usable` bytes.
+inline void print_phases(const step_needs& needs, std::uint64_t microbatch, std::uint64_t usable) {
+  std::printf("Peaks per phase at microbatch %llu\n  %-42s %12s %12s\n", static_cast<unsigned long long>(microbatch), "",
+              "GB (10^9)", "GiB (2^30)");
+  for (const phase_need& p : needs) {
+    std::printf("  %s:\n", std::string(to_string(p.phase)).c_str());
+    for (const phase_item& i : p.items) {
+      const std::uint64_t bytes = i.fixed_bytes + microbatch * i.bytes_per_sample;
+      std::string label = i.name;
+      if (i.bytes_per_sample > 0) label += " x" + std::to_string(microbatch);
+      std::printf("  + %-44s %10.3f %12.3f\n", label.c_str(), in_unit(bytes, byte_unit::gb), in_unit(bytes, byte_unit::gib));
+    }
+    const std::uint64_t peak = p.bytes_at(microbatch);
+    const std::string verdict = peak <= usable ? "  fits, headroom " + format_bytes(usable - peak, byte_unit::gb, 3)
+                                               : "  OVER by " + format_bytes(peak - usable, byte_unit::gb, 3);
+    std::printf("  = %-44s %10.3f %12.3f %s\n", (std::string(to_string(p.phase)) + " peak").c_str(),
+                in_unit(peak, byte_unit::gb), in_unit(peak, byte_unit::gib), verdict.c_str());
+  }
+}
+
+inline nlohmann::json phases_json(const step_needs& needs, std::uint64_t microbatch) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const phase_need& p : needs) {
+    nlohmann::json items = nlohmann::json::array();
+    for (const phase_item& i : p.items) {
+      items.push_back({{"name", i.name}, {"bytes", i.fixed_bytes + microbatch * i.bytes_per_sample},
+                       {"fixed_bytes", i.fixed_bytes}, {"bytes_per_sample", i.bytes_per_sample}});
+    }
+    a.push_back({{"phase", std::string(to_string(p.phase))}, {"peak_bytes", p.bytes_at(microbatch)}, {"items", items}});
+  }
+  return a;
+}
+
 /// Workload and planner options for the request (used by the planner and for "what would fit").
 inline std::pair<workload, planner_options> planner_inputs(const plan_request& r) {
   workload w;
@@ -144,6 +201,10 @@ inline std::pair<workload, planner_options> planner_inputs(const plan_request& r
   o.data_parallel = r.data_parallel;
   o.rounding = r.rounding;
   o.price_per_hour = r.price_per_hour;
+  if (r.parity) {
+    o.verified_policies = r.parity->passed;
+    o.failed_policies = r.parity->failed;
+  }
   return {w, o};
 }
 

@@ -46,21 +46,11 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
       acc = accumulation_for(r.global_batch, micro, static_cast<std::int64_t>(r.data_parallel), r.rounding);
       j["accumulation"] = {{"target_global_batch", r.global_batch}, {"microbatch", acc->microbatch},
                            {"steps", acc->steps}, {"global_batch", acc->global_batch},
-                           {"rounding", r.rounding == accumulation_rounding::ceil ? "ceil" : "exact"},
+                           {"rounding", std::string(to_string(r.rounding))},
                            {"headroom_bytes", headroom_bytes(b, acc->microbatch)}};
     }
   }
-  std::vector<std::string> remedies;
-  if (micro < 1 && r.parameters) {
-    auto [w, o] = planner_inputs(r);
-    const named_policy p{r.policy_name, r.policy};
-    const plan_candidate c = detail::evaluate(w, o, p, r.mode, o.efficiency, o.states, o.stage, o.data_parallel);
-    remedies = detail::remedies_for(w, o, c, o.efficiency);
-  }
-  if (micro < 1) {
-    j["shortfall_bytes"] = -headroom_bytes(b, 1);
-    j["what_would_fit"] = remedies;
-  }
+  if (micro < 1) j["shortfall_bytes"] = -headroom_bytes(b, 1);
   if (json) {
     out["device"] = device_json(r.device);
     out["budget"] = j;
@@ -69,15 +59,7 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
   print_device(r.device, r.capacity_given);
   if (r.states_ledger) print_states_ledger(r);
   if (r.shape) print_activation_ledger(*r.shape, r.mode, storage_bytes(r.policy.output));
-  std::printf("Memory budget%s\n  %-42s %12s %12s\n", r.gemm ? "" : "", "", "GB (10^9)", "GiB (2^30)");
-  print_size_row("device capacity", d.device_bytes);
-  print_size_row("CUDA context", d.context_bytes, "-");
-  char label[96];
-  std::snprintf(label, sizeof label, "reserve (%.4g%% of capacity - context)", 100.0 * b.reserve_fraction);
-  print_size_row(label, d.reserve_bytes, "-");
-  std::snprintf(label, sizeof label, "fragmentation allowance (%.4g%%)", 100.0 * b.fragmentation_fraction);
-  print_size_row(label, d.fragmentation_bytes, "-");
-  print_size_row("library workspace", d.workspace_bytes, "-");
+  print_overheads("Memory budget", b, d);
   print_size_row("model states (fixed)", d.fixed_bytes, "-");
   if (micro >= 1) {
     print_size_row("available for activations", d.available_for_activations_bytes, "=");
@@ -91,7 +73,7 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
                 format_bytes(static_cast<std::uint64_t>(headroom_bytes(b, micro)), byte_unit::gib, 3).c_str());
     if (acc) {
       std::printf("Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %llu device(s) = %lld samples\n",
-                  r.rounding == accumulation_rounding::ceil ? "ceil" : "exact-divisor", static_cast<long long>(r.global_batch),
+                  std::string(to_string(r.rounding)).c_str(), static_cast<long long>(r.global_batch),
                   static_cast<long long>(acc->microbatch), static_cast<long long>(acc->steps),
                   static_cast<unsigned long long>(r.data_parallel), static_cast<long long>(acc->global_batch));
     }
@@ -100,7 +82,74 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
   std::printf("Nothing fits: microbatch 1 is short by %s (%s).\n",
               format_bytes(static_cast<std::uint64_t>(-headroom_bytes(b, 1)), byte_unit::gb, 3).c_str(),
               format_bytes(static_cast<std::uint64_t>(-headroom_bytes(b, 1)), byte_unit::gib, 3).c_str());
-  if (!remedies.empty()) std::printf("What would fit:\n");
+  return exit_check_failed;
+}
+
+/// The step of a known model (--params or a shape) phase by phase: forward, backward and optimizer-step peaks with
+/// what each holds, the largest microbatch every phase fits, or what fails and the combined remedies.
+inline int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
+  auto [w, o] = planner_inputs(r);
+  const named_policy policy{r.policy_name, r.policy};
+  const plan_candidate c = detail::evaluate(w, o, policy, r.mode, o.efficiency, o.states, o.stage, o.data_parallel);
+  const std::uint64_t usable = detail::phase_pool_bytes(o.budget);
+  const bool fits = c.max_microbatch >= 1;
+  const auto micro = static_cast<std::uint64_t>(fits ? c.accumulation.microbatch : 1);
+  std::vector<std::string> remedies;
+  if (!fits) {
+    for (const remedy& m : memory_remedies(w, o, c, o.efficiency)) remedies.push_back(m.text());
+  }
+  if (json) {
+    nlohmann::json j = {{"usable_bytes", usable},
+                        {"parameters", w.parameters},
+                        {"policy", r.policy_name},
+                        {"optimizer", std::string(to_string(r.states.optimizer))},
+                        {"optimizer_impl", std::string(to_string(r.states.impl))},
+                        {"recompute", std::string(to_string(r.mode))},
+                        {"max_microbatch", c.max_microbatch},
+                        {"limiting_phase", std::string(to_string(c.limiting_phase))},
+                        {"microbatch", micro},
+                        {"phases", phases_json(c.needs, micro)}};
+    if (fits) {
+      j["headroom_bytes"] = c.headroom_bytes;
+      j["accumulation"] = {{"target_global_batch", r.global_batch}, {"microbatch", c.accumulation.microbatch},
+                           {"steps", c.accumulation.steps}, {"global_batch", c.accumulation.global_batch},
+                           {"rounding", std::string(to_string(r.rounding))}};
+    } else {
+      j["shortfall_bytes"] = c.shortfall_bytes;
+      j["what_would_fit"] = remedies;
+    }
+    out["device"] = device_json(r.device);
+    out["step"] = j;
+    return fits ? exit_ok : exit_check_failed;
+  }
+  print_device(r.device, r.capacity_given);
+  if (r.states_ledger) print_states_ledger(r);
+  if (r.shape && r.params_given) {
+    std::printf("  (--params %llu overrides the shape's estimate of %llu parameters)\n",
+                static_cast<unsigned long long>(w.parameters),
+                static_cast<unsigned long long>(parameter_count(*r.shape)));
+  }
+  if (r.shape) print_activation_ledger(*r.shape, r.mode, storage_bytes(r.policy.output));
+  print_pool(o.budget);
+  print_phases(c.needs, micro, usable);
+  if (fits) {
+    std::printf("Largest microbatch: %lld, set by the %s phase; headroom %s (%s)\n", static_cast<long long>(c.max_microbatch),
+                std::string(to_string(c.limiting_phase)).c_str(),
+                format_bytes(static_cast<std::uint64_t>(c.headroom_bytes), byte_unit::gb, 3).c_str(),
+                format_bytes(static_cast<std::uint64_t>(c.headroom_bytes), byte_unit::gib, 3).c_str());
+    if (r.global_batch > 0) {
+      std::printf("Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %llu device(s) = %lld samples\n",
+                  std::string(to_string(r.rounding)).c_str(), static_cast<long long>(r.global_batch),
+                  static_cast<long long>(c.accumulation.microbatch), static_cast<long long>(c.accumulation.steps),
+                  static_cast<unsigned long long>(r.data_parallel), static_cast<long long>(c.accumulation.global_batch));
+    }
+    return exit_ok;
+  }
+  std::printf("Does not fit: at microbatch 1 the %s phase is short by %s (%s).\n",
+              std::string(to_string(c.limiting_phase)).c_str(),
+              format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gb, 3).c_str(),
+              format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gib, 3).c_str());
+  if (!remedies.empty()) std::printf("What would fit (combined, cheapest first):\n");
   for (const std::string& s : remedies) std::printf("  - %s\n", s.c_str());
   return exit_check_failed;
 }
@@ -124,6 +173,12 @@ inline nlohmann::json candidate_json(const plan_candidate& c) {
           {"margin_seconds", c.margin_seconds},
           {"cost_per_sample", c.cost_per_sample},
           {"fits_memory", c.fits_memory()},
+          {"limiting_phase", std::string(to_string(c.limiting_phase))},
+          {"phase_peak_bytes", {{"forward", c.phase_peak_bytes[0]}, {"backward", c.phase_peak_bytes[1]},
+                                {"optimizer_step", c.phase_peak_bytes[2]}}},
+          {"optimizer", std::string(to_string(c.states.optimizer))},
+          {"optimizer_impl", std::string(to_string(c.states.impl))},
+          {"quality", std::string(to_string(c.quality))},
           {"fits", c.fits()}};
 }
 
@@ -136,6 +191,7 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
     for (const plan_candidate& c : p.candidates) j["candidates"].push_back(candidate_json(c));
     j["chosen"] = p.chosen ? candidate_json(*p.chosen) : nlohmann::json(nullptr);
     j["runner_up"] = p.runner_up ? candidate_json(*p.runner_up) : nlohmann::json(nullptr);
+    j["fastest_verified"] = p.fastest_verified ? candidate_json(*p.fastest_verified) : nlohmann::json(nullptr);
     j["failures"] = p.failures;
     j["remedies"] = p.remedies;
     out["device"] = device_json(r.device);
@@ -143,29 +199,33 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
     return p.chosen ? exit_ok : exit_check_failed;
   }
   print_device(r.device, r.capacity_given);
-  std::printf("Night: %.6g samples in a %.2f h window; %s, ZeRO stage %d x %llu; step time from the roofline at %.0f%% "
+  std::printf("Night: %.6g samples in a %.2f h window; %s %s, ZeRO stage %d x %llu; step time from the roofline at %.0f%% "
               "efficiency%s\n",
               w.samples, o.window_seconds / 3600.0, std::string(to_string(o.states.optimizer)).c_str(),
-              static_cast<int>(o.stage), static_cast<unsigned long long>(o.data_parallel), 100.0 * p.efficiency,
+              std::string(to_string(o.states.impl)).c_str(), static_cast<int>(o.stage),
+              static_cast<unsigned long long>(o.data_parallel), 100.0 * p.efficiency,
               r.measured_sps > 0.0 ? " (calibrated from the measured throughput)" : "");
-  std::printf("  %-18s %-9s %6s %6s %7s %10s %10s %10s %9s %10s %8s %9s %s\n", "policy", "recompute", "micro", "steps",
-              "batch", "states GB", "act/smp GB", "headrm GB", "TFLOP/s", "ms/sample", "total h", "margin h", "");
+  std::printf("  %-18s %-9s %6s %6s %7s %9s %-9s %9s %9s %10s %8s %9s %s\n", "policy", "recompute", "micro", "steps",
+              "batch", "peak GB", "limit", "headrm GB", "TFLOP/s", "ms/sample", "total h", "margin h", "");
   for (const plan_candidate& c : p.candidates) {
+    const std::size_t phase = static_cast<std::size_t>(c.limiting_phase);
+    const std::string limit = c.limiting_phase == step_phase::optimizer_step ? "step" : std::string(to_string(c.limiting_phase));
     if (!c.fits_memory()) {
-      std::printf("  %-18s %-9s %6s %6s %7s %10.3f %10.4f   %s\n", c.policy_name.c_str(), std::string(to_string(c.mode)).c_str(),
-                  "-", "-", "-", in_unit(c.state_bytes, byte_unit::gb), in_unit(c.activation_bytes_per_sample, byte_unit::gb),
+      std::printf("  %-18s %-9s %6s %6s %7s %9.3f %-9s   %s\n", c.policy_name.c_str(), std::string(to_string(c.mode)).c_str(),
+                  "-", "-", "-", in_unit(c.phase_peak_bytes[phase], byte_unit::gb), limit.c_str(),
                   !c.supported ? ("unsupported: no " + format_name(c.policy.compute) + " math units").c_str()
                                : ("OOM: microbatch 1 short by " +
                                   format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gb, 3)).c_str());
       continue;
     }
-    const char* verdict = c.fits() ? "fits" : "late";
-    std::printf("  %-18s %-9s %6lld %6lld %7lld %10.3f %10.4f %10.3f %9.1f %10.3f %8.2f %9.2f %s\n", c.policy_name.c_str(),
+    const std::string verdict = std::string(c.fits() ? "fits" : c.quality == quality_status::failed ? "excluded" : "late") +
+                                ", " + std::string(to_string(c.quality));
+    std::printf("  %-18s %-9s %6lld %6lld %7lld %9.3f %-9s %9.3f %9.1f %10.3f %8.2f %9.2f %s\n", c.policy_name.c_str(),
                 std::string(to_string(c.mode)).c_str(), static_cast<long long>(c.accumulation.microbatch),
                 static_cast<long long>(c.accumulation.steps), static_cast<long long>(c.accumulation.global_batch),
-                in_unit(c.state_bytes, byte_unit::gb), in_unit(c.activation_bytes_per_sample, byte_unit::gb),
-                static_cast<double>(c.headroom_bytes) / 1e9, c.attainable_flops * p.efficiency / 1e12,
-                1e3 * c.seconds_per_sample, c.total_seconds / 3600.0, c.margin_seconds / 3600.0, verdict);
+                in_unit(c.phase_peak_bytes[phase], byte_unit::gb), limit.c_str(), static_cast<double>(c.headroom_bytes) / 1e9,
+                c.attainable_flops * p.efficiency / 1e12, 1e3 * c.seconds_per_sample, c.total_seconds / 3600.0,
+                c.margin_seconds / 3600.0, verdict.c_str());
   }
   if (p.chosen) {
     const plan_candidate& c = *p.chosen;
@@ -175,17 +235,38 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
                 static_cast<long long>(c.accumulation.steps), c.total_seconds / 3600.0, c.margin_seconds / 3600.0,
                 c.seconds_per_sample);
     if (c.cost_per_sample > 0.0) std::printf(", %.4g per sample at %.4g per hour", c.cost_per_sample, o.price_per_hour);
-    std::printf("\n");
+    std::printf("\n  peaks: forward %s, backward %s, optimizer step %s\n",
+                format_bytes(c.phase_peak_bytes[0], byte_unit::gb, 3).c_str(),
+                format_bytes(c.phase_peak_bytes[1], byte_unit::gb, 3).c_str(),
+                format_bytes(c.phase_peak_bytes[2], byte_unit::gb, 3).c_str());
+    if (c.quality == quality_status::unverified) {
+      std::printf("  QUALITY UNVERIFIED: no parity result for %s; run `safeamp sim` with it and pass --verified-by "
+                  "<out>/summary.json%s\n",
+                  c.policy_name.c_str(),
+                  total_bits(c.policy.compute) == 8 ? " (the simulator cannot run fp8 policies yet)" : "");
+      if (p.fastest_verified) {
+        std::printf("  Fastest with verified quality: %s, recompute %s, microbatch %lld: %.2f h, %s\n",
+                    p.fastest_verified->policy_name.c_str(), std::string(to_string(p.fastest_verified->mode)).c_str(),
+                    static_cast<long long>(p.fastest_verified->accumulation.microbatch),
+                    p.fastest_verified->total_seconds / 3600.0, std::string(to_string(p.fastest_verified->quality)).c_str());
+      } else {
+        std::printf("  No configuration with verified quality (fp32, or a parity PASS) fits the window\n");
+      }
+    } else {
+      std::printf("  quality: %s%s\n", std::string(to_string(c.quality)).c_str(),
+                  c.quality == quality_status::verified && r.parity ? (" in " + r.parity->source).c_str() : "");
+    }
     if (p.runner_up) {
-      std::printf("Runner-up: %s, recompute %s, microbatch %lld: %.2f h (%.2f h slower)\n", p.runner_up->policy_name.c_str(),
+      std::printf("Runner-up: %s, recompute %s, microbatch %lld: %.2f h (%.2f h slower), %s\n", p.runner_up->policy_name.c_str(),
                   std::string(to_string(p.runner_up->mode)).c_str(), static_cast<long long>(p.runner_up->accumulation.microbatch),
-                  p.runner_up->total_seconds / 3600.0, (p.runner_up->total_seconds - c.total_seconds) / 3600.0);
+                  p.runner_up->total_seconds / 3600.0, (p.runner_up->total_seconds - c.total_seconds) / 3600.0,
+                  std::string(to_string(p.runner_up->quality)).c_str());
     }
     return exit_ok;
   }
   std::printf("No configuration fits:\n");
   for (const std::string& s : p.failures) std::printf("  - %s\n", s.c_str());
-  if (!p.remedies.empty()) std::printf("What would fit:\n");
+  if (!p.remedies.empty()) std::printf("What would make it fit:\n");
   for (const std::string& s : p.remedies) std::printf("  - %s\n", s.c_str());
   return exit_check_failed;
 }

@@ -11,7 +11,10 @@
 namespace safeamp::tool {
 
 // Defaults of the tool (the library's own defaults are zero; these are printed with every result).
-inline constexpr double default_reserve_fraction = 0.10;
+// The reserve (estimate error) and the fragmentation allowance (allocator slack: reserved minus allocated) together
+// keep ~9.75% of the pool free: 5% of the pool, then 5% of what is left.
+inline constexpr double default_reserve_fraction = 0.05;
+inline constexpr double default_fragmentation_fraction = 0.05;
 inline constexpr std::uint64_t default_context_bytes = 512ULL << 20;   // ~300 MiB with lazy loading, plus margin
 inline constexpr std::uint64_t default_workspace_bytes = 32ULL << 20;  // cuBLASLt workspace as PyTorch sizes it on Hopper
 
@@ -27,6 +30,7 @@ struct plan_request {
   memory_budget budget{};  // fixed/per-sample filled in below when known
   bool has_budget = false;  // fixed and per-sample bytes are known
   std::optional<std::uint64_t> parameters{};
+  bool params_given = false;  // --params (with a shape it overrides the shape's 12Lh^2 + vh estimate)
   std::string policy_name = "bf16-mixed";
   precision_policy policy = presets::bf16_mixed;
   state_options states{};
@@ -36,7 +40,7 @@ struct plan_request {
   recompute mode = recompute::none;
   bool recompute_given = false;
   std::int64_t global_batch = 0;
-  accumulation_rounding rounding = accumulation_rounding::ceil;
+  accumulation_rounding rounding = accumulation_rounding::exact_or_ceil;
   double window_seconds = 0.0;
   double samples = 0.0;
   std::uint64_t tokens_per_sample = 1;
@@ -44,6 +48,7 @@ struct plan_request {
   double measured_sps = 0.0;
   std::string measured_policy = "bf16-mixed";
   std::vector<std::string> policy_names{};
+  std::optional<parity_results> parity{};  // --verified-by
   double price_per_hour = 0.0;
   std::optional<gemm_request> gemm{};
   std::optional<model_states> states_ledger{};
@@ -65,6 +70,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   r.budget.reserve_fraction = default_reserve_fraction;
   r.budget.context_bytes = default_context_bytes;
   r.budget.workspace_bytes = default_workspace_bytes;
+  r.budget.fragmentation_fraction = default_fragmentation_fraction;
   if (auto* s = get("reserve")) r.budget.reserve_fraction = parse_real("reserve", *s, 0.0, 1.0, false, "0 <= reserve < 1");
   if (r.budget.reserve_fraction >= 1.0) throw error("reserve", "'" + *get("reserve") + "'", "0 <= reserve < 1");
   if (auto* s = get("context")) r.budget.context_bytes = parse_bytes(*s, "context");
@@ -80,6 +86,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     r.policy_name = *s;
   }
   if (auto* s = get("optimizer")) r.states.optimizer = parse_optimizer(*s);
+  if (auto* s = get("optimizer-impl")) r.states.impl = parse_optimizer_impl(*s);
   if (auto* s = get("optimizer-states")) {
     r.states.optimizer_state_format = parse_format(*s);
     if (r.states.optimizer_state_format != fp32 && r.states.optimizer_state_format != bf16 &&
@@ -100,7 +107,8 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   if (auto* s = get("rounding")) {
     if (*s == "ceil") r.rounding = accumulation_rounding::ceil;
     else if (*s == "exact" || *s == "exact-divisor") r.rounding = accumulation_rounding::exact_divisor;
-    else throw error("rounding", *s, "ceil or exact");
+    else if (*s == "exact-or-ceil") r.rounding = accumulation_rounding::exact_or_ceil;
+    else throw error("rounding", "'" + *s + "'", "exact-or-ceil (default), exact or ceil");
   }
 
   const char* shape_keys[] = {"seq", "hidden", "heads", "layers", "vocab"};
@@ -118,11 +126,11 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     if (auto* s = get("sp")) t.sequence_parallel = parse_bool("sp", *s);
     validate(t);
     r.shape = t;
-    if (get("params")) throw error("params", *get("params"), "either --params or a transformer shape, not both");
-    r.parameters = parameter_count(t);
+    r.parameters = parameter_count(t);  // --params, when given, overrides this estimate (below)
     r.tokens_per_sample = t.sequence;
   }
   if (auto* s = get("params")) {
+    r.params_given = true;
     r.parameters = parse_count("params", *s, 1e15, "1 .. 1e15 parameters (e.g. 7.5e9, 7.5B, 125M)");
   }
   if (auto c = count("tokens-per-sample", 1e8); c && !r.shape) r.tokens_per_sample = *c;
@@ -167,6 +175,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
       r.policy_names.push_back(item);
     }
   }
+  if (auto* s = get("verified-by")) r.parity = read_parity_summary(*s);
   if (r.window_seconds > 0.0) {
     if (r.samples <= 0.0) throw error("samples", "missing", "--samples or --tokens with --window");
     if (!r.parameters) throw error("params", "missing", "--params (with --per-sample) or a transformer shape with --window");

@@ -9,5 +9,7 @@
 #include "safeamp/memory/model_states.hpp"
 #include "safeamp/memory/plan_candidate.hpp"
 #include "safeamp/memory/planner.hpp"
+#include "safeamp/memory/remedies.hpp"
 #include "safeamp/memory/roofline.hpp"
+#include "safeamp/memory/step_phases.hpp"
 #include "safeamp/memory/step_time.hpp"

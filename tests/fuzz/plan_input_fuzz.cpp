@@ -1,5 +1,6 @@
-// libFuzzer: a `safeamp plan --input` file. parse_plan_json then every value through the plan's key parsers:
-// each input is accepted or throws safeamp::error (exit 2), never another exception (exit 3) or a crash.
+// libFuzzer: a `safeamp plan --input` file. parse_plan_json then every value through the plan's key parsers, and the
+// same text as a `--verified-by` summary: each input is accepted or throws safeamp::error (exit 2), never another
+// exception (exit 3) or a crash.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -30,6 +31,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       } catch (const safeamp::error&) {
       }
     }
+  } catch (const safeamp::error&) {
+  }
+  try {
+    (void)parse_parity_summary(safeamp::sim::parse_json_input(text, "verified-by", "fuzz"), "fuzz");
   } catch (const safeamp::error&) {
   }
   return 0;

@@ -113,7 +113,14 @@ inline void validate(const memory_budget& b) {
 ///  ceil:          steps = ceil(G / (m N)), then the microbatch is evened out to ceil(G / (N steps)); the realized
 ///                 batch m N steps may exceed G by less than N steps (reported).
 ///  exact_divisor: the largest m' <= m with G divisible by m' N; steps = G / (m' N); the batch is exactly G.
-enum class accumulation_rounding : std::uint8_t { ceil, exact_divisor };
+///  exact_or_ceil (default): exact_divisor when its microbatch keeps at least half of m (G = 512 with m = 13:
+///                 8 x 64 steps, exactly 512, instead of ceil's 13 x 40 = 520), otherwise ceil (a prime G would
+///                 need microbatch 1); also ceil when G is not a multiple of N.
+enum class accumulation_rounding : std::uint8_t { ceil, exact_divisor, exact_or_ceil };
+
+[[nodiscard]] constexpr std::string_view to_string(accumulation_rounding r) noexcept {
+  return r == accumulation_rounding::ceil ? "ceil" : r == accumulation_rounding::exact_divisor ? "exact" : "exact-or-ceil";
+}
 
 struct accumulation_plan {
   std::int64_t microbatch = 0;
@@ -124,7 +131,7 @@ struct accumulation_plan {
 
 [[nodiscard]] inline accumulation_plan accumulation_for(std::int64_t target_global_batch, std::int64_t max_micro,
                                                         std::int64_t data_parallel = 1,
-                                                        accumulation_rounding rule = accumulation_rounding::ceil) {
+                                                        accumulation_rounding rule = accumulation_rounding::exact_or_ceil) {
   if (target_global_batch < 1 || target_global_batch > (std::int64_t{1} << 40)) {
     throw error("global batch", std::to_string(target_global_batch), "1 .. 2^40 samples");
   }
@@ -136,11 +143,15 @@ struct accumulation_plan {
   }
   const std::int64_t per_device = (target_global_batch + data_parallel - 1) / data_parallel;
   std::int64_t m = max_micro < per_device ? max_micro : per_device;
-  if (rule == accumulation_rounding::exact_divisor) {
-    while (per_device % m != 0) --m;  // terminates at 1
+  if (rule != accumulation_rounding::ceil && target_global_batch % data_parallel == 0) {
+    std::int64_t exact = m;
+    while (per_device % exact != 0) --exact;  // terminates at 1
+    if (rule == accumulation_rounding::exact_divisor || 2 * exact >= m) {
+      return {.microbatch = exact, .steps = per_device / exact, .global_batch = target_global_batch};
+    }
   }
   const std::int64_t steps = (per_device + m - 1) / m;
-  if (rule == accumulation_rounding::ceil) m = (per_device + steps - 1) / steps;  // same steps, least overshoot
+  m = (per_device + steps - 1) / steps;  // same steps, least overshoot
   return {.microbatch = m, .steps = steps, .global_batch = m * steps * data_parallel};
 }
 

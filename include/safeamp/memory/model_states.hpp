@@ -50,6 +50,27 @@ enum class optimizer_kind : std::uint8_t { sgd, sgd_momentum, adam, adam_8bit };
   throw error("optimizer", "'" + std::string(name) + "'", "sgd, sgd-momentum, adamw (adam), adam-8bit");
 }
 
+/// How the optimizer's update is executed, which decides the temporaries of the optimizer step.
+///  foreach: PyTorch's multi-tensor path, the default on CUDA (torch/optim/adam.py `_multi_tensor_adam`):
+///           `exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)` allocates a copy of every second moment
+///           at once (one state's worth of bytes per parameter) before the update is applied.
+///  fused:   one kernel updates parameters and moments in place (`fused=True`, `_fused_adamw_`): no temporaries.
+/// bitsandbytes' 8-bit optimizers update their quantized states in place (blockwise kernels) whatever is asked,
+/// and plain SGD (no momentum, no weight decay) updates in place: both have no temporaries.
+enum class optimizer_impl : std::uint8_t { foreach, fused };
+
+[[nodiscard]] constexpr std::string_view to_string(optimizer_impl i) noexcept {
+  return i == optimizer_impl::foreach ? "foreach" : "fused";
+}
+
+/// "foreach" (PyTorch's default on CUDA) or "fused"; throws otherwise.
+[[nodiscard]] inline optimizer_impl parse_optimizer_impl(std::string_view name) {
+  if (name == "foreach") return optimizer_impl::foreach;
+  if (name == "fused") return optimizer_impl::fused;
+  throw error("optimizer-impl", "'" + std::string(name) + "'",
+              "foreach (PyTorch's default on CUDA: a temporary copy of a moment buffer) or fused (fused=True: none)");
+}
+
 /// Largest parameter count accepted (10^15): three orders above today's largest models; 10^30 is a typo.
 inline constexpr std::uint64_t max_parameter_count = 1'000'000'000'000'000ULL;
 
@@ -70,6 +91,9 @@ struct state_options {
   optimizer_kind optimizer = optimizer_kind::adam;
   /// Format of the optimizer's momentum/variance (fp32 normally; bf16 halves them). Ignored for adam_8bit.
   format_spec optimizer_state_format = fp32;
+  /// How the update runs (temporaries of the optimizer step); PyTorch's default on CUDA is foreach.
+  optimizer_impl impl = optimizer_impl::foreach;
+  friend constexpr bool operator==(const state_options&, const state_options&) = default;
 };
 
 namespace detail {
@@ -98,6 +122,15 @@ inline constexpr double adam_8bit_block = 2048.0;  // bitsandbytes blockwise qua
     case optimizer_kind::adam_8bit: b.optimizer = 2.0 * (1.0 + 4.0 / detail::adam_8bit_block); break;
   }
   return b;
+}
+
+/// Bytes per parameter the optimizer step allocates on top of the model states (see optimizer_impl):
+///  Adam/AdamW with foreach: `_foreach_sqrt` of the second moments, one state (4 bytes with fp32 states);
+///  SGD with momentum updates its buffer in place (`_foreach_mul_`, `_foreach_add_`): 0;
+///  fused, 8-bit (bitsandbytes, in place) and plain SGD: 0.
+[[nodiscard]] constexpr double optimizer_temporary_bytes_per_param(state_options options) noexcept {
+  if (options.impl != optimizer_impl::foreach || options.optimizer != optimizer_kind::adam) return 0.0;
+  return storage_bytes(options.optimizer_state_format);
 }
 
 /// ZeRO stage: 0 plain data parallel; 1 P_os (optimizer states); 2 P_os+g (+ gradients); 3 P_os+g+p (+ parameters).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "safeamp/memory/activations.hpp"
 #include "safeamp/memory/budget.hpp"
 #include "safeamp/memory/model_states.hpp"
+#include "safeamp/memory/step_phases.hpp"
 #include "safeamp/memory/step_time.hpp"
 #include "safeamp/policy/policy_presets.hpp"
 
@@ -43,34 +45,60 @@ struct planner_options {
   std::uint64_t data_parallel = 1;
   accumulation_rounding rounding = accumulation_rounding::ceil;
   double price_per_hour = 0.0;     // optional: device price, for a cost per sample in money
+  /// Policies a `safeamp sim` parity gate passed (verified) or failed; a failed policy is never chosen.
+  std::vector<precision_policy> verified_policies{};
+  std::vector<precision_policy> failed_policies{};
 };
 
-/// One (policy, recompute) configuration with its best microbatch.
+/// Whether a policy's training quality is known to match fp32.
+///  reference:  fp32 itself;  verified: a parity result passed;  failed: a parity result failed;
+///  unverified: no parity result given (the default for every other policy).
+enum class quality_status : std::uint8_t { reference, verified, unverified, failed };
+
+[[nodiscard]] constexpr std::string_view to_string(quality_status q) noexcept {
+  switch (q) {
+    case quality_status::reference: return "reference (fp32)";
+    case quality_status::verified: return "verified (parity PASS)";
+    case quality_status::unverified: return "quality unverified";
+    case quality_status::failed: return "parity FAIL";
+  }
+  return "?";
+}
+
+/// One (policy, recompute, optimizer) configuration with its best microbatch.
 struct plan_candidate {
   std::string policy_name{};
   precision_policy policy{};
   recompute mode = recompute::none;
+  state_options states{};            // optimizer, state format and implementation evaluated
   bool supported = true;             // the device has math units for the policy's compute format
+  quality_status quality = quality_status::unverified;
   std::uint64_t state_bytes = 0;
-  std::uint64_t activation_bytes_per_sample = 0;
-  std::int64_t max_microbatch = 0;   // 0: not even one sample fits
-  std::int64_t shortfall_bytes = 0;  // bytes missing at microbatch 1 (0 when it fits)
+  std::uint64_t activation_bytes_per_sample = 0;  // backward-pass activation peak per sample
+  std::int64_t max_microbatch = 0;   // 0: not even one sample fits (with accumulation, when the target needs it)
+  std::int64_t shortfall_bytes = 0;  // bytes missing at microbatch 1 in the limiting phase (0 when it fits)
+  step_phase limiting_phase = step_phase::forward;  // the phase that sets the microbatch (or is short)
+  step_needs needs{};                // what each phase holds (as lines in the microbatch)
+  std::array<std::uint64_t, 3> phase_peak_bytes{};  // forward, backward, optimizer step at the chosen microbatch
   accumulation_plan accumulation{};
-  std::int64_t headroom_bytes = 0;   // at the chosen microbatch
+  std::int64_t headroom_bytes = 0;   // at the chosen microbatch, in the tightest phase
   double flops_per_sample = 0.0;
-  double attainable_flops = 0.0;     // roofline bound of the dominant GEMM (compute-bound peak without a shape)
+  double attainable_flops = 0.0;     // effective roofline bound: flops over the bound's time (GEMMs and the rest)
   double seconds_per_sample = 0.0;
   double total_seconds = 0.0;        // samples x seconds per sample + optimizer steps
   double margin_seconds = 0.0;       // window - total (negative: late)
   double cost_per_sample = 0.0;      // price_per_hour x total / 3600 / samples (0 without a price)
   [[nodiscard]] bool fits_memory() const noexcept { return supported && max_microbatch >= 1; }
-  [[nodiscard]] bool fits() const noexcept { return fits_memory() && margin_seconds >= 0.0; }
+  [[nodiscard]] bool fits() const noexcept {
+    return fits_memory() && margin_seconds >= 0.0 && quality != quality_status::failed;
+  }
 };
 
 struct plan_result {
   std::vector<plan_candidate> candidates{};  // every configuration tried, fastest first among those that fit
   std::optional<plan_candidate> chosen{};
   std::optional<plan_candidate> runner_up{};
+  std::optional<plan_candidate> fastest_verified{};  // fastest fitting one whose quality is fp32 or a parity PASS
   double efficiency = 0.0;                  // used (given, or calibrated from a measurement)
   std::vector<std::string> failures{};       // when nothing fits: which constraint, by how much
   std::vector<std::string> remedies{};       // when nothing fits in memory: what would
@@ -81,39 +109,88 @@ inline std::string gb_text(double bytes) {
   return format_bytes(static_cast<std::uint64_t>(std::max(0.0, bytes)), byte_unit::gb);
 }
 
+inline quality_status quality_of(const planner_options& o, const precision_policy& p) {
+  if (p == presets::fp32) return quality_status::reference;
+  if (std::find(o.failed_policies.begin(), o.failed_policies.end(), p) != o.failed_policies.end()) {
+    return quality_status::failed;
+  }
+  if (std::find(o.verified_policies.begin(), o.verified_policies.end(), p) != o.verified_policies.end()) {
+    return quality_status::verified;
+  }
+  return quality_status::unverified;
+}
+
+/// Memory available to the phases: the pool after context, reserve, fragmentation and workspace.
+inline std::uint64_t phase_pool_bytes(const memory_budget& budget) {
+  memory_budget b = budget;
+  b.fixed_bytes = 0;
+  b.activation_bytes_per_sample = 1;
+  return breakdown(b).available_for_activations_bytes;
+}
+
+/// Seconds per sample at a microbatch: linear-layer GEMM FLOPs at the compute format's roofline rate, the rest
+/// (attention core, logits) at the rate of other_matmul_format; without a shape 6PD at the compute peak, except
+/// that 8-bit compute gets no credit (the GEMM share is unknown) and runs at the activation format's peak.
+inline double seconds_per_sample(const workload& w, const device_spec& d, const precision_policy& p, recompute mode,
+                                 std::int64_t microbatch, double efficiency) {
+  const format_spec other = other_matmul_format(p);
+  if (!w.shape) {
+    return training_flops_per_sample(w.parameters, w.tokens_per_sample, mode) / (efficiency * peak_flops_for(d, other));
+  }
+  const auto b = static_cast<std::uint64_t>(microbatch);
+  const flops_split f = training_flops_split(*w.shape, mode);
+  const double linear_rate = roofline(d, p.compute, dominant_gemm(*w.shape, b, p.compute, p.output)).attainable_flops;
+  const double other_rate = roofline(d, other, dominant_gemm(*w.shape, b, other, p.output)).attainable_flops;
+  return (f.linear / linear_rate + f.other / other_rate) / efficiency;
+}
+
 inline plan_candidate evaluate(const workload& w, const planner_options& o, const named_policy& p, recompute mode,
                                double efficiency, state_options states, zero_stage stage, std::uint64_t data_parallel) {
   plan_candidate c;
   c.policy_name = std::string(p.name);
   c.policy = p.policy;
   c.mode = mode;
-  const double peak = peak_flops_for(o.device, p.policy.compute);
-  c.supported = peak > 0.0;
+  c.states = states;
+  c.quality = quality_of(o, p.policy);
+  c.supported = peak_flops_for(o.device, p.policy.compute) > 0.0 && peak_flops_for(o.device, other_matmul_format(p.policy)) > 0.0;
   c.state_bytes = model_states_for(w.parameters, p.policy, states, stage, data_parallel).total_bytes();
-  c.activation_bytes_per_sample = w.shape ? activation_bytes_per_sample(*w.shape, mode, storage_bytes(p.policy.output))
-                                          : w.activation_bytes_per_sample;
-  memory_budget b = o.budget;
-  b.fixed_bytes = c.state_bytes;
-  b.activation_bytes_per_sample = c.activation_bytes_per_sample;
-  c.max_microbatch = max_microbatch(b);
+  std::uint64_t stored = w.activation_bytes_per_sample, peak = w.activation_bytes_per_sample;
+  if (w.shape) {
+    const activation_ledger l = activation_ledger_for(*w.shape, 1, mode, storage_bytes(p.policy.output));
+    stored = l.stored_bytes;
+    peak = l.peak_bytes;
+  }
+  c.activation_bytes_per_sample = peak;
   c.flops_per_sample = w.shape ? training_flops_per_sample(*w.shape, mode)
                                : training_flops_per_sample(w.parameters, w.tokens_per_sample, mode);
+  const std::uint64_t pool = phase_pool_bytes(o.budget);
+  const bool full = mode == recompute::full;
+  // First without accumulation (no gradients in the forward pass); if the target batch needs more than one
+  // microbatch per step, again with the gradients held through the forward passes.
+  c.needs = step_needs_for(step_inputs_for(w.parameters, p.policy, states, stage, data_parallel, stored, peak, false, full));
+  phase_fit fit = fit_phases(pool, c.needs);
+  const auto dp = static_cast<std::int64_t>(data_parallel);
+  const std::int64_t per_device = w.global_batch > 0 ? (w.global_batch + dp - 1) / dp : 0;
+  if (fit.max_microbatch >= 1 && per_device > fit.max_microbatch) {
+    c.needs = step_needs_for(step_inputs_for(w.parameters, p.policy, states, stage, data_parallel, stored, peak, true, full));
+    fit = fit_phases(pool, c.needs);
+  }
+  c.max_microbatch = fit.max_microbatch;
+  c.limiting_phase = fit.limiting;
   if (c.max_microbatch < 1) {
-    c.shortfall_bytes = -headroom_bytes(b, 1);
+    c.shortfall_bytes = fit.shortfall_bytes;
+    for (std::size_t i = 0; i < 3; ++i) c.phase_peak_bytes[i] = c.needs[i].bytes_at(1);
     return c;
   }
   c.accumulation = w.global_batch > 0
-                       ? accumulation_for(w.global_batch, c.max_microbatch, static_cast<std::int64_t>(data_parallel), o.rounding)
-                       : accumulation_plan{.microbatch = c.max_microbatch, .steps = 1,
-                                           .global_batch = c.max_microbatch * static_cast<std::int64_t>(data_parallel)};
-  c.headroom_bytes = headroom_bytes(b, c.accumulation.microbatch);
+                       ? accumulation_for(w.global_batch, c.max_microbatch, dp, o.rounding)
+                       : accumulation_plan{.microbatch = c.max_microbatch, .steps = 1, .global_batch = c.max_microbatch * dp};
+  const auto micro = static_cast<std::uint64_t>(c.accumulation.microbatch);
+  for (std::size_t i = 0; i < 3; ++i) c.phase_peak_bytes[i] = c.needs[i].bytes_at(micro);
+  c.headroom_bytes = phase_headroom_bytes(pool, c.needs, micro);
   if (!c.supported) return c;
-  c.attainable_flops =
-      w.shape ? roofline(o.device, p.policy.compute,
-                         dominant_gemm(*w.shape, static_cast<std::uint64_t>(c.accumulation.microbatch), p.policy.compute,
-                                       p.policy.output)).attainable_flops
-              : peak;
-  c.seconds_per_sample = c.flops_per_sample / (efficiency * c.attainable_flops);
+  c.seconds_per_sample = seconds_per_sample(w, o.device, p.policy, mode, c.accumulation.microbatch, efficiency);
+  c.attainable_flops = c.flops_per_sample / (c.seconds_per_sample * efficiency);
   const double optimizer_steps = std::ceil(w.samples / static_cast<double>(c.accumulation.global_batch));
   c.total_seconds = w.samples * c.seconds_per_sample / static_cast<double>(data_parallel) +
                     optimizer_steps * optimizer_step_seconds(w.parameters, bytes_per_param(p.policy, states), o.device) /

@@ -12,6 +12,7 @@
 
 #include "safeamp/error.hpp"
 #include "safeamp/memory/plan_candidate.hpp"
+#include "safeamp/memory/remedies.hpp"
 
 namespace safeamp {
 
@@ -76,39 +77,45 @@ inline double calibrated_efficiency(const workload& w, const planner_options& o)
   return std::min(1.0, check.ratio);
 }
 
-/// What would make microbatch 1 fit, tried on the candidate closest to fitting.
-inline std::vector<std::string> remedies_for(const workload& w, const planner_options& o, const plan_candidate& best,
-                                             double efficiency) {
-  std::vector<std::string> out;
-  const named_policy p{best.policy_name, best.policy};
-  auto report = [&](const std::string& what, const plan_candidate& c) {
-    out.push_back(what + (c.fits_memory() ? ": fits, largest microbatch " + std::to_string(c.max_microbatch)
-                                          : ": still short by " + gb_text(static_cast<double>(c.shortfall_bytes))));
-  };
-  if (o.states.optimizer == optimizer_kind::adam) {
-    report("adam-8bit optimizer (moments in 1 byte each instead of 4)",
-           evaluate(w, o, p, best.mode, efficiency, {.optimizer = optimizer_kind::adam_8bit}, o.stage, o.data_parallel));
-    report("sgd-momentum optimizer",
-           evaluate(w, o, p, best.mode, efficiency, {.optimizer = optimizer_kind::sgd_momentum}, o.stage, o.data_parallel));
-  }
-  if (o.states.optimizer_state_format == fp32 && o.states.optimizer != optimizer_kind::adam_8bit &&
-      o.states.optimizer != optimizer_kind::sgd) {
-    report("bf16 optimizer states",
-           evaluate(w, o, p, best.mode, efficiency, {.optimizer = o.states.optimizer, .optimizer_state_format = bf16},
-                    o.stage, o.data_parallel));
-  }
-  if (w.shape) {
-    for (recompute r : {recompute::selective, recompute::full}) {
-      if (static_cast<int>(r) > static_cast<int>(best.mode)) {
-        report(std::string(to_string(r)) + " recomputation", evaluate(w, o, p, r, efficiency, o.states, o.stage, o.data_parallel));
-      }
+/// Every (policy, recompute) candidate, fitting ones first, fastest first; ties keep the listed order.
+inline std::vector<plan_candidate> ranked_candidates(const workload& w, const planner_options& o, double efficiency) {
+  std::vector<plan_candidate> out;
+  for (const named_policy& p : o.policies) {
+    for (recompute mode : o.recompute_modes) {
+      if (mode == recompute::selective && !w.shape) continue;  // needs the attention shape
+      out.push_back(evaluate(w, o, p, mode, efficiency, o.states, o.stage, o.data_parallel));
     }
   }
-  for (std::uint64_t n = std::max<std::uint64_t>(2, o.data_parallel * 2); n <= 4096; n *= 2) {
-    const plan_candidate c = evaluate(w, o, p, best.mode, efficiency, o.states, zero_stage::parameters, n);
-    if (c.fits_memory() || n == 4096) {
-      report("ZeRO stage 3 over " + std::to_string(n) + " devices (parameters, gradients and optimizer states partitioned)", c);
-      break;
+  std::stable_sort(out.begin(), out.end(), [](const plan_candidate& a, const plan_candidate& b) {
+    if (a.fits() != b.fits()) return a.fits();
+    if (a.fits_memory() != b.fits_memory()) return a.fits_memory();
+    if (a.fits_memory()) return a.total_seconds < b.total_seconds;
+    return a.shortfall_bytes < b.shortfall_bytes;
+  });
+  return out;
+}
+
+/// What to do about a missed window with `c`, the fastest configuration that fits memory: how many samples fit
+/// (window x samples / total time, rounded down), and which table devices finish the whole night in time.
+inline std::vector<std::string> window_remedies(const workload& w, const planner_options& o, const plan_candidate& c,
+                                                double efficiency) {
+  std::vector<std::string> out;
+  const double fit_samples = std::floor(w.samples * o.window_seconds / c.total_seconds);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "train fewer samples: about %.6g of the %.6g (%.0f%%) fit in the window with %s",
+                fit_samples, w.samples, 100.0 * fit_samples / w.samples, c.policy_name.c_str());
+  out.emplace_back(buf);
+  if (o.budget.device_bytes != o.device.capacity_bytes) return out;  // a given capacity is not the table's
+  for (const device_spec& d : device_table()) {
+    if (d.name == o.device.name) continue;
+    planner_options other = o;
+    other.device = d;
+    other.budget.device_bytes = d.capacity_bytes;
+    const std::vector<plan_candidate> r = ranked_candidates(w, other, efficiency);
+    if (!r.empty() && r[0].fits()) {
+      out.push_back("a different card (" + std::string(d.name) + "): " + r[0].policy_name + ", recompute " +
+                    std::string(to_string(r[0].mode)) + " takes " + hours_text(r[0].total_seconds) + ", " +
+                    std::string(to_string(r[0].quality)));
     }
   }
   return out;
@@ -131,21 +138,15 @@ inline std::vector<std::string> remedies_for(const workload& w, const planner_op
 
   plan_result r;
   r.efficiency = o.measured_samples_per_second > 0.0 ? detail::calibrated_efficiency(w, o) : o.efficiency;
-  for (const named_policy& p : o.policies) {
-    for (recompute mode : o.recompute_modes) {
-      if (mode == recompute::selective && !w.shape) continue;  // needs the attention shape
-      r.candidates.push_back(detail::evaluate(w, o, p, mode, r.efficiency, o.states, o.stage, o.data_parallel));
-    }
-  }
-  // Fitting candidates first, fastest first; ties keep the listed order (policies, then none < selective < full).
-  std::stable_sort(r.candidates.begin(), r.candidates.end(), [](const plan_candidate& a, const plan_candidate& b) {
-    if (a.fits() != b.fits()) return a.fits();
-    if (a.fits_memory() != b.fits_memory()) return a.fits_memory();
-    if (a.fits_memory()) return a.total_seconds < b.total_seconds;
-    return a.shortfall_bytes < b.shortfall_bytes;
-  });
+  r.candidates = detail::ranked_candidates(w, o, r.efficiency);
   if (!r.candidates.empty() && r.candidates[0].fits()) r.chosen = r.candidates[0];
   if (r.candidates.size() > 1 && r.candidates[1].fits()) r.runner_up = r.candidates[1];
+  for (const plan_candidate& c : r.candidates) {
+    if (c.fits() && (c.quality == quality_status::reference || c.quality == quality_status::verified)) {
+      r.fastest_verified = c;
+      break;
+    }
+  }
   if (r.chosen) return r;
 
   for (const plan_candidate& c : r.candidates) {
@@ -155,8 +156,9 @@ inline std::vector<std::string> remedies_for(const workload& w, const planner_op
       break;
     }
   }
-  const auto fits_memory = std::find_if(r.candidates.begin(), r.candidates.end(),
-                                        [](const plan_candidate& c) { return c.fits_memory(); });
+  const auto fits_memory = std::find_if(r.candidates.begin(), r.candidates.end(), [](const plan_candidate& c) {
+    return c.fits_memory() && c.quality != quality_status::failed;
+  });
   if (fits_memory != r.candidates.end()) {
     const plan_candidate& c = *fits_memory;  // fastest that fits memory (sorted)
     r.failures.push_back("window: the fastest configuration that fits memory (" + c.policy_name + ", recompute " +
@@ -164,25 +166,27 @@ inline std::vector<std::string> remedies_for(const workload& w, const planner_op
                          ") takes " + detail::hours_text(c.total_seconds) + ", " +
                          detail::hours_text(-c.margin_seconds) + " over the " + detail::hours_text(o.window_seconds) +
                          " window (needs " + std::to_string(c.total_seconds / o.window_seconds) + "x the time)");
+    r.remedies = detail::window_remedies(w, o, c, r.efficiency);
+    return r;
+  }
+  if (std::any_of(r.candidates.begin(), r.candidates.end(), [](const plan_candidate& c) { return c.fits_memory(); })) {
+    r.failures.push_back("parity: every configuration that fits memory uses a policy whose parity result failed");
     return r;
   }
   const auto closest = std::find_if(r.candidates.begin(), r.candidates.end(),
                                     [](const plan_candidate& c) { return c.supported; });
   if (closest == r.candidates.end()) return r;
   const plan_candidate& c = *closest;
-  memory_budget b = o.budget;
-  b.fixed_bytes = c.state_bytes;
-  b.activation_bytes_per_sample = c.activation_bytes_per_sample;
-  const budget_breakdown d = breakdown(b);
+  const std::size_t phase = static_cast<std::size_t>(c.limiting_phase);
   r.failures.push_back("memory: microbatch 1 does not fit with any configuration; the closest (" + c.policy_name +
-                       ", recompute " + std::string(to_string(c.mode)) + ") needs model states " +
-                       detail::gb_text(static_cast<double>(c.state_bytes)) + " + activations " +
-                       detail::gb_text(static_cast<double>(c.activation_bytes_per_sample)) + " per sample + workspace " +
-                       detail::gb_text(static_cast<double>(b.workspace_bytes)) + " against " +
-                       detail::gb_text(static_cast<double>(d.device_bytes - d.context_bytes - d.reserve_bytes -
-                                                           d.fragmentation_bytes)) +
-                       " usable: short by " + detail::gb_text(static_cast<double>(c.shortfall_bytes)));
-  r.remedies = detail::remedies_for(w, o, c, r.efficiency);
+                       ", recompute " + std::string(to_string(c.mode)) + ", " +
+                       std::string(to_string(c.states.optimizer)) + " " + std::string(to_string(c.states.impl)) +
+                       ") peaks in the " + std::string(to_string(c.limiting_phase)) + " at " +
+                       detail::gb_text(static_cast<double>(c.phase_peak_bytes[phase])) + " against " +
+                       detail::gb_text(static_cast<double>(detail::phase_pool_bytes(o.budget))) +
+                       " usable (after context, reserve, fragmentation and workspace): short by " +
+                       detail::gb_text(static_cast<double>(c.shortfall_bytes)));
+  for (const remedy& m : memory_remedies(w, o, c, r.efficiency)) r.remedies.push_back(m.text());
   return r;
 }
 

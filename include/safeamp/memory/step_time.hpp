@@ -11,6 +11,7 @@
 #include "safeamp/memory/devices.hpp"
 #include "safeamp/memory/model_states.hpp"
 #include "safeamp/memory/roofline.hpp"
+#include "safeamp/policy/policy_value.hpp"
 
 namespace safeamp {
 
@@ -29,6 +30,37 @@ namespace safeamp {
     case recompute::full: return model * 4.0 / 3.0;
   }
   return model;
+}
+
+/// Training FLOPs per sample split by where they run (the three terms of Korthikanti Appendix A's count):
+///  linear   72 L s h^2    the layers' weight GEMMs (QKV, projection, MLP): what fp8 recipes run in fp8
+///  other    12 L s^2 h    the attention core (QK^T and attention over V), + 12 L s^2 h again with selective
+///           + 6 s h v     recomputation; the logits GEMM. Transformer Engine's fp8 applies to its Linear layers;
+///                          attention and the output layer stay in the activation format.
+/// Full recomputation multiplies both by 4/3. linear + other == training_flops_per_sample(t, mode).
+struct flops_split {
+  double linear = 0.0;
+  double other = 0.0;
+  [[nodiscard]] constexpr double total() const noexcept { return linear + other; }
+};
+
+[[nodiscard]] inline flops_split training_flops_split(const transformer_shape& t, recompute mode) {
+  validate(t);
+  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
+  const double l = static_cast<double>(t.layers), v = static_cast<double>(t.vocabulary);
+  flops_split f{.linear = 72.0 * l * s * h * h, .other = 12.0 * l * s * s * h + 6.0 * s * h * v};
+  if (mode == recompute::selective) f.other += 12.0 * l * s * s * h;
+  if (mode == recompute::full) {
+    f.linear *= 4.0 / 3.0;
+    f.other *= 4.0 / 3.0;
+  }
+  return f;
+}
+
+/// The format the non-linear-layer matmuls run in: the policy's compute format, except for 8-bit compute (fp8
+/// recipes), whose attention and output layer run in the activation format (bf16 for fp8-hybrid).
+[[nodiscard]] constexpr format_spec other_matmul_format(const precision_policy& p) noexcept {
+  return total_bits(p.compute) == 8 ? p.output : p.compute;
 }
 
 /// Training FLOPs per sample from a parameter count: C = 6 P D (Kaplan et al. 2020; EleutherAI "Transformer Math

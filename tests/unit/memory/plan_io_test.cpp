@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -102,6 +103,42 @@ TEST_CASE("plan inputs: every problem is a safeamp::error (exit 2) naming the in
              Catch::StartsWith("input is 'in.json' (an array of 2 items [1, 2])"));
   CHECK_THAT(message_of([] { (void)safeamp::tool::parse_plan_json("{\"" + std::string(5000, 'z') + "\": 1}", "i"); }),
              Catch::StartsWith("input key is 'zzzz") && Catch::Contains("...'"));
+}
+
+TEST_CASE("--verified-by: a policy passes when any of its candidates passed, fails when only failures exist") {
+  using safeamp::tool::parse_parity_summary;
+  const nlohmann::json j = nlohmann::json::parse(R"({"candidates": [
+      {"policy": "bf16-mixed", "verdict": "PASS"},
+      {"policy": "fp16-mixed", "verdict": "FAIL"}, {"policy": "fp16-mixed", "verdict": "PASS"},
+      {"policy": "fp16-pure-master", "verdict": "FAIL"}, {"policy": "fp16-pure-master", "verdict": "FAIL"},
+      {"policy": "params=bf16,compute=bf16,output=bf16", "verdict": "INCONCLUSIVE"}]})");
+  const safeamp::tool::parity_results r = parse_parity_summary(j, "s.json");
+  REQUIRE(r.passed.size() == 2);  // bf16-mixed, fp16-mixed (its FAIL is outweighed by its PASS)
+  CHECK(r.passed[0] == safeamp::presets::bf16_mixed);
+  CHECK(r.passed[1] == safeamp::presets::fp16_mixed);
+  REQUIRE(r.failed.size() == 2);  // fp16-pure-master, listed once per failing candidate
+  CHECK(r.failed[0] == safeamp::presets::fp16_pure_master);
+  CHECK(std::find(r.failed.begin(), r.failed.end(), safeamp::presets::fp16_mixed) == r.failed.end());
+  CHECK_THAT(message_of([] { (void)parse_parity_summary(nlohmann::json::parse(R"({"candidates": 3})"), "s.json"); }),
+             Catch::StartsWith("verified-by is 's.json' (an object of 1 member"));
+  CHECK_THAT(message_of([] {
+               (void)parse_parity_summary(nlohmann::json::parse(R"({"candidates": [{"policy": "fp9", "verdict": "PASS"}]})"),
+                                          "s.json");
+             }),
+             Catch::StartsWith("verified-by is 's.json' candidate 0 (") && Catch::Contains("fp9"));
+  CHECK_THAT(message_of([] {
+               (void)parse_parity_summary(nlohmann::json::parse(R"({"candidates": [{"policy": "fp32"}]})"), "s.json");
+             }),
+             Catch::Contains("candidate 0") && Catch::Contains("a summary.json written by safeamp sim"));
+}
+
+TEST_CASE("--policy takes anything the policy grammar takes") {
+  CHECK(safeamp::tool::parse_policy_arg("policy", "bf16-mixed") == safeamp::presets::bf16_mixed);
+  const safeamp::precision_policy bare = safeamp::tool::parse_policy_arg("policy", "bf16");
+  CHECK(bare.param == safeamp::bf16);
+  CHECK(bare.compute == safeamp::bf16);
+  CHECK_THAT(message_of([] { (void)safeamp::tool::parse_policy_arg("policy", "bf17"); }),
+             Catch::StartsWith("policy is 'bf17' (") && Catch::Contains("fp16-pure-master"));
 }
 
 TEST_CASE("read_input_file accepts regular files only, up to a cap") {

@@ -1,0 +1,145 @@
+// What would make a configuration fit memory: the single-device levers (recomputation, a fused optimizer, an 8-bit
+// optimizer) searched together, every combination evaluated at the largest microbatch it allows (smaller microbatches
+// with accumulation are part of every evaluation), cheapest first, each with its time cost; more devices only as a
+// last, labelled resort. SGD is never offered: it changes the training algorithm, and transformers are trained with
+// Adam-type optimizers.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "safeamp/memory/plan_candidate.hpp"
+
+namespace safeamp {
+
+/// One combination of changes and what it gives.
+struct remedy {
+  std::vector<std::string> changes{};  // e.g. {"recompute full", "fused AdamW"}
+  plan_candidate result{};
+  std::string time_cost{};             // what the changes cost in time
+  std::uint64_t devices = 1;           // > 1: needs that many devices (ZeRO stage 3)
+  [[nodiscard]] std::string text() const {
+    std::string s;
+    for (const std::string& c : changes) s += (s.empty() ? "" : " + ") + c;
+    s += result.fits_memory() ? ": fits, microbatch " + std::to_string(result.accumulation.microbatch) + " x " +
+                                    std::to_string(result.accumulation.steps) + " accumulation step(s)"
+                              : ": still short by " + format_bytes(static_cast<std::uint64_t>(result.shortfall_bytes),
+                                                                   byte_unit::gb);
+    if (!time_cost.empty()) s += "; time: " + time_cost;
+    return s;
+  }
+};
+
+namespace detail {
+
+inline std::string percent_text(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.0f%%", 100.0 * fraction);
+  return buf;
+}
+
+inline std::string ms_text(double seconds) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.3g ms/sample", 1e3 * seconds);
+  return buf;
+}
+
+/// Changes (and their time cost) from `from` to a candidate with recomputation `mode` and optimizer `states`.
+inline remedy describe(const workload& w, const plan_candidate& from, recompute mode, state_options states,
+                       plan_candidate result) {
+  remedy r;
+  r.result = std::move(result);
+  std::string cost;
+  if (mode != from.mode) {
+    r.changes.push_back("recompute " + std::string(to_string(mode)));
+    if (w.shape) {
+      const double extra = training_flops_per_sample(*w.shape, mode) / training_flops_per_sample(*w.shape, from.mode) - 1.0;
+      cost += percent_text(extra) + " FLOPs (" + (mode == recompute::full ? "one more forward pass" : "attention core again") + ")";
+    }
+  }
+  if (states.optimizer != from.states.optimizer) {
+    r.changes.push_back("8-bit AdamW (bitsandbytes)");
+    cost += std::string(cost.empty() ? "" : ", ") + "no extra time; moments in 8 bits, quality unverified";
+  } else if (states.impl != from.states.impl) {
+    r.changes.push_back("fused AdamW (fused=True)");
+    cost += std::string(cost.empty() ? "" : ", ") + "none (one kernel instead of foreach's passes)";
+  }
+  if (r.result.fits_memory() && r.result.seconds_per_sample > 0.0) cost += (cost.empty() ? "" : "; ") + ms_text(r.result.seconds_per_sample);
+  r.time_cost = cost;
+  return r;
+}
+
+}  // namespace detail
+
+/// Combined remedies for `from` (a candidate that does not fit memory), cheapest first: every combination of a
+/// stronger recomputation (with a transformer shape), fused AdamW (when the optimizer is foreach AdamW) and 8-bit AdamW
+/// (when it is AdamW) is evaluated; the fitting ones are sorted by time per sample, then by the number of changes;
+/// a combination that adds changes to one already listed is dropped. At most `limit` are returned. When none fits on
+/// the planned devices, the strongest combination is tried with ZeRO stage 3 over 2, 4, ... 4096 devices and
+/// returned labelled with the device count (never silently).
+[[nodiscard]] inline std::vector<remedy> memory_remedies(const workload& w, const planner_options& o,
+                                                         const plan_candidate& from, double efficiency,
+                                                         std::size_t limit = 3) {
+  const named_policy p{from.policy_name, from.policy};
+  std::vector<recompute> modes{from.mode};
+  if (w.shape) {
+    for (recompute r : {recompute::selective, recompute::full}) {
+      if (static_cast<int>(r) > static_cast<int>(from.mode)) modes.push_back(r);
+    }
+  }
+  std::vector<state_options> optimizers{from.states};
+  if (from.states.optimizer == optimizer_kind::adam) {
+    if (from.states.impl == optimizer_impl::foreach) {
+      state_options fused = from.states;
+      fused.impl = optimizer_impl::fused;
+      optimizers.push_back(fused);
+    }
+    optimizers.push_back({.optimizer = optimizer_kind::adam_8bit, .optimizer_state_format = fp32,
+                          .impl = optimizer_impl::fused});
+  }
+  std::vector<remedy> fitting;
+  remedy strongest;
+  for (recompute m : modes) {
+    for (const state_options& s : optimizers) {
+      if (m == from.mode && s == from.states) continue;
+      remedy r = detail::describe(w, from, m, s, detail::evaluate(w, o, p, m, efficiency, s, o.stage, o.data_parallel));
+      if (r.result.fits_memory()) fitting.push_back(r);
+      strongest = r;  // the last one has the strongest recomputation and the smallest optimizer
+    }
+  }
+  std::stable_sort(fitting.begin(), fitting.end(), [](const remedy& a, const remedy& b) {
+    if (a.result.seconds_per_sample != b.result.seconds_per_sample) {
+      return a.result.seconds_per_sample < b.result.seconds_per_sample;
+    }
+    return a.changes.size() < b.changes.size();
+  });
+  std::vector<remedy> out;
+  for (const remedy& r : fitting) {
+    const bool adds_to_listed = std::any_of(out.begin(), out.end(), [&](const remedy& kept) {
+      return std::all_of(kept.changes.begin(), kept.changes.end(), [&](const std::string& c) {
+        return std::find(r.changes.begin(), r.changes.end(), c) != r.changes.end();
+      });
+    });
+    if (!adds_to_listed && out.size() < limit) out.push_back(r);
+  }
+  if (!out.empty() || strongest.changes.empty()) return out;
+  out.push_back(strongest);  // the best one device can do, still short
+  const recompute m = modes.back();
+  const state_options s = optimizers.back();
+  for (std::uint64_t n = std::max<std::uint64_t>(2, o.data_parallel * 2); n <= 4096; n *= 2) {
+    const plan_candidate c = detail::evaluate(w, o, p, m, efficiency, s, zero_stage::parameters, n);
+    if (c.fits_memory() || n == 4096) {
+      remedy r = detail::describe(w, from, m, s, c);
+      r.devices = n;
+      r.changes.push_back("ZeRO stage 3 over " + std::to_string(n) + " devices (NEEDS " + std::to_string(n) +
+                          " devices; planned for " + std::to_string(o.data_parallel) + ")");
+      out.push_back(r);
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace safeamp

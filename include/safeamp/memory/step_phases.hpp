@@ -1,0 +1,194 @@
+// Peaks of one training step by phase (forward, backward, optimizer step), each with the allocations it holds, and
+// the largest microbatch for which every phase fits. A step's memory is not one sum: activations are gone before the
+// optimizer runs, and the optimizer's temporaries do not exist during the forward pass.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "safeamp/error.hpp"
+#include "safeamp/memory/budget.hpp"
+#include "safeamp/memory/bytes.hpp"
+#include "safeamp/memory/model_states.hpp"
+
+namespace safeamp {
+
+enum class step_phase : std::uint8_t { forward, backward, optimizer_step };
+
+[[nodiscard]] constexpr std::string_view to_string(step_phase p) noexcept {
+  return p == step_phase::forward ? "forward" : p == step_phase::backward ? "backward" : "optimizer step";
+}
+
+/// One allocation a phase holds: a fixed part and a part proportional to the microbatch.
+struct phase_item {
+  std::string name{};
+  std::uint64_t fixed_bytes = 0;
+  std::uint64_t bytes_per_sample = 0;
+  friend bool operator==(const phase_item&, const phase_item&) = default;
+};
+
+/// What one phase holds at its peak, as a line in the microbatch b: fixed + b x per sample.
+struct phase_need {
+  step_phase phase = step_phase::forward;
+  std::vector<phase_item> items{};
+  [[nodiscard]] std::uint64_t fixed_bytes() const {
+    std::uint64_t sum = 0;
+    for (const phase_item& i : items) sum = checked_add(sum, i.fixed_bytes, "phase fixed bytes");
+    return sum;
+  }
+  [[nodiscard]] std::uint64_t bytes_per_sample() const {
+    std::uint64_t sum = 0;
+    for (const phase_item& i : items) sum = checked_add(sum, i.bytes_per_sample, "phase bytes per sample");
+    return sum;
+  }
+  /// The phase's peak at `microbatch` samples.
+  [[nodiscard]] std::uint64_t bytes_at(std::uint64_t microbatch) const {
+    return checked_add(fixed_bytes(), checked_mul(microbatch, bytes_per_sample(), "phase activations"), "phase peak");
+  }
+};
+
+using step_needs = std::array<phase_need, 3>;  // forward, backward, optimizer step
+
+/// Inputs of the per-phase model, all per device.
+struct step_inputs {
+  model_states states{};                      // weights, gradients, master copy, optimizer states
+  std::uint64_t weight_copy_bytes = 0;        // compute-format copies of the weights (autocast), see below
+  std::uint64_t optimizer_temporary_bytes = 0;  // allocated by the optimizer step (optimizer_temporary_bytes_per_param)
+  std::uint64_t forward_bytes_per_sample = 0;   // activations held at the end of the forward pass (ledger's stored)
+  std::uint64_t backward_bytes_per_sample = 0;  // activation peak of the backward pass (ledger's peak, >= stored)
+  bool accumulating = false;                  // more than one microbatch per optimizer step
+  bool full_recompute = false;                // every layer checkpointed
+};
+
+/// Bytes per parameter of the compute-format weight copies that autocast makes. Under torch.autocast a weight
+/// stored in fp32 and multiplied in a narrower format is cast once per forward and cached for the autocast region
+/// (PyTorch `cached_cast`, aten/src/ATen/autocast_mode.cpp; the `cache_enabled` argument of torch.autocast); the
+/// backward graph saves the same casts for the weight gradients. A policy whose parameters are already stored in
+/// the compute format (fp16-pure-master) makes no copies.
+[[nodiscard]] constexpr double weight_copy_bytes_per_param(const precision_policy& p) noexcept {
+  const int compute = storage_bytes(p.compute);
+  return compute < storage_bytes(p.param) ? compute : 0.0;
+}
+
+/// The three phases (all counted as upper bounds at their peak):
+///  forward:        weights + master + optimizer states + the weight copies + the stored activations, and the
+///                  gradients only when accumulating (PyTorch >= 2.0 `zero_grad()` sets .grad to None after each step,
+///                  so the first forward holds none; the forwards of microbatches 2..k hold the summed gradients);
+///  backward:       weights + master + optimizer states + every gradient + the weight copies (saved by the graph;
+///                  with full recomputation the checkpointed layers saved none and autocast's cache is freed when its
+///                  region exits before backward) + the activation peak (stored + the largest backward transient);
+///  optimizer step: weights + master + optimizer states + gradients + the optimizer's temporaries; the activations
+///                  and their graph were freed at the end of backward.
+[[nodiscard]] inline step_needs step_needs_for(const step_inputs& in) {
+  const model_states& m = in.states;
+  const auto persistent = [&](phase_need& p) {
+    p.items.push_back({"weights", m.weight_bytes, 0});
+    if (m.master_bytes > 0) p.items.push_back({"fp32 master copy", m.master_bytes, 0});
+    if (m.optimizer_bytes > 0) p.items.push_back({"optimizer states", m.optimizer_bytes, 0});
+  };
+  step_needs out;
+  phase_need& fwd = out[0];
+  fwd.phase = step_phase::forward;
+  persistent(fwd);
+  if (in.accumulating) fwd.items.push_back({"gradients (accumulating)", m.gradient_bytes, 0});
+  if (in.weight_copy_bytes > 0) fwd.items.push_back({"weight copies in the compute format", in.weight_copy_bytes, 0});
+  fwd.items.push_back({"activations (stored)", 0, in.forward_bytes_per_sample});
+
+  phase_need& bwd = out[1];
+  bwd.phase = step_phase::backward;
+  persistent(bwd);
+  bwd.items.push_back({"gradients", m.gradient_bytes, 0});
+  if (in.weight_copy_bytes > 0 && !in.full_recompute) {
+    bwd.items.push_back({"weight copies saved by the graph", in.weight_copy_bytes, 0});
+  }
+  bwd.items.push_back({"activations (peak, with transients)", 0, in.backward_bytes_per_sample});
+
+  phase_need& opt = out[2];
+  opt.phase = step_phase::optimizer_step;
+  persistent(opt);
+  opt.items.push_back({"gradients", m.gradient_bytes, 0});
+  if (in.optimizer_temporary_bytes > 0) opt.items.push_back({"optimizer temporaries", in.optimizer_temporary_bytes, 0});
+  return out;
+}
+
+/// step_inputs for `parameters` under a policy and optimizer, ZeRO-partitioned like the model states (the weight
+/// copies follow the weights, the temporaries the optimizer states), with per-sample activation figures.
+[[nodiscard]] inline step_inputs step_inputs_for(std::uint64_t parameters, const precision_policy& policy,
+                                                 state_options options, zero_stage stage, std::uint64_t data_parallel,
+                                                 std::uint64_t forward_bytes_per_sample,
+                                                 std::uint64_t backward_bytes_per_sample, bool accumulating,
+                                                 bool full_recompute) {
+  step_inputs in;
+  in.states = model_states_for(parameters, policy, options, stage, data_parallel);
+  const auto psi = static_cast<double>(parameters);
+  const auto n = static_cast<double>(data_parallel);
+  const int s = static_cast<int>(stage);
+  in.weight_copy_bytes = bytes_from_real(weight_copy_bytes_per_param(policy) * psi / (s >= 3 ? n : 1.0), "weight copies");
+  in.optimizer_temporary_bytes =
+      bytes_from_real(optimizer_temporary_bytes_per_param(options) * psi / (s >= 1 ? n : 1.0), "optimizer temporaries");
+  in.forward_bytes_per_sample = forward_bytes_per_sample;
+  in.backward_bytes_per_sample = backward_bytes_per_sample;
+  in.accumulating = accumulating;
+  in.full_recompute = full_recompute;
+  return in;
+}
+
+/// The largest microbatch every phase fits in, and which phase limits it.
+struct phase_fit {
+  std::int64_t max_microbatch = 0;           // 0: microbatch 1 does not fit
+  step_phase limiting = step_phase::forward;  // the phase that sets the limit (or is furthest over at microbatch 1)
+  std::int64_t shortfall_bytes = 0;          // bytes missing at microbatch 1 in the limiting phase (0 when it fits)
+};
+
+/// Largest microbatch cap when no phase grows with the batch (a measured per-sample figure of 0 is rejected
+/// elsewhere; this only bounds the arithmetic).
+inline constexpr std::int64_t max_phase_microbatch = std::int64_t{1} << 40;
+
+/// Fits each phase into `available_bytes` (the pool after context, reserve, fragmentation and workspace:
+/// breakdown(...).available_for_activations_bytes with fixed_bytes = 0): a phase allows
+/// floor((available - fixed) / per sample) samples; the step allows the smallest of these.
+[[nodiscard]] inline phase_fit fit_phases(std::uint64_t available_bytes, const step_needs& needs) {
+  phase_fit fit;
+  fit.max_microbatch = max_phase_microbatch;
+  std::int64_t worst_shortfall = std::numeric_limits<std::int64_t>::min();
+  step_phase worst = step_phase::forward;
+  for (const phase_need& p : needs) {
+    const std::uint64_t fixed = p.fixed_bytes();
+    const std::uint64_t per = p.bytes_per_sample();
+    std::int64_t allowed = 0;
+    if (fixed <= available_bytes) {
+      allowed = per == 0 ? max_phase_microbatch
+                         : static_cast<std::int64_t>(
+                               std::min<std::uint64_t>((available_bytes - fixed) / per, max_phase_microbatch));
+    }
+    if (allowed < fit.max_microbatch) {
+      fit.max_microbatch = allowed;
+      fit.limiting = p.phase;
+    }
+    const std::int64_t shortfall = static_cast<std::int64_t>(p.bytes_at(1)) - static_cast<std::int64_t>(available_bytes);
+    if (shortfall > worst_shortfall) {
+      worst_shortfall = shortfall;
+      worst = p.phase;
+    }
+  }
+  if (fit.max_microbatch < 1) {
+    fit.limiting = worst;
+    fit.shortfall_bytes = worst_shortfall;
+  }
+  return fit;
+}
+
+/// Headroom at `microbatch` in the tightest phase: available minus the largest phase peak (negative: over).
+[[nodiscard]] inline std::int64_t phase_headroom_bytes(std::uint64_t available_bytes, const step_needs& needs,
+                                                       std::uint64_t microbatch) {
+  std::uint64_t peak = 0;
+  for (const phase_need& p : needs) peak = std::max(peak, p.bytes_at(microbatch));
+  return static_cast<std::int64_t>(available_bytes) - static_cast<std::int64_t>(peak);
+}
+
+}  // namespace safeamp

@@ -1,0 +1,184 @@
+// Per-phase peaks of a training step (forward, backward, optimizer step): the optimizer-step temporaries of PyTorch's
+// foreach AdamW against fused and 8-bit AdamW, autocast's weight copies, gradients held while accumulating, and the
+// issue's headline case worked by hand: a 1.3B GPT full fine-tune on a 24 GB RTX 4090 at microbatch 1 does not fit
+// with foreach AdamW and fits with fused or 8-bit AdamW.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+
+#include "safeamp/memory/planner.hpp"
+#include "safeamp/memory/step_phases.hpp"
+
+using namespace safeamp;
+
+TEST_CASE("optimizer-step temporaries: foreach AdamW copies the second moments, fused and 8-bit do not") {
+  // torch/optim/adam.py _multi_tensor_adam: exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs), one
+  // fp32 tensor per parameter: 4 bytes per parameter; 1.3e9 parameters -> 5.2 GB (the figure).
+  CHECK(optimizer_temporary_bytes_per_param({.optimizer = optimizer_kind::adam}) == 4.0);
+  CHECK(optimizer_temporary_bytes_per_param({.optimizer = optimizer_kind::adam, .impl = optimizer_impl::fused}) == 0.0);
+  CHECK(optimizer_temporary_bytes_per_param({.optimizer = optimizer_kind::adam_8bit}) == 0.0);
+  CHECK(optimizer_temporary_bytes_per_param({.optimizer = optimizer_kind::sgd_momentum}) == 0.0);
+  CHECK(optimizer_temporary_bytes_per_param({.optimizer = optimizer_kind::adam, .optimizer_state_format = bf16}) == 2.0);
+  CHECK(1.3e9 * optimizer_temporary_bytes_per_param({}) == 5.2e9);
+  CHECK(parse_optimizer_impl("fused") == optimizer_impl::fused);
+  CHECK_THROWS_WITH(parse_optimizer_impl("apex"), Catch::Contains("optimizer-impl") && Catch::Contains("foreach"));
+}
+
+TEST_CASE("autocast weight copies: 2 bytes per fp32 parameter multiplied in bf16, none for stored-fp16 weights") {
+  CHECK(weight_copy_bytes_per_param(presets::bf16_mixed) == 2.0);
+  CHECK(weight_copy_bytes_per_param(presets::fp16_mixed) == 2.0);
+  CHECK(weight_copy_bytes_per_param(presets::fp8_hybrid) == 1.0);
+  CHECK(weight_copy_bytes_per_param(presets::fp16_pure_master) == 0.0);
+  CHECK(weight_copy_bytes_per_param(presets::fp32) == 0.0);
+}
+
+namespace {
+// 1e9 parameters, bf16-mixed, AdamW foreach: weights 4e9, gradients 4e9, moments 8e9, weight copies 2e9,
+// temporaries 4e9; activations 1e9 stored and 1.5e9 at the backward peak, per sample.
+step_inputs round_inputs(bool accumulating, bool full) {
+  return step_inputs_for(1'000'000'000ULL, presets::bf16_mixed, {}, zero_stage::none, 1, 1'000'000'000ULL,
+                         1'500'000'000ULL, accumulating, full);
+}
+constexpr std::uint64_t gb = 1'000'000'000ULL;
+}  // namespace
+
+TEST_CASE("each phase holds what exists at its peak") {
+  const step_needs n = step_needs_for(round_inputs(false, false));
+  // forward: weights 4 + moments 8 + copies 2 = 14 GB, + 1 GB per sample; no gradients before the first backward.
+  CHECK(n[0].fixed_bytes() == 14 * gb);
+  CHECK(n[0].bytes_per_sample() == 1 * gb);
+  // backward: 4 + 8 + gradients 4 + copies 2 = 18 GB, + 1.5 GB per sample.
+  CHECK(n[1].fixed_bytes() == 18 * gb);
+  CHECK(n[1].bytes_per_sample() == 1'500'000'000ULL);
+  // optimizer step: 4 + 8 + 4 + temporaries 4 = 20 GB, no activations.
+  CHECK(n[2].fixed_bytes() == 20 * gb);
+  CHECK(n[2].bytes_per_sample() == 0);
+  CHECK(n[1].bytes_at(3) == 18 * gb + 4'500'000'000ULL);
+  // Accumulating: the summed gradients are held through later forwards: 14 + 4 = 18 GB.
+  CHECK(step_needs_for(round_inputs(true, false))[0].fixed_bytes() == 18 * gb);
+  // Full recomputation: the checkpointed layers saved no weight copies for backward: 18 - 2 = 16 GB.
+  CHECK(step_needs_for(round_inputs(false, true))[1].fixed_bytes() == 16 * gb);
+}
+
+TEST_CASE("the largest microbatch is the smallest any phase allows; the step can fail on its own") {
+  const step_needs n = step_needs_for(round_inputs(false, false));
+  // 21 GB: forward floor((21 - 14) / 1) = 7, backward floor((21 - 18) / 1.5) = 2, the step fits (20 <= 21).
+  phase_fit f = fit_phases(21 * gb, n);
+  CHECK(f.max_microbatch == 2);
+  CHECK(f.limiting == step_phase::backward);
+  CHECK(f.shortfall_bytes == 0);
+  CHECK(phase_headroom_bytes(21 * gb, n, 2) == 0);  // backward at 2: 18 + 3 = 21 exactly
+  // 19.9 GB: backward at 1 is 19.5 (fits) but the step's 20 GB does not: short by 0.1 GB in the optimizer step.
+  f = fit_phases(19'900'000'000ULL, n);
+  CHECK(f.max_microbatch == 0);
+  CHECK(f.limiting == step_phase::optimizer_step);
+  CHECK(f.shortfall_bytes == 100'000'000LL);
+  // Fused AdamW: the step holds 16 GB; backward allows floor((19.9 - 18) / 1.5) = 1.
+  const step_needs fused = step_needs_for(step_inputs_for(1'000'000'000ULL, presets::bf16_mixed,
+                                                          {.impl = optimizer_impl::fused}, zero_stage::none, 1,
+                                                          1'000'000'000ULL, 1'500'000'000ULL, false, false));
+  CHECK(fused[2].fixed_bytes() == 16 * gb);
+  CHECK(fit_phases(19'900'000'000ULL, fused).max_microbatch == 1);
+}
+
+namespace {
+// A 1.3B GPT (GPT-3 XL shape, as in the README's A10 example): s = 2048, h = 2048, a = 16, L = 24, v = 50257.
+//  P = 12 L h^2 + v h = 1,207,959,552 + 102,926,336 = 1,310,885,888.
+constexpr transformer_shape gpt_1_3b{.sequence = 2048, .hidden = 2048, .heads = 16, .layers = 24, .vocabulary = 50257};
+constexpr std::uint64_t p_1_3b = 1'310'885'888ULL;
+
+// RTX 4090 with the tool's defaults: 24564 MiB = 25,757,220,864 B; context 512 MiB -> pool 25,220,349,952;
+// reserve 5% = 1,261,017,498 -> 23,959,332,454; fragmentation 5% of that = 1,197,966,623 -> 22,761,365,831;
+// workspace 32 MiB = 33,554,432 -> 22,727,811,399 bytes usable by the step.
+planner_options rtx4090_options(state_options states) {
+  planner_options o;
+  o.device = find_device("RTX 4090");
+  o.budget = {.device_bytes = o.device.capacity_bytes, .reserve_fraction = 0.05, .context_bytes = 512ULL << 20,
+              .workspace_bytes = 32ULL << 20, .fragmentation_fraction = 0.05};
+  o.window_seconds = 1e9;
+  o.policies = {{"bf16-mixed", presets::bf16_mixed}};
+  o.recompute_modes = {recompute::full};
+  o.states = states;
+  return o;
+}
+
+plan_candidate evaluate_1_3b(state_options states) {
+  const workload w{.shape = gpt_1_3b, .parameters = p_1_3b, .tokens_per_sample = 2048, .samples = 1};
+  const planner_options o = rtx4090_options(states);
+  return detail::evaluate(w, o, o.policies[0], recompute::full, 0.4, states, zero_stage::none, 1);
+}
+}  // namespace
+
+TEST_CASE("1.3B full fine-tune on a 24 GB RTX 4090, full recomputation: foreach AdamW does not fit at microbatch 1") {
+  REQUIRE(parameter_count(gpt_1_3b) == p_1_3b);
+  REQUIRE(detail::phase_pool_bytes(rtx4090_options({}).budget) == 22'727'811'399ULL);
+  // Activations per sample with full recomputation (sbh = 2048 x 2048 = 4,194,304):
+  //  stored = embedding sbh 4,194,304 + 24 layers x 2sbh 201,326,592 + head 4sbh 16,777,216
+  //           + fp32 logits 4sv 411,705,344 = 634,003,456;
+  //  peak   = stored + recomputing one layer (34sbh + 5as^2 - 2sbh = 469,762,048) = 1,103,765,504.
+  const plan_candidate c = evaluate_1_3b({});
+  // Optimizer step: 16 P (weights 4 + gradients 4 + moments 8) + foreach temporaries 4 P = 20 P
+  //  = 26,217,717,760 > 22,727,811,399: short by 3,489,906,361 bytes.
+  CHECK(c.max_microbatch == 0);
+  CHECK(c.limiting_phase == step_phase::optimizer_step);
+  CHECK(c.phase_peak_bytes[2] == 20 * p_1_3b);
+  CHECK(c.shortfall_bytes == 3'489'906'361LL);
+  // The other phases fit at microbatch 1: forward 14 P + 634,003,456 (the autocast copies, no gradients yet);
+  // backward 16 P + 1,103,765,504 (no copies saved under full recomputation).
+  CHECK(c.phase_peak_bytes[0] == 14 * p_1_3b + 634'003'456ULL);
+  CHECK(c.phase_peak_bytes[1] == 16 * p_1_3b + 1'103'765'504ULL);
+}
+
+TEST_CASE("the same 1.3B fits at microbatch 1 with fused AdamW and at 8 with 8-bit AdamW") {
+  const plan_candidate fused = evaluate_1_3b({.impl = optimizer_impl::fused});
+  // Step 16 P = 20,974,174,208 fits; backward 22,077,939,712 fits with 649,871,687 to spare; 2 samples would need
+  // 23,181,705,216 > 22,727,811,399.
+  CHECK(fused.max_microbatch == 1);
+  CHECK(fused.limiting_phase == step_phase::backward);
+  CHECK(fused.headroom_bytes == 649'871'687LL);
+  CHECK(fused.phase_peak_bytes[2] == 16 * p_1_3b);
+  // 8-bit AdamW: 4 + 4 + 2 (+ 8/2048 absmax) bytes per parameter = 10 P + P/256 = 13,113,979,528;
+  // backward floor((22,727,811,399 - 13,113,979,528) / 1,103,765,504) = floor(8.71) = 8.
+  const plan_candidate eight = evaluate_1_3b({.optimizer = optimizer_kind::adam_8bit});
+  CHECK(eight.state_bytes == 10 * p_1_3b + p_1_3b / 256);
+  CHECK(eight.max_microbatch == 8);
+}
+
+TEST_CASE("combined remedies for the 1.3B foreach case: fused first (no time cost), never SGD, no extra devices") {
+  const workload w{.shape = gpt_1_3b, .parameters = p_1_3b, .tokens_per_sample = 2048, .samples = 1};
+  const planner_options o = rtx4090_options({});
+  const std::vector<remedy> r = memory_remedies(w, o, evaluate_1_3b({}), 0.4);
+  REQUIRE(r.size() == 2);
+  // Both run at the same roofline rate (the GEMMs are compute-bound at microbatch 1): the one with fewer changes
+  // and no quality question, fused AdamW, comes first.
+  CHECK(r[0].changes == std::vector<std::string>{"fused AdamW (fused=True)"});
+  CHECK(r[0].result.max_microbatch == 1);
+  CHECK(r[1].changes == std::vector<std::string>{"8-bit AdamW (bitsandbytes)"});
+  CHECK_THAT(r[1].time_cost, Catch::Contains("quality unverified"));
+  for (const remedy& m : r) {
+    CHECK(m.devices == 1);
+    CHECK_THAT(m.text(), !Catch::Contains("sgd") && !Catch::Contains("SGD"));
+  }
+}
+
+TEST_CASE("a target batch that needs accumulation puts the gradients into the forward pass") {
+  // 1e9 parameters in fp16-pure-master (no weight copies): weights 2, gradients 2, master 4, moments 8 GB; without a
+  // shape the per-sample figure (1.5 GB) serves forward and backward. Fused AdamW on 20 GB: forward 14 + 1.5 b,
+  // backward 16 + 1.5 b (allows 2), step 16. A target of 4 needs accumulation: forward becomes 16 + 1.5 b: 2 x 2.
+  device_spec d = find_device("A100");
+  planner_options o;
+  o.device = d;
+  o.budget = {.device_bytes = 20 * gb, .reserve_fraction = 0.0};
+  o.window_seconds = 1e9;
+  const state_options fused{.impl = optimizer_impl::fused};
+  const named_policy p{"fp16-pure-master", presets::fp16_pure_master};
+  workload w{.parameters = 1'000'000'000ULL, .tokens_per_sample = 100, .activation_bytes_per_sample = 1'500'000'000ULL,
+             .samples = 8};
+  plan_candidate c = detail::evaluate(w, o, p, recompute::none, 0.4, fused, zero_stage::none, 1);
+  CHECK(c.max_microbatch == 2);  // (20 - 16) / 1.5
+  CHECK(c.needs[0].fixed_bytes() == 14 * gb);
+  w.global_batch = 4;
+  c = detail::evaluate(w, o, p, recompute::none, 0.4, fused, zero_stage::none, 1);
+  CHECK(c.needs[0].fixed_bytes() == 16 * gb);
+  CHECK(c.accumulation == accumulation_plan{.microbatch = 2, .steps = 2, .global_batch = 4});
+}
