@@ -28,7 +28,7 @@ struct plan_key {
 
 // clang-format off
 inline constexpr plan_key plan_keys[] = {
-    {"device", "device name (RTX 4090, RTX 3090, A10, L4, RTX A5000, A100, H100, H200) or 'custom'"},
+    {"device", "device name (RTX 4090, RTX 3090, A10, L4, RTX A5000, RTX 4080, RTX 3060, RTX 5090, RTX A6000, L40S, A100 40GB/80GB SXM, H100 SXM/PCIe, H200 SXM/NVL; a100, h100, h200: the SXM rows), 'all' (every card, one row each) or 'custom'"},
     {"capacity", "device memory, e.g. 24GB (10^9), 24GiB (2^30), 2.4e10 (bytes); default: the device's"},
     {"bandwidth", "memory bandwidth per second, e.g. 1008GB (custom devices)"},
     {"peak-fp32", "peak FP32 TFLOPS (custom devices)"},

@@ -17,16 +17,22 @@ TEST_CASE("find_device accepts the spellings users type and rejects unknown name
   CHECK(find_device("rtx-a5000").name == "RTX A5000");
   CHECK(find_device("A10").name == "A10");  // exact match wins over the prefix of "A100 40GB SXM"
   CHECK(find_device("a100").name == "A100 40GB SXM");
-  CHECK(find_device("h200").name == "H200 SXM");
-  CHECK_THROWS_AS(find_device("RTX 5090"), error);
-  CHECK_THROWS_WITH(find_device("RTX 5090"), Catch::Contains("RTX 4090") && Catch::Contains("device"));
+  CHECK(find_device("h200").name == "H200 SXM");  // short names pick the SXM rows over PCIe/NVL
+  CHECK(find_device("h100").name == "H100 SXM");
+  CHECK(find_device("h100 pcie").name == "H100 PCIe");
+  CHECK(find_device("a100 80gb").name == "A100 80GB SXM");
+  CHECK(find_device("L4").name == "L4");  // exact match wins over the prefix of "L40S"
+  CHECK(find_device("l40s").name == "L40S");
+  CHECK(find_device("RTX 5090").name == "RTX 5090");
+  CHECK_THROWS_AS(find_device("RTX 9090"), error);
+  CHECK_THROWS_WITH(find_device("RTX 9090"), Catch::Contains("RTX 4090") && Catch::Contains("device"));
   CHECK_THROWS_AS(find_device(""), error);
   CHECK_THROWS_AS(find_device("rtx"), error);  // ambiguous: part of three names
 }
 
 TEST_CASE("the device table lists the 24 GB cards first and keeps its sources") {
   const auto table = device_table();
-  REQUIRE(table.size() == 8);
+  REQUIRE(table.size() == 16);
   for (std::size_t i = 0; i < 5; ++i) {
     // 24 GB class: between 22 GiB (ECC on) and 24 GiB.
     CHECK(table[i].capacity_bytes > 22ULL * (1ULL << 30));
@@ -42,6 +48,38 @@ TEST_CASE("the device table lists the 24 GB cards first and keeps its sources") 
   CHECK(rtx4090.peak_fp16_fp16_accumulate_flops == Approx(2.0 * rtx4090.peak_fp16_flops).epsilon(1e-3));
   CHECK_FALSE(find_device("A10").half_rate_fp32_accumulate);
   CHECK(find_device("RTX 3090").peak_fp8_flops == 0.0);  // Ampere: no FP8
+  // Every GeForce row is flagged, and its FP32-accumulate rate is half its FP16-accumulate rate.
+  for (const char* name : {"RTX 4080", "RTX 3060", "RTX 5090"}) {
+    const device_spec& d = find_device(name);
+    INFO(name);
+    CHECK(d.half_rate_fp32_accumulate);
+    CHECK(d.peak_fp16_fp16_accumulate_flops == Approx(2.0 * d.peak_fp16_flops).epsilon(2e-3));
+  }
+}
+
+TEST_CASE("the added cards against their datasheets (dense = sparse / 2) or tensor cores x clock x FLOP/clock") {
+  // L40S datasheet: 362.05 BF16 and 733 FP8 dense, 864 GB/s.
+  CHECK(find_device("L40S").peak_bf16_flops == 362.05e12);
+  CHECK(find_device("L40S").peak_fp8_flops == 733e12);
+  CHECK(find_device("L40S").memory_bytes_per_second == 864e9);
+  // H100 PCIe: BF16 1,513 and FP8 3,026 with sparsity; H200 NVL: 1,671 and 3,341.
+  CHECK(2.0 * find_device("H100 PCIe").peak_bf16_flops == Approx(1513e12).epsilon(1e-3));
+  CHECK(2.0 * find_device("H100 PCIe").peak_fp8_flops == Approx(3026e12).epsilon(1e-3));
+  CHECK(2.0 * find_device("H200 NVL").peak_bf16_flops == Approx(1671e12).epsilon(1e-3));
+  CHECK(2.0 * find_device("H200 NVL").peak_fp8_flops == Approx(3341e12).epsilon(1e-3));
+  // RTX A6000 datasheet: 309.7 sparse tensor TFLOPS; 336 TC x 1.8 GHz x 256 = 154.8 dense.
+  CHECK(find_device("RTX A6000").peak_fp16_flops == Approx(336 * 1.8e9 * 256).epsilon(1e-3));
+  CHECK(2.0 * find_device("RTX A6000").peak_fp16_flops == Approx(309.7e12).epsilon(1e-3));
+  // GeForce, FP32 accumulate at 128 FLOP/clock per tensor core: RTX 4080 304 x 2.505 GHz, RTX 3060 112 x 1.777,
+  // RTX 5090 680 x 2.407; the same rule gives the whitepaper's RTX 4090 (512 x 2.52) and RTX 3090 (328 x 1.695).
+  CHECK(find_device("RTX 4080").peak_fp16_flops == Approx(304 * 2.505e9 * 128).epsilon(1e-3));
+  CHECK(find_device("RTX 3060").peak_fp16_flops == Approx(112 * 1.777e9 * 128).epsilon(2e-3));
+  CHECK(find_device("RTX 5090").peak_fp16_flops == Approx(680 * 2.407e9 * 128).epsilon(1e-3));
+  CHECK(find_device("RTX 4090").peak_fp16_flops == Approx(512 * 2.52e9 * 128).epsilon(1e-3));
+  CHECK(find_device("RTX 3090").peak_fp16_flops == Approx(328 * 1.695e9 * 128).epsilon(3e-3));  // printed as 71
+  // A100 80GB SXM: 2,039 GB/s, same compute as the 40GB part.
+  CHECK(find_device("A100 80GB").memory_bytes_per_second == 2039e9);
+  CHECK(find_device("A100 80GB").peak_bf16_flops == find_device("a100").peak_bf16_flops);
 }
 
 TEST_CASE("ridge points (FP16 tensor, FP32 accumulate) match the reference table") {
