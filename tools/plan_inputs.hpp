@@ -65,6 +65,8 @@ inline constexpr plan_key plan_keys[] = {
     {"efficiency", "fraction of the roofline bound reached (default 0.4)"},
     {"measured-sps", "measured samples/s (calibrates the efficiency; checked against the roofline)"},
     {"measured-policy", "policy the measurement ran with (default bf16-mixed)"},
+    {"measured-peak", "torch.cuda.max_memory_allocated() after one step of this configuration, e.g. 21.3GiB: calibrates the phases"},
+    {"measured-microbatch", "microbatch the --measured-peak was taken at (default 1)"},
     {"policies", "planner: comma-separated policies to try (default: all presets)"},
     {"verified-by", "a safeamp sim summary.json: policies whose parity verdict is PASS count as verified, FAIL are never chosen"},
     {"price-per-hour", "device price per hour, for the cost per sample"},

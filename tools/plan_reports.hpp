@@ -90,8 +90,26 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
 inline int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
   auto [w, o] = planner_inputs(r);
   const named_policy policy{r.policy_name, r.policy};
-  const plan_candidate c = detail::evaluate(w, o, policy, r.mode, o.efficiency, o.states, o.stage, o.data_parallel);
+  plan_candidate c = detail::evaluate(w, o, policy, r.mode, o.efficiency, o.states, o.stage, o.data_parallel);
   const std::uint64_t usable = detail::phase_pool_bytes(o.budget);
+  std::optional<peak_calibration> calibration;
+  std::optional<phase_fit> model_fit;
+  if (r.measured_peak_bytes > 0) {  // the model's needs scaled to the measurement, then fitted again
+    calibration = calibrate_peak(c.needs, r.measured_microbatch, r.measured_peak_bytes);
+    model_fit = phase_fit{.max_microbatch = c.max_microbatch, .limiting = c.limiting_phase, .shortfall_bytes = c.shortfall_bytes};
+    c.needs = scaled(c.needs, calibration->ratio);
+    const phase_fit f = fit_phases(usable, c.needs);
+    c.max_microbatch = f.max_microbatch;
+    c.limiting_phase = f.limiting;
+    c.shortfall_bytes = f.shortfall_bytes;
+    if (f.max_microbatch >= 1) {
+      c.accumulation = r.global_batch > 0 ? accumulation_for(r.global_batch, f.max_microbatch,
+                                                             static_cast<std::int64_t>(r.data_parallel), r.rounding)
+                                          : accumulation_plan{.microbatch = f.max_microbatch, .steps = 1,
+                                                              .global_batch = f.max_microbatch};
+      c.headroom_bytes = phase_headroom_bytes(usable, c.needs, static_cast<std::uint64_t>(c.accumulation.microbatch));
+    }
+  }
   const bool fits = c.max_microbatch >= 1;
   const auto micro = static_cast<std::uint64_t>(fits ? c.accumulation.microbatch : 1);
   std::vector<std::string> remedies;
@@ -109,6 +127,11 @@ inline int report_phases(const plan_request& r, nlohmann::json& out, bool json) 
                         {"limiting_phase", std::string(to_string(c.limiting_phase))},
                         {"microbatch", micro},
                         {"phases", phases_json(c.needs, micro)}};
+    if (calibration) {
+      j["calibration"] = {{"measured_bytes", calibration->measured_bytes}, {"predicted_bytes", calibration->predicted_bytes},
+                          {"measured_microbatch", r.measured_microbatch}, {"ratio", calibration->ratio},
+                          {"model_max_microbatch", model_fit->max_microbatch}};
+    }
     if (fits) {
       j["headroom_bytes"] = c.headroom_bytes;
       j["accumulation"] = {{"target_global_batch", r.global_batch}, {"microbatch", c.accumulation.microbatch},
@@ -131,6 +154,14 @@ inline int report_phases(const plan_request& r, nlohmann::json& out, bool json) 
   }
   if (r.shape) print_activation_ledger(*r.shape, r.mode, storage_bytes(r.policy.output));
   print_pool(o.budget);
+  if (calibration) {
+    std::printf("Calibration: measured %s at microbatch %llu against the model's %s: every phase x %.4f (the model alone: "
+                "largest microbatch %lld)\n",
+                format_bytes(calibration->measured_bytes, byte_unit::gb, 3).c_str(),
+                static_cast<unsigned long long>(r.measured_microbatch),
+                format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), calibration->ratio,
+                static_cast<long long>(model_fit->max_microbatch));
+  }
   print_phases(c.needs, micro, usable);
   if (fits) {
     std::printf("Largest microbatch: %lld, set by the %s phase; headroom %s (%s)\n", static_cast<long long>(c.max_microbatch),
@@ -149,7 +180,10 @@ inline int report_phases(const plan_request& r, nlohmann::json& out, bool json) 
               std::string(to_string(c.limiting_phase)).c_str(),
               format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gb, 3).c_str(),
               format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gib, 3).c_str());
-  if (!remedies.empty()) std::printf("What would fit (combined, cheapest first):\n");
+  if (!remedies.empty()) {
+    std::printf("What would fit (combined, cheapest first%s):\n",
+                calibration ? "; the model before calibration: re-measure after the change" : "");
+  }
   for (const std::string& s : remedies) std::printf("  - %s\n", s.c_str());
   return exit_check_failed;
 }

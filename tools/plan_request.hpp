@@ -49,6 +49,8 @@ struct plan_request {
   std::string measured_policy = "bf16-mixed";
   std::vector<std::string> policy_names{};
   std::optional<parity_results> parity{};  // --verified-by
+  std::uint64_t measured_peak_bytes = 0;   // --measured-peak (0: none)
+  std::uint64_t measured_microbatch = 1;
   double price_per_hour = 0.0;
   std::optional<gemm_request> gemm{};
   std::optional<model_states> states_ledger{};
@@ -176,6 +178,16 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     }
   }
   if (auto* s = get("verified-by")) r.parity = read_parity_summary(*s);
+  if (auto* s = get("measured-peak")) {
+    r.measured_peak_bytes = parse_bytes(*s, "measured-peak");
+    if (r.measured_peak_bytes == 0) throw error("measured-peak", "'" + *s + "'", "> 0 bytes (torch.cuda.max_memory_allocated())");
+    if (!r.parameters) throw error("measured-peak", "'" + *s + "'", "a model to calibrate (--params or a transformer shape)");
+    if (get("window")) throw error("measured-peak", "'" + *s + "' with --window", "a step report (without --window)");
+  }
+  if (auto c = count("measured-microbatch", 1e9)) {
+    if (r.measured_peak_bytes == 0) throw error("measured-microbatch", std::to_string(*c), "only with --measured-peak");
+    r.measured_microbatch = *c;
+  }
   if (r.window_seconds > 0.0) {
     if (r.samples <= 0.0) throw error("samples", "missing", "--samples or --tokens with --window");
     if (!r.parameters) throw error("params", "missing", "--params (with --per-sample) or a transformer shape with --window");

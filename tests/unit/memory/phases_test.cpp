@@ -182,3 +182,23 @@ TEST_CASE("a target batch that needs accumulation puts the gradients into the fo
   CHECK(c.needs[0].fixed_bytes() == 16 * gb);
   CHECK(c.accumulation == accumulation_plan{.microbatch = 2, .steps = 2, .global_batch = 4});
 }
+
+TEST_CASE("a measured peak calibrates every phase by the same ratio") {
+  const step_needs n = step_needs_for(round_inputs(false, false));
+  // At microbatch 2 the model's peak is the backward's 18 + 2 x 1.5 = 21 GB; a measured 23.1 GB is 1.1x.
+  const peak_calibration c = calibrate_peak(n, 2, 23'100'000'000ULL);
+  CHECK(c.predicted_bytes == 21 * gb);
+  CHECK(c.ratio == Approx(1.1).epsilon(1e-12));
+  // Calibrated: backward 19.8 GB + 1.65 GB per sample, forward 15.4 + 1.1, step 22. With 25 GB usable: backward
+  // floor((25 - 19.8) / 1.65) = floor(3.15) = 3 (the model alone: floor(7 / 1.5) = 4).
+  const step_needs k = scaled(n, c.ratio);
+  CHECK(k[1].fixed_bytes() == 19'800'000'000ULL);
+  CHECK(k[1].bytes_per_sample() == 1'650'000'000ULL);
+  CHECK(k[2].fixed_bytes() == 22 * gb);
+  CHECK(fit_phases(25 * gb, n).max_microbatch == 4);
+  CHECK(fit_phases(25 * gb, k).max_microbatch == 3);
+  // A measurement of something else (5x the model, e.g. nvidia-smi of a different run) is refused, not used.
+  CHECK_THROWS_WITH(calibrate_peak(n, 2, 105 * gb), Catch::Contains("measured-peak") && Catch::Contains("within 4x"));
+  CHECK_THROWS_WITH(calibrate_peak(n, 0, 21 * gb), Catch::Contains("measured-microbatch"));
+  CHECK_THROWS_AS(calibrate_peak(n, 1, 0), error);
+}
