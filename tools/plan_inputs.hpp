@@ -55,6 +55,7 @@ inline constexpr plan_key plan_keys[] = {
     {"vocab", "transformer: vocabulary v"},
     {"tp", "transformer: tensor-parallel size t (default 1)"},
     {"sp", "transformer: sequence parallelism, true/false (default false)"},
+    {"attention", "transformer: attention kernel, eager (default: s^2 scores stored) or flash (flash/SDPA: not stored)"},
     {"recompute", "none, selective, full (default none; planner: all)"},
     {"global-batch", "target global batch (samples per optimizer step)"},
     {"rounding", "accumulation rounding: exact-or-ceil (default: exact when it keeps half the microbatch), exact or ceil"},

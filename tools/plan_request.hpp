@@ -113,6 +113,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     else throw error("rounding", "'" + *s + "'", "exact-or-ceil (default), exact or ceil");
   }
 
+  if (get("attention") && !get("seq")) throw error("attention", "'" + *get("attention") + "'", "a transformer shape (--seq ...)");
   const char* shape_keys[] = {"seq", "hidden", "heads", "layers", "vocab"};
   int shape_given = 0;
   for (const char* k : shape_keys) shape_given += get(k) ? 1 : 0;
@@ -126,6 +127,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     t.vocabulary = *count("vocab", 1e8);
     if (auto c = count("tp", 1e6)) t.tensor_parallel = *c;
     if (auto* s = get("sp")) t.sequence_parallel = parse_bool("sp", *s);
+    if (auto* s = get("attention")) t.attention = parse_attention_kernel(*s);
     validate(t);
     r.shape = t;
     r.parameters = parameter_count(t);  // --params, when given, overrides this estimate (below)

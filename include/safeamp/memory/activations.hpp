@@ -30,6 +30,23 @@ enum class recompute : std::uint8_t { none, selective, full };
   throw error("recompute", "'" + std::string(s) + "'", "none, selective, full");
 }
 
+/// How the attention core is computed.
+///  eager: softmax(QK^T) materialized: the s^2 scores, their dropout mask and output are stored (Korthikanti 5as^2b).
+///  flash: FlashAttention / PyTorch SDPA's flash and memory-efficient kernels (Dao et al. 2022, "FlashAttention",
+///         arXiv:2205.14135, Algorithms 2 and 4): only the output and the softmax statistics (one fp32 logsumexp per
+///         row and head, 4as bytes per sample) are stored; backward recomputes S = QK^T block by block.
+enum class attention_kernel : std::uint8_t { eager, flash };
+
+[[nodiscard]] constexpr std::string_view to_string(attention_kernel k) noexcept {
+  return k == attention_kernel::eager ? "eager" : "flash";
+}
+
+[[nodiscard]] inline attention_kernel parse_attention_kernel(std::string_view s) {
+  if (s == "eager" || s == "math") return attention_kernel::eager;
+  if (s == "flash" || s == "sdpa" || s == "flash-attention") return attention_kernel::flash;
+  throw error("attention", "'" + std::string(s) + "'", "eager (softmax(QK^T) stored) or flash (flash/SDPA: no s^2 stored)");
+}
+
 /// Shape of a GPT-style transformer: s, h, a, L, v in the paper's notation, plus tensor-parallel size t and
 /// whether sequence parallelism splits the non-tensor-parallel regions too.
 struct transformer_shape {
@@ -40,6 +57,7 @@ struct transformer_shape {
   std::uint64_t vocabulary = 0;  // v
   std::uint64_t tensor_parallel = 1;  // t
   bool sequence_parallel = false;
+  attention_kernel attention = attention_kernel::eager;  // not a shape, but it decides what attention stores
   friend constexpr bool operator==(const transformer_shape&, const transformer_shape&) = default;
 };
 
@@ -74,7 +92,8 @@ inline void validate(const transformer_shape& t) {
 ///   norms      4sbh           = 2e sbh
 /// Table 2: without sequence parallelism (4e+2) sbh (= 10 sbh) stays whole and 12e sbh (= 24 sbh) is split by t;
 /// with it all of (16e+2) sbh (= 34 sbh) is split by t. The attention core (2e+1) as^2 b / t is dropped by selective
-/// recomputation. Full recomputation keeps only the layer input, e sbh (Table 2: 2sbh).
+/// recomputation. Full recomputation keeps only the layer input, e sbh (Table 2: 2sbh). With flash attention the core
+/// is never stored; its softmax statistics, 4as b / t bytes (fp32 logsumexp), are instead.
 [[nodiscard]] inline std::uint64_t activation_bytes_per_layer(const transformer_shape& t, std::uint64_t microbatch,
                                                               recompute mode, int element_bytes = 2) {
   validate(t);
@@ -86,8 +105,10 @@ inline void validate(const transformer_shape& t) {
   const double sbh = s * b * h;
   if (mode == recompute::full) return bytes_from_real(e * sbh, "activation bytes per layer");
   const double linear = t.sequence_parallel ? (16.0 * e + 2.0) * sbh / tp : (4.0 * e + 2.0) * sbh + 12.0 * e * sbh / tp;
-  const double core = mode == recompute::none ? (2.0 * e + 1.0) * a * s * s * b / tp : 0.0;
-  return bytes_from_real(linear + core, "activation bytes per layer");
+  const bool flash = t.attention == attention_kernel::flash;
+  const double core = mode == recompute::none && !flash ? (2.0 * e + 1.0) * a * s * s * b / tp : 0.0;
+  const double statistics = flash ? 4.0 * a * s * b / tp : 0.0;  // fp32 logsumexp per row and head
+  return bytes_from_real(linear + core + statistics, "activation bytes per layer");
 }
 
 /// One line of the forward-pass ledger.
@@ -135,9 +156,11 @@ struct activation_ledger {
   add("backward: logits gradient (fp32)", bytes_from_real(4.0 * s * b * v / tp, "logit gradient bytes"), true);
   if (mode != recompute::none) {
     const std::uint64_t full_layer = activation_bytes_per_layer(t, microbatch, recompute::none, element_bytes);
-    add(mode == recompute::selective ? "backward: recompute one attention core"
-                                     : "backward: recompute one layer",
-        checked_sub(full_layer, layer, "recomputed activations"), true);
+    const std::uint64_t recomputed = checked_sub(full_layer, layer, "recomputed activations");
+    if (recomputed > 0) {  // with flash attention selective recomputation has nothing left to recompute
+      add(mode == recompute::selective ? "backward: recompute one attention core" : "backward: recompute one layer",
+          recomputed, true);
+    }
   }
   return out;
 }

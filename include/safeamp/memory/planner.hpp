@@ -82,7 +82,8 @@ inline std::vector<plan_candidate> ranked_candidates(const workload& w, const pl
   std::vector<plan_candidate> out;
   for (const named_policy& p : o.policies) {
     for (recompute mode : o.recompute_modes) {
-      if (mode == recompute::selective && !w.shape) continue;  // needs the attention shape
+      // Selective recomputation needs the attention shape, and with flash attention there is no core left to drop.
+      if (mode == recompute::selective && (!w.shape || w.shape->attention == attention_kernel::flash)) continue;
       out.push_back(evaluate(w, o, p, mode, efficiency, o.states, o.stage, o.data_parallel));
     }
   }

@@ -15,7 +15,16 @@
 
 namespace safeamp {
 
-/// Training FLOPs per sample of a transformer (Korthikanti et al. 2022, Appendix A, per sample, B = 1):
+/// FLOPs flash attention adds per sample: its backward recomputes S = QK^T (Dao et al. 2022, Algorithm 4),
+/// 2 s^2 h per layer; 0 for eager attention.
+[[nodiscard]] inline double flash_recompute_flops(const transformer_shape& t) {
+  if (t.attention != attention_kernel::flash) return 0.0;
+  const double s = static_cast<double>(t.sequence);
+  return 2.0 * static_cast<double>(t.layers) * s * s * static_cast<double>(t.hidden);
+}
+
+/// Training FLOPs per sample of a transformer (Korthikanti et al. 2022, Appendix A, per sample, B = 1), plus
+/// flash_recompute_flops with flash attention:
 ///   model FLOPs  72 L s h^2 (1 + s/(6h) + v/(12 h L))
 ///   selective    the attention core's forward again: + 72 L s h^2 s/(6h) = 12 L s^2 h (s/6h becomes s/3h)
 ///   full         the whole forward again: x 4/3 (forward is 1/3 of forward + backward)
@@ -24,10 +33,11 @@ namespace safeamp {
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double l = static_cast<double>(t.layers), v = static_cast<double>(t.vocabulary);
   const double model = 72.0 * l * s * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * h * l));
+  const double flash = flash_recompute_flops(t);
   switch (mode) {
-    case recompute::none: return model;
-    case recompute::selective: return model + 12.0 * l * s * s * h;
-    case recompute::full: return model * 4.0 / 3.0;
+    case recompute::none: return model + flash;
+    case recompute::selective: return model + 12.0 * l * s * s * h + flash;
+    case recompute::full: return model * 4.0 / 3.0 + flash;
   }
   return model;
 }
@@ -54,6 +64,7 @@ struct flops_split {
     f.linear *= 4.0 / 3.0;
     f.other *= 4.0 / 3.0;
   }
+  f.other += flash_recompute_flops(t);
   return f;
 }
 

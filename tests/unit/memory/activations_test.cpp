@@ -103,3 +103,36 @@ TEST_CASE("transformer shapes are validated") {
   CHECK_THROWS_AS(activation_bytes_per_layer(model_22b, 0, recompute::none), error);
   CHECK_THROWS_AS(parse_recompute("partial"), error);
 }
+
+TEST_CASE("flash attention stores no s^2 scores, only fp32 softmax statistics (Dao et al. 2022)") {
+  // s = 128, h = 256, a = 4, b = 1: eager 34 sbh + 5 a s^2 = 1,114,112 + 327,680 = 1,441,792 bytes per layer;
+  // flash 34 sbh + 4 a s (one fp32 logsumexp per row and head) = 1,114,112 + 2,048 = 1,116,160.
+  transformer_shape t{.sequence = 128, .hidden = 256, .heads = 4, .layers = 2, .vocabulary = 1000};
+  REQUIRE(activation_bytes_per_layer(t, 1, recompute::none) == 1'441'792ULL);
+  t.attention = attention_kernel::flash;
+  CHECK(activation_bytes_per_layer(t, 1, recompute::none) == 1'116'160ULL);
+  CHECK(activation_bytes_per_layer(t, 3, recompute::none) == 3 * 1'116'160ULL);
+  // Selective recomputation has nothing left to drop; full keeps the layer input only (2 sbh = 65,536).
+  CHECK(activation_bytes_per_layer(t, 1, recompute::selective) == 1'116'160ULL);
+  CHECK(activation_bytes_per_layer(t, 1, recompute::full) == 65'536ULL);
+  // The ledger's selective run then has no "recompute one attention core" transient.
+  const activation_ledger l = activation_ledger_for(t, 1, recompute::selective);
+  CHECK(l.entries.back().block == "backward: logits gradient (fp32)");
+  // GPT-2 small (s = 1024, h = 768, a = 12): 89,653,248 bytes per layer eager, 26,787,840 with flash.
+  transformer_shape gpt2{.sequence = 1024, .hidden = 768, .heads = 12, .layers = 12, .vocabulary = 50257};
+  CHECK(activation_bytes_per_layer(gpt2, 1, recompute::none) == 89'653'248ULL);
+  gpt2.attention = attention_kernel::flash;
+  CHECK(activation_bytes_per_layer(gpt2, 1, recompute::none) == 26'787'840ULL);
+  CHECK(parse_attention_kernel("sdpa") == attention_kernel::flash);
+  CHECK_THROWS_WITH(parse_attention_kernel("xformers"), Catch::Contains("attention") && Catch::Contains("flash"));
+}
+
+TEST_CASE("flash attention's backward recomputes QK^T: 2 s^2 h FLOPs per layer") {
+  transformer_shape t = model_22b;
+  const double eager = training_flops_per_sample(t, recompute::none);
+  t.attention = attention_kernel::flash;
+  // 2 x 48 x 2048^2 x 6144 = 2.4739e12 FLOPs per sample on top of the model's.
+  CHECK(training_flops_per_sample(t, recompute::none) - eager == Approx(2.0 * 48 * 2048.0 * 2048.0 * 6144).epsilon(1e-9));
+  CHECK(training_flops_split(t, recompute::none).total() ==
+        Approx(training_flops_per_sample(t, recompute::none)).epsilon(1e-15));
+}

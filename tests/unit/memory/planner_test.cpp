@@ -224,3 +224,18 @@ TEST_CASE("planner inputs are validated") {
   o.budget.reserve_fraction = 1.0;
   CHECK_THROWS_WITH(plan(toy_workload(), o), Catch::Contains("reserve"));
 }
+
+TEST_CASE("with flash attention the planner does not try selective recomputation (nothing left to drop)") {
+  workload w{.shape = round_shape, .samples = 100};
+  planner_options o = fp8_options();
+  o.recompute_modes = {recompute::none, recompute::selective, recompute::full};
+  const auto selective = [](const plan_result& r) {
+    return std::count_if(r.candidates.begin(), r.candidates.end(),
+                         [](const plan_candidate& c) { return c.mode == recompute::selective; });
+  };
+  CHECK(selective(plan(w, o)) == 3);  // one per policy with eager attention
+  w.shape->attention = attention_kernel::flash;
+  const plan_result r = plan(w, o);
+  CHECK(selective(r) == 0);
+  CHECK(r.candidates.size() == 6);
+}
