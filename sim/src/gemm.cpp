@@ -2,10 +2,13 @@
 #include "safeamp/sim/gemm.hpp"
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "safeamp/error.hpp"
+#include "safeamp/format/block_names.hpp"
+#include "safeamp/format/block_quantize.hpp"
 #include "safeamp/format/format_names.hpp"
 #include "safeamp/sim/parallel.hpp"
 
@@ -109,6 +112,17 @@ void sequential_acc(format_spec acc_format, const A& a, const B& b, matrix& d, f
   }
 }
 
+// op(x) quantized in blocks along K in place: op(A) (M, K) along its rows, op(B) (K, N) down its columns.
+void quantize_operand(const block_format& blocks, matrix& m, block_axis axis) {
+  const std::size_t rows = static_cast<std::size_t>(m.rows());
+  const std::size_t cols = static_cast<std::size_t>(m.cols());
+  if (rows == 0 || cols == 0) return;
+  const std::size_t bs = static_cast<std::size_t>(blocks.block_size);
+  std::vector<float> scales(axis == block_axis::rows ? rows * ((cols + bs - 1) / bs) : ((rows + bs - 1) / bs) * cols);
+  const std::span<float> data(m.data(), rows * cols);
+  (void)quantize_blocks(blocks, data, data, scales, {.rows = rows, .axis = axis});
+}
+
 }  // namespace
 
 cast_stats gemm(const gemm_formats& f, const matrix& a, const matrix& b, matrix& d, const gemm_options& opt) {
@@ -129,12 +143,23 @@ cast_stats gemm(const gemm_formats& f, const matrix& a, const matrix& b, matrix&
     throw error("gemm formats", format_name(f.compute) + "/" + format_name(f.accumulate) + "/" + format_name(f.output),
                 "valid formats");
   }
+  const bool blocked = is_block_scaled(f.input_blocks);
+  if (blocked && (!is_valid(f.input_blocks) || f.accumulate != fp32)) {
+    throw error("gemm block-scaled inputs", block_format_name(f.input_blocks) + " accumulating in " + format_name(f.accumulate),
+                "a valid block format (mxfp8, mxfp8_e5m2, mxfp6, mxfp6_e3m2, mxfp4, nvfp4) with fp32 accumulation");
+  }
   if (opt.beta == 0.0f) d.resize(m, n);
 
-  // Inputs in the compute format (a conversion: round to nearest). Copies are made in op() layout.
+  // Inputs in the compute format (a conversion: round to nearest), or block-quantized along K. Copies are
+  // made in op() layout.
   matrix a_low, b_low;
-  const bool round_inputs = f.compute != fp32;
-  if (round_inputs) {
+  const bool round_inputs = blocked || f.compute != fp32;
+  if (blocked) {
+    if (ta) a_low = a.transpose(); else a_low = a;
+    if (tb) b_low = b.transpose(); else b_low = b;
+    quantize_operand(f.input_blocks, a_low, block_axis::rows);
+    quantize_operand(f.input_blocks, b_low, block_axis::columns);
+  } else if (round_inputs) {
     if (ta) {
       a_low = a.transpose();
       (void)cast_in_place(a_low, f.compute, round_options{}, philox_key{});

@@ -56,7 +56,7 @@ void linear_layer::forward(exec_context& ctx, const precision_policy& pol, const
   input = x;
   y.resize(x.rows(), w.cols());
   y.rowwise() = params[bias].value.row(0);  // bias epilogue: D = x W + 1 b, added in fp32 before rounding
-  const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, out_format};
+  const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, out_format, pol.matmul_blocks};
   ctx.activation_stats += gemm(f, x, w, y, gemm_opts(ctx, 1.0f));
 }
 
@@ -65,7 +65,7 @@ void linear_layer::backward(exec_context& ctx, const precision_policy& pol, para
   parameter& w = params[weight];
   parameter& b = params[bias];
   check_cols("linear output-gradient columns", dy.cols(), w.value.cols());
-  const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, pol.gradient};
+  const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, pol.gradient, pol.matmul_blocks};
   w.grad_stats += gemm(f, input, dy, w.grad, gemm_opts(ctx, 0.0f, transpose::transposed));  // dW = x^T dy
   column_sums(pol.format_for(op_class::reduction), dy, b.grad);                               // db = 1^T dy
   cast_gradient(ctx, pol, b);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "safeamp/error.hpp"
+#include "safeamp/format/block_names.hpp"
 #include "safeamp/format/format_names.hpp"
 #include "safeamp/policy/policy_presets.hpp"
 #include "safeamp/policy/policy_tokens.hpp"
@@ -20,6 +21,8 @@ namespace safeamp {
 ///   "bf16"                                        a bare format: params, compute, output in that format
 ///   "params=fp32,compute=fp16,output=fp16"        keys (aliases allowed); unset fields are derived
 ///   "preset=fp16-mixed,softmax=fp16"              a preset with some fields overridden
+///   "preset=bf16-mixed,matmul=mxfp8"              block-scaled matmul inputs: mxfp8 (_e5m2), mxfp6 (_e3m2),
+///                                                 mxfp4, nvfp4 (blocks along K; the matmul format is the element)
 /// Throws safeamp::error naming the bad key or value and listing the accepted ones.
 [[nodiscard]] constexpr precision_policy parse_policy(std::string_view text) {
   using detail::policy_key;
@@ -50,6 +53,8 @@ namespace safeamp {
   std::array<format_spec, detail::policy_key_count> values{};
   bool master = false;
   bool has_preset = false;
+  block_format matmul_blocks = no_block_scaling;
+  bool blocks_set = false;
   precision_policy base;
   std::string_view rest = whole;
   while (true) {
@@ -81,9 +86,15 @@ namespace safeamp {
       if (!detail::parse_bool(value_text, master)) {
         detail::policy_error("policy value of master_weights", value_text, whole, detail::policy_bools_accepted);
       }
+    } else if (key == policy_key::op_matmul && detail::parse_block_format_name(value_text, matmul_blocks)) {
+      values[ki] = matmul_blocks.element;
+      blocks_set = true;
     } else if (!detail::find_format(value_text, values[ki])) {
       detail::policy_error("policy value of " + std::string(detail::key_name(key)), value_text, whole,
-                           detail::policy_formats_accepted);
+                           key == policy_key::op_matmul ? std::string(detail::policy_formats_accepted) +
+                                                              ", or a block format: " +
+                                                              std::string(block_format_names_accepted)
+                                                        : std::string(detail::policy_formats_accepted));
     }
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
@@ -91,6 +102,8 @@ namespace safeamp {
 
   result = has_preset ? base : precision_policy{};
   if (set[static_cast<std::size_t>(policy_key::master_weights)]) result.master_weights = master;
+  // A matmul format given alone replaces a preset's block scaling; a block format sets it.
+  if (set[static_cast<std::size_t>(policy_key::op_matmul)]) result.matmul_blocks = blocks_set ? matmul_blocks : no_block_scaling;
   for (policy_key k : detail::policy_resolution_order) {
     const std::size_t ki = static_cast<std::size_t>(k);
     if (set[ki]) {
@@ -109,7 +122,9 @@ namespace safeamp {
   for (policy_key k : detail::policy_resolution_order) {
     precision_policy copy = p;
     if (!s.empty()) s += ',';
-    s += std::string(detail::key_name(k)) + "=" + detail::policy_format_name(*detail::field_of(k, copy));
+    s += std::string(detail::key_name(k)) + "=" +
+         (k == policy_key::op_matmul && is_block_scaled(p.matmul_blocks) ? block_format_name(p.matmul_blocks)
+                                                                          : detail::policy_format_name(*detail::field_of(k, copy)));
     if (k == policy_key::gradient) s += std::string(",master_weights=") + (p.master_weights ? "true" : "false");
   }
   return s;
@@ -125,9 +140,10 @@ namespace safeamp {
   for (policy_key k : detail::policy_resolution_order) {
     const format_spec v = *detail::field_of(k, copy);
     const bool always = k == policy_key::param || k == policy_key::compute || k == policy_key::output;
-    if (always || v != detail::derived_default(k, p)) {
+    const bool blocks = k == policy_key::op_matmul && is_block_scaled(p.matmul_blocks);
+    if (always || blocks || v != detail::derived_default(k, p)) {
       if (!s.empty()) s += ',';
-      s += std::string(detail::key_name(k)) + "=" + detail::policy_format_name(v);
+      s += std::string(detail::key_name(k)) + "=" + (blocks ? block_format_name(p.matmul_blocks) : detail::policy_format_name(v));
     }
     if (k == policy_key::gradient && p.master_weights) s += ",master_weights=true";
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "safeamp/config.hpp"
+#include "safeamp/format/block_format.hpp"
 #include "safeamp/format/format_spec.hpp"
 #include "safeamp/policy/op_class.hpp"
 
@@ -20,6 +21,10 @@ struct precision_policy {
   format_spec gradient = fp32;    // gradient format (E5M2 in fp8-hybrid)
   bool master_weights = false;    // fp32 master copy of the parameters is kept
   std::array<format_spec, op_class_count> op_formats = {fp32, fp32, fp32, fp32, fp32, fp32, fp32};
+  /// Block scaling of matmul inputs (OCP MX, NVFP4), or no_block_scaling. When set, format_for(matmul) is its
+  /// element format and GEMMs quantize both operands in blocks along K (the reduction axis, as the hardware
+  /// does), accumulating in fp32. Set it with with_matmul_blocks (or "matmul=mxfp8" in a policy string).
+  block_format matmul_blocks = no_block_scaling;
 
   /// The format op class `c` runs in.
   [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr format_spec format_for(op_class c) const noexcept {
@@ -29,6 +34,13 @@ struct precision_policy {
   [[nodiscard]] constexpr precision_policy with_op(op_class c, format_spec f) const noexcept {
     precision_policy p = *this;
     p.op_formats[op_class_index(c)] = f;
+    return p;
+  }
+
+  /// A copy whose matmuls take block-scaled inputs b (and run in b's element format).
+  [[nodiscard]] constexpr precision_policy with_matmul_blocks(const block_format& b) const noexcept {
+    precision_policy p = with_op(op_class::matmul, is_block_scaled(b) ? b.element : format_for(op_class::matmul));
+    p.matmul_blocks = b;
     return p;
   }
 

@@ -95,7 +95,13 @@ TEST_CASE("printing then parsing gives the same policy") {
                               fp8_e5m2,
                               format_spec{4, 3, special_values::ieee},
                               format_spec{6, 9, special_values::ieee},
-                              format_spec{3, 2, special_values::finite_nan}};
+                              format_spec{3, 2, special_values::finite_nan},
+                              fp4_e2m1,
+                              fp8_e4m3fnuz,
+                              fp8_e4m3b11fnuz,
+                              fp6_e3m2};
+  const block_format blocks[] = {no_block_scaling, mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, nvfp4};
+  std::uniform_int_distribution<int> pick_blocks(0, static_cast<int>(std::size(blocks)) - 1);
   std::mt19937 rng(20260529u);
   std::uniform_int_distribution<int> pick(0, static_cast<int>(std::size(pool)) - 1);
   for (int i = 0; i < 3000; ++i) {
@@ -107,9 +113,30 @@ TEST_CASE("printing then parsing gives the same policy") {
     p.gradient = pool[pick(rng)];
     p.master_weights = (rng() & 1u) != 0;
     for (format_spec& f : p.op_formats) f = pool[pick(rng)];
+    p = p.with_matmul_blocks(blocks[pick_blocks(rng)]);  // issue 16: block-scaled matmul inputs round-trip too
     const std::string s = to_string(p);
     INFO(s);
     REQUIRE(parse_policy(s) == p);
     REQUIRE(parse_policy(to_full_string(p)) == p);
   }
+}
+
+TEST_CASE("block formats for matmul inputs: tokens, derived fields, printing and errors (issue 16)") {
+  const precision_policy mx = parse_policy("preset=bf16-mixed,matmul=mxfp8");
+  CHECK(mx.matmul_blocks == block_format{fp8_e4m3, e8m0, 32});
+  CHECK(mx.format_for(op_class::matmul) == fp8_e4m3);
+  CHECK(mx.compute == bf16);  // everything else is the preset's
+  CHECK(to_string(mx) == "params=fp32,compute=bf16,output=bf16,matmul=mxfp8");
+  const precision_policy nv = parse_policy("matmul=NVFP4");
+  CHECK(nv.matmul_blocks == block_format{fp4_e2m1, fp8_e4m3, 16});
+  CHECK(parse_policy("mm=mxfp6_e3m2").matmul_blocks == block_format{fp6_e3m2, e8m0, 32});
+  CHECK(parse_policy("gemm=mxfp4").format_for(op_class::matmul) == fp4_e2m1);
+  // A plain matmul format replaces block scaling; presets have none.
+  CHECK(parse_policy("preset=bf16-mixed,matmul=bf16").matmul_blocks == no_block_scaling);
+  CHECK(parse_policy("bf16-mixed").matmul_blocks == no_block_scaling);
+  // Block formats are matmul values only, and an unknown one lists them.
+  CHECK_THROWS_WITH(parse_policy("compute=mxfp8"), Catch::Contains("policy value of compute"));
+  CHECK_THROWS_WITH(parse_policy("matmul=mxfp9"), Catch::Contains("nvfp4"));
+  // Usable at compile time like every policy.
+  static_assert(parse_policy("matmul=mxfp8").matmul_blocks == mxfp8_e4m3);
 }

@@ -15,6 +15,11 @@
 // (no fma: the library is built with -ffp-contract=off). Inputs of <= 12 significant bits (fp16, bf16, tf32,
 // fp8) have exact fp32 products, so only the additions round, as on tensor cores (whose order within K
 // differs: a GPU result is not expected to match these bits, only the error model).
+// Block-scaled inputs (formats.input_blocks, e.g. OCP MXFP8 or NVFP4): instead of the compute cast, op(A) (M, K)
+// is quantized in blocks along its rows and op(B) (K, N) down its columns, so every block runs along K as on
+// the GPU (safeamp::quantize_blocks, nearest even), and the dequantized values P X are multiplied with fp32
+// accumulation in the order above (accumulate must be fp32). Products of dequantized values are exact only for
+// MX; for NVFP4 P X carries one fp32 rounding of the tensor scale, as the GPU's scale product does.
 // The fp32 path computes tiles of outputs with their accumulators in registers and vectorises over j (each
 // lane does its column's scalar operation); the output rows are cut into blocks of gemm_row_block rows, the
 // unit of parallel work, which only decides which thread computes an element, never how.
@@ -22,6 +27,7 @@
 
 #include <cstdint>
 
+#include "safeamp/format/block_format.hpp"
 #include "safeamp/format/format_spec.hpp"
 #include "safeamp/format/philox.hpp"
 #include "safeamp/format/round_options.hpp"
@@ -37,6 +43,7 @@ struct gemm_formats {
   format_spec compute = fp32;     // A and B are rounded here first
   format_spec accumulate = fp32;  // products are summed here
   format_spec output = fp32;      // D is rounded here
+  block_format input_blocks = no_block_scaling;  // when block-scaled: A and B quantized in blocks along K instead
   friend constexpr bool operator==(const gemm_formats&, const gemm_formats&) = default;
 };
 
