@@ -47,6 +47,7 @@ inline constexpr plan_key plan_keys[] = {
     {"optimizer-states", "format of the optimizer's moments: fp32 (default) or bf16"},
     {"optimizer-impl", "foreach (PyTorch's default on CUDA: a temporary copy of the second moments in the step) or fused"},
     {"zero-stage", "ZeRO stage 0..3 (default 0)"},
+    {"accounting", "pytorch (default) or deepspeed: an fp32 copy of the gradients as well (2 + 18/N bytes/param at ZeRO-2)"},
     {"dp", "data-parallel devices (default 1)"},
     {"seq", "transformer: sequence length s"},
     {"hidden", "transformer: hidden size h"},

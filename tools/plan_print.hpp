@@ -88,12 +88,13 @@ inline void print_states_ledger(const plan_request& r) {
   const state_bytes_per_param b = bytes_per_param(r.policy, r.states);
   std::printf("Model states: %.4g parameters, %s, ZeRO stage %d over %llu device(s): %.4g bytes/param unpartitioned\n",
               static_cast<double>(m.parameter_count), policy_label(r).c_str(), static_cast<int>(r.stage),
-              static_cast<unsigned long long>(r.data_parallel), b.total());
+              static_cast<unsigned long long>(r.data_parallel), b.total() + (r.states.fp32_gradient_copy ? 4.0 : 0.0));
   std::printf("  %-42s %12s %12s\n", "", "GB (10^9)", "GiB (2^30)");
   print_size_row("weights", m.weight_bytes);
   print_size_row("gradients", m.gradient_bytes);
   print_size_row("fp32 master copy", m.master_bytes);
   print_size_row("optimizer states", m.optimizer_bytes);
+  if (m.fp32_gradient_bytes > 0) print_size_row("fp32 gradient copy (DeepSpeed)", m.fp32_gradient_bytes);
   print_size_row("total model states", m.total_bytes(), "=");
 }
 

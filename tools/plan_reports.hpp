@@ -32,6 +32,7 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
                          {"zero_stage", static_cast<int>(r.stage)},          {"data_parallel", r.data_parallel},
                          {"weight_bytes", r.states_ledger->weight_bytes},    {"gradient_bytes", r.states_ledger->gradient_bytes},
                          {"master_bytes", r.states_ledger->master_bytes},    {"optimizer_bytes", r.states_ledger->optimizer_bytes},
+                         {"fp32_gradient_bytes", r.states_ledger->fp32_gradient_bytes},
                          {"total_bytes", r.states_ledger->total_bytes()}};
   }
   if (r.shape) {

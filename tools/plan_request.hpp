@@ -89,6 +89,14 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   }
   if (auto* s = get("optimizer")) r.states.optimizer = parse_optimizer(*s);
   if (auto* s = get("optimizer-impl")) r.states.impl = parse_optimizer_impl(*s);
+  if (auto* s = get("accounting")) {
+    if (*s == "deepspeed") {
+      r.states.fp32_gradient_copy = true;
+      if (!get("optimizer-impl")) r.states.impl = optimizer_impl::fused;  // DeepSpeed's FusedAdam updates in place
+    } else if (*s != "pytorch") {
+      throw error("accounting", "'" + *s + "'", "pytorch (default) or deepspeed (fp16 and fp32 gradients)");
+    }
+  }
   if (auto* s = get("optimizer-states")) {
     r.states.optimizer_state_format = parse_format(*s);
     if (r.states.optimizer_state_format != fp32 && r.states.optimizer_state_format != bf16 &&

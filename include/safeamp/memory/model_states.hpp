@@ -93,6 +93,10 @@ struct state_options {
   format_spec optimizer_state_format = fp32;
   /// How the update runs (temporaries of the optimizer step); PyTorch's default on CUDA is foreach.
   optimizer_impl impl = optimizer_impl::foreach;
+  /// DeepSpeed's accounting: besides the low-precision gradients, an fp32 copy of the gradients for the fp32 master
+  /// update (4 bytes per parameter, partitioned with the optimizer states): 2 + 2 + 4 + 4 + 8 = 20 bytes per
+  /// parameter with fp16 parameters and Adam, the ZeRO-2 estimator's 2 + 18/N at N = 1 (deepspeed PR #5099).
+  bool fp32_gradient_copy = false;
   friend constexpr bool operator==(const state_options&, const state_options&) = default;
 };
 
@@ -143,9 +147,11 @@ struct model_states {
   std::uint64_t gradient_bytes = 0;
   std::uint64_t master_bytes = 0;
   std::uint64_t optimizer_bytes = 0;
+  std::uint64_t fp32_gradient_bytes = 0;  // DeepSpeed's fp32 gradient copy (state_options::fp32_gradient_copy)
   [[nodiscard]] constexpr std::uint64_t total_bytes() const {
-    return checked_add(checked_add(weight_bytes, gradient_bytes, "model states"),
-                       checked_add(master_bytes, optimizer_bytes, "model states"), "model states");
+    return checked_add(checked_add(checked_add(weight_bytes, gradient_bytes, "model states"),
+                                   checked_add(master_bytes, optimizer_bytes, "model states"), "model states"),
+                       fp32_gradient_bytes, "model states");
   }
   friend constexpr bool operator==(const model_states&, const model_states&) = default;
 };
@@ -162,6 +168,7 @@ inline void validate_parameter_count(double parameters) {
 ///  optimizer:  (w + g) Psi + K Psi / N_d
 ///  gradients:  w Psi + (g + K) Psi / N_d
 ///  parameters: (w + g + K) Psi / N_d
+/// DeepSpeed's fp32 gradient copy (4 Psi) is partitioned with K from stage 1 on.
 /// With N_d = 1 every stage equals plain data parallelism (partitioning needs more than one device).
 [[nodiscard]] inline model_states model_states_for(std::uint64_t parameters, const precision_policy& policy,
                                                    state_options options = {}, zero_stage stage = zero_stage::none,
@@ -185,6 +192,7 @@ inline void validate_parameter_count(double parameters) {
   m.gradient_bytes = part(b.gradients, s >= 2, "gradient bytes");
   m.master_bytes = part(b.master, s >= 1, "master-copy bytes");
   m.optimizer_bytes = part(b.optimizer, s >= 1, "optimizer-state bytes");
+  m.fp32_gradient_bytes = part(options.fp32_gradient_copy ? 4.0 : 0.0, s >= 1, "fp32 gradient-copy bytes");
   (void)m.total_bytes();  // throws if the sum overflows
   return m;
 }

@@ -83,8 +83,9 @@ struct step_inputs {
 ///  backward:       weights + master + optimizer states + every gradient + the weight copies (saved by the graph;
 ///                  with full recomputation the checkpointed layers saved none and autocast's cache is freed when its
 ///                  region exits before backward) + the activation peak (stored + the largest backward transient);
-///  optimizer step: weights + master + optimizer states + gradients + the optimizer's temporaries; the activations
-///                  and their graph were freed at the end of backward.
+///  optimizer step: weights + master + optimizer states + gradients + the optimizer's temporaries (and DeepSpeed's
+///                  fp32 gradient copy, made for the master update); the activations and their graph were freed at
+///                  the end of backward.
 [[nodiscard]] inline step_needs step_needs_for(const step_inputs& in) {
   const model_states& m = in.states;
   const auto persistent = [&](phase_need& p) {
@@ -113,6 +114,7 @@ struct step_inputs {
   opt.phase = step_phase::optimizer_step;
   persistent(opt);
   opt.items.push_back({"gradients", m.gradient_bytes, 0});
+  if (m.fp32_gradient_bytes > 0) opt.items.push_back({"fp32 gradient copy (DeepSpeed)", m.fp32_gradient_bytes, 0});
   if (in.optimizer_temporary_bytes > 0) opt.items.push_back({"optimizer temporaries", in.optimizer_temporary_bytes, 0});
   return out;
 }

@@ -90,6 +90,26 @@ TEST_CASE("ZeRO's 7.5B-parameter example: 120 GB, and stages 1/2/3 at N_d = 64 (
                                 .total_bytes()) / 1e9 == Approx(15.6).margin(0.1));
 }
 
+TEST_CASE("DeepSpeed accounting: fp16 and fp32 gradients, the estimators' 2 + 18/N and the docs' older 4 + 16/N") {
+  // DeepSpeed's ZeRO-2 estimator (stage_1_and_2.py after PR #5099): 2P + 18P/N with 18 = 2 fp16 gradients + 4 fp32
+  // gradients + 4 fp32 parameters + 8 Adam. t5-3b (2851M parameters) on 8 GPUs: 5.702e9 + 6.41475e9 bytes =
+  // 12,116,750,000 = 11.28 GiB, the current code's figure for docs/memory.rst's example.
+  constexpr std::uint64_t p = 2'851'000'000ULL;
+  const state_options ds{.fp32_gradient_copy = true};
+  const model_states z2 = model_states_for(p, presets::fp16_pure_master, ds, zero_stage::gradients, 8);
+  CHECK(z2.fp32_gradient_bytes == 4 * p / 8);
+  CHECK(z2.total_bytes() == 12'116'750'000ULL);
+  CHECK(static_cast<double>(z2.total_bytes()) / (1ULL << 30) == Approx(11.28).margin(0.005));
+  // The docs' older 4P + 16P/N (15.93 GB printed) is the same count with the fp16 gradients unpartitioned, i.e.
+  // stage 1: 11.404e9 + 5.702e9 = 17,106,000,000 bytes = 15.93 GiB.
+  const model_states z1 = model_states_for(p, presets::fp16_pure_master, ds, zero_stage::optimizer, 8);
+  CHECK(z1.total_bytes() == 17'106'000'000ULL);
+  CHECK(static_cast<double>(z1.total_bytes()) / (1ULL << 30) == Approx(15.93).margin(0.005));
+  // One device: 20 bytes per parameter (Megatron-LM counts 18: it keeps no fp16 gradients).
+  CHECK(model_states_for(1'000'000, presets::fp16_pure_master, ds).total_bytes() == 20'000'000ULL);
+  CHECK(model_states_for(1'000'000, presets::fp16_pure_master).fp32_gradient_bytes == 0);
+}
+
 TEST_CASE("model-state inputs are validated") {
   CHECK_THROWS_AS(model_states_for(0, presets::fp32), error);
   CHECK_THROWS_WITH(model_states_for(max_parameter_count + 1, presets::fp32), Catch::Contains("parameters"));
