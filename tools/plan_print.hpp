@@ -90,6 +90,12 @@ inline void print_states_ledger(const plan_request& r) {
               static_cast<double>(m.parameter_count), policy_label(r).c_str(), static_cast<int>(r.stage),
               static_cast<unsigned long long>(r.data_parallel), b.total() + (r.states.fp32_gradient_copy ? 4.0 : 0.0));
   std::printf("  %-42s %12s %12s\n", "", "GB (10^9)", "GiB (2^30)");
+  if (r.states.adapter_parameters > 0) {
+    std::printf("  %s: the %.4g base parameters are frozen (%s), %llu adapter parameters train in fp32\n",
+                r.states.base_4bit ? "QLoRA" : "LoRA", static_cast<double>(m.parameter_count),
+                r.states.base_4bit ? "4-bit NF4, 0.516 bytes each" : format_name(r.policy.param).c_str(),
+                static_cast<unsigned long long>(r.states.adapter_parameters));
+  }
   print_size_row("weights", m.weight_bytes);
   print_size_row("gradients", m.gradient_bytes);
   print_size_row("fp32 master copy", m.master_bytes);

@@ -147,6 +147,25 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   }
   if (auto c = count("tokens-per-sample", 1e8); c && !r.shape) r.tokens_per_sample = *c;
 
+  if (auto* s = get("tuning")) {
+    if (*s != "full" && *s != "lora" && *s != "qlora") throw error("tuning", "'" + *s + "'", "full, lora or qlora");
+    if (*s != "full") {
+      if (!r.parameters) throw error("tuning", "'" + *s + "'", "a model (--params or a transformer shape)");
+      if (auto c = count("adapter-params", 1e15)) {
+        r.states.adapter_parameters = *c;
+      } else if (r.shape) {
+        r.states.adapter_parameters = lora_parameters(*r.shape, count("lora-rank", 1e5).value_or(16));
+      } else {
+        throw error("tuning", "'" + *s + "' without a shape", "--adapter-params N (or a transformer shape and --lora-rank)");
+      }
+      r.states.base_4bit = *s == "qlora";
+      r.states.fp32_gradient_copy = false;
+    }
+  }
+  for (const char* k : {"lora-rank", "adapter-params"}) {
+    if (get(k) && r.states.adapter_parameters == 0) throw error(k, "'" + *get(k) + "'", "only with --tuning lora or qlora");
+  }
+
   std::optional<std::uint64_t> fixed;
   if (auto* s = get("states")) {
     fixed = parse_bytes(*s, "states");

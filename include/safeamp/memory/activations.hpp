@@ -84,6 +84,14 @@ inline void validate(const transformer_shape& t) {
                      "parameters");
 }
 
+/// LoRA adapter parameters (Hu et al. 2021: W + BA with B of d x r and A of r x k, r (d + k) parameters per matrix)
+/// on every linear layer of the shape, as QLoRA does: QKV h x 3h (4rh), projection h x h (2rh), MLP up h x 4h (5rh)
+/// and down 4h x h (5rh): 16 r h per layer, 16 r h L in all (t = 1).
+[[nodiscard]] constexpr std::uint64_t lora_parameters(const transformer_shape& t, std::uint64_t rank) {
+  return checked_mul(checked_mul(16, rank, "LoRA parameters"), checked_mul(t.hidden, t.layers, "LoRA parameters"),
+                     "LoRA parameters");
+}
+
 /// Bytes of activations one transformer layer stores for a microbatch of `microbatch` samples, with activations
 /// of `element_bytes` bytes (2 for fp16/bf16) and 1-byte dropout masks. Korthikanti section 4.1, generalized to
 /// element size e (the paper's e = 2 gives its coefficients):

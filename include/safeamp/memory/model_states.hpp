@@ -97,8 +97,17 @@ struct state_options {
   /// update (4 bytes per parameter, partitioned with the optimizer states): 2 + 2 + 4 + 4 + 8 = 20 bytes per
   /// parameter with fp16 parameters and Adam, the ZeRO-2 estimator's 2 + 18/N at N = 1 (deepspeed PR #5099).
   bool fp32_gradient_copy = false;
+  /// Fine-tuning with adapters (LoRA, Hu et al. 2021): when > 0, the base parameters are frozen (no gradients, no
+  /// optimizer states, no master copy) and only this many adapter parameters train, in fp32.
+  std::uint64_t adapter_parameters = 0;
+  /// QLoRA (Dettmers et al. 2023): the frozen base stored in 4-bit NF4 with double quantization (needs adapters).
+  bool base_4bit = false;
   friend constexpr bool operator==(const state_options&, const state_options&) = default;
 };
+
+/// Bytes per parameter of a 4-bit NF4 base with double quantization: 4 bits plus 8/64 + 32/(64 x 256) = 0.127 bits of
+/// quantization constants (QLoRA, Dettmers et al. 2023, section 3, "Double Quantization").
+inline constexpr double nf4_bytes_per_param = (4.0 + 8.0 / 64.0 + 32.0 / (64.0 * 256.0)) / 8.0;
 
 namespace detail {
 inline constexpr double adam_8bit_block = 2048.0;  // bitsandbytes blockwise quantization block size
@@ -170,6 +179,8 @@ inline void validate_parameter_count(double parameters) {
 ///  parameters: (w + g + K) Psi / N_d
 /// DeepSpeed's fp32 gradient copy (4 Psi) is partitioned with K from stage 1 on.
 /// With N_d = 1 every stage equals plain data parallelism (partitioning needs more than one device).
+/// With adapters (state_options::adapter_parameters) the base keeps only its weights (storage_bytes(policy.param), or
+/// nf4_bytes_per_param for QLoRA) and the adapters count as fp32 parameters under the optimizer.
 [[nodiscard]] inline model_states model_states_for(std::uint64_t parameters, const precision_policy& policy,
                                                    state_options options = {}, zero_stage stage = zero_stage::none,
                                                    std::uint64_t data_parallel = 1) {
@@ -179,20 +190,43 @@ inline void validate_parameter_count(double parameters) {
   if (data_parallel == 0 || data_parallel > 1'000'000) {
     throw error("data_parallel devices", std::to_string(data_parallel), "1 .. 1000000");
   }
-  const state_bytes_per_param b = bytes_per_param(policy, options);
+  if (options.adapter_parameters > parameters) {
+    throw error("adapter parameters", std::to_string(options.adapter_parameters),
+                "at most the model's " + std::to_string(parameters) + " parameters");
+  }
+  if (options.base_4bit && options.adapter_parameters == 0) {
+    throw error("4-bit base (QLoRA)", "without adapters", "adapter parameters > 0 (a frozen 4-bit base trains nothing)");
+  }
   const auto psi = static_cast<double>(parameters);
   const auto n = static_cast<double>(data_parallel);
   const int s = static_cast<int>(stage);
-  auto part = [&](double per_param, bool partitioned, std::string_view what) {
-    return bytes_from_real(per_param * psi / (partitioned ? n : 1.0), what);
+  auto part = [&](double per_param, bool partitioned, std::string_view what, double count) {
+    return bytes_from_real(per_param * count / (partitioned ? n : 1.0), what);
   };
   model_states m;
   m.parameter_count = parameters;
-  m.weight_bytes = part(b.weights, s >= 3, "weight bytes");
-  m.gradient_bytes = part(b.gradients, s >= 2, "gradient bytes");
-  m.master_bytes = part(b.master, s >= 1, "master-copy bytes");
-  m.optimizer_bytes = part(b.optimizer, s >= 1, "optimizer-state bytes");
-  m.fp32_gradient_bytes = part(options.fp32_gradient_copy ? 4.0 : 0.0, s >= 1, "fp32 gradient-copy bytes");
+  if (options.adapter_parameters > 0) {
+    // Frozen base in the policy's parameter format (or NF4), plus fp32 adapters with their gradients and states.
+    const auto adapters = static_cast<double>(options.adapter_parameters);
+    state_options a = options;
+    a.adapter_parameters = 0;
+    a.base_4bit = false;
+    a.fp32_gradient_copy = false;
+    const state_bytes_per_param ab = bytes_per_param(precision_policy{}, a);  // all fp32, no master copy
+    const double base = options.base_4bit ? nf4_bytes_per_param : storage_bytes(policy.param);
+    m.weight_bytes = checked_add(part(base, s >= 3, "frozen weight bytes", psi),
+                                 part(ab.weights, s >= 3, "adapter weight bytes", adapters), "weight bytes");
+    m.gradient_bytes = part(ab.gradients, s >= 2, "adapter gradient bytes", adapters);
+    m.optimizer_bytes = part(ab.optimizer, s >= 1, "adapter optimizer-state bytes", adapters);
+    (void)m.total_bytes();
+    return m;
+  }
+  const state_bytes_per_param b = bytes_per_param(policy, options);
+  m.weight_bytes = part(b.weights, s >= 3, "weight bytes", psi);
+  m.gradient_bytes = part(b.gradients, s >= 2, "gradient bytes", psi);
+  m.master_bytes = part(b.master, s >= 1, "master-copy bytes", psi);
+  m.optimizer_bytes = part(b.optimizer, s >= 1, "optimizer-state bytes", psi);
+  m.fp32_gradient_bytes = part(options.fp32_gradient_copy ? 4.0 : 0.0, s >= 1, "fp32 gradient-copy bytes", psi);
   (void)m.total_bytes();  // throws if the sum overflows
   return m;
 }

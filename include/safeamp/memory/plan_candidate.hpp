@@ -132,13 +132,14 @@ inline std::uint64_t phase_pool_bytes(const memory_budget& budget) {
 /// (attention core, logits) at the rate of other_matmul_format; without a shape 6PD at the compute peak, except
 /// that 8-bit compute gets no credit (the GEMM share is unknown) and runs at the activation format's peak.
 inline double seconds_per_sample(const workload& w, const device_spec& d, const precision_policy& p, recompute mode,
-                                 std::int64_t microbatch, double efficiency) {
+                                 std::int64_t microbatch, double efficiency, std::uint64_t adapters = 0) {
   const format_spec other = other_matmul_format(p);
   if (!w.shape) {
-    return training_flops_per_sample(w.parameters, w.tokens_per_sample, mode) / (efficiency * peak_flops_for(d, other));
+    return training_flops_per_sample(w.parameters, w.tokens_per_sample, mode, adapters) /
+           (efficiency * peak_flops_for(d, other));
   }
   const auto b = static_cast<std::uint64_t>(microbatch);
-  const flops_split f = training_flops_split(*w.shape, mode);
+  const flops_split f = training_flops_split(*w.shape, mode, adapters);
   const double linear_rate = roofline(d, p.compute, dominant_gemm(*w.shape, b, p.compute, p.output)).attainable_flops;
   const double other_rate = roofline(d, other, dominant_gemm(*w.shape, b, other, p.output)).attainable_flops;
   return (f.linear / linear_rate + f.other / other_rate) / efficiency;
@@ -161,8 +162,9 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
     peak = l.peak_bytes;
   }
   c.activation_bytes_per_sample = peak;
-  c.flops_per_sample = w.shape ? training_flops_per_sample(*w.shape, mode)
-                               : training_flops_per_sample(w.parameters, w.tokens_per_sample, mode);
+  const std::uint64_t adapters = states.adapter_parameters;
+  c.flops_per_sample = w.shape ? training_flops_per_sample(*w.shape, mode, adapters)
+                               : training_flops_per_sample(w.parameters, w.tokens_per_sample, mode, adapters);
   const std::uint64_t pool = phase_pool_bytes(o.budget);
   const bool full = mode == recompute::full;
   // First without accumulation (no gradients in the forward pass); if the target batch needs more than one
@@ -189,11 +191,13 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   for (std::size_t i = 0; i < 3; ++i) c.phase_peak_bytes[i] = c.needs[i].bytes_at(micro);
   c.headroom_bytes = phase_headroom_bytes(pool, c.needs, micro);
   if (!c.supported) return c;
-  c.seconds_per_sample = seconds_per_sample(w, o.device, p.policy, mode, c.accumulation.microbatch, efficiency);
+  c.seconds_per_sample = seconds_per_sample(w, o.device, p.policy, mode, c.accumulation.microbatch, efficiency, adapters);
   c.attainable_flops = c.flops_per_sample / (c.seconds_per_sample * efficiency);
   const double optimizer_steps = std::ceil(w.samples / static_cast<double>(c.accumulation.global_batch));
   c.total_seconds = w.samples * c.seconds_per_sample / static_cast<double>(data_parallel) +
-                    optimizer_steps * optimizer_step_seconds(w.parameters, bytes_per_param(p.policy, states), o.device) /
+                    optimizer_steps *
+                        (adapters > 0 ? optimizer_step_seconds(adapters, bytes_per_param(precision_policy{}, states), o.device)
+                                      : optimizer_step_seconds(w.parameters, bytes_per_param(p.policy, states), o.device)) /
                         static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);
   c.margin_seconds = o.window_seconds - c.total_seconds;
   if (o.price_per_hour > 0.0) {

@@ -1,7 +1,7 @@
 // What would make a configuration fit memory: the single-device levers (recomputation, a fused optimizer, an 8-bit
-// optimizer) searched together, every combination evaluated at the largest microbatch it allows (smaller microbatches
-// with accumulation are part of every evaluation), cheapest first, each with its time cost; more devices only as a
-// last, labelled resort. SGD is never offered: it changes the training algorithm, and transformers are trained with
+// optimizer, LoRA, QLoRA) searched together, every combination evaluated at the largest microbatch it allows (smaller
+// microbatches with accumulation are part of every evaluation), least intrusive first, then fastest, each with its
+// time cost; more devices only as a last, labelled resort. SGD is never offered: it changes the training algorithm, and transformers are trained with
 // Adam-type optimizers.
 #pragma once
 
@@ -20,6 +20,7 @@ struct remedy {
   plan_candidate result{};
   std::string time_cost{};             // what the changes cost in time
   std::uint64_t devices = 1;           // > 1: needs that many devices (ZeRO stage 3)
+  int intrusiveness = 0;               // the most intrusive change: 1 recompute, 2 fused, 4 8-bit, 5 LoRA, 6 QLoRA
   [[nodiscard]] std::string text() const {
     std::string s;
     for (const std::string& c : changes) s += (s.empty() ? "" : " + ") + c;
@@ -31,6 +32,9 @@ struct remedy {
     return s;
   }
 };
+
+/// LoRA rank tried as a remedy (QLoRA's and most recipes' value is 8 to 64; 16 is a common default).
+inline constexpr std::uint64_t lora_rank_lever = 16;
 
 namespace detail {
 
@@ -59,12 +63,23 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
       cost += percent_text(extra) + " FLOPs (" + (mode == recompute::full ? "one more forward pass" : "attention core again") + ")";
     }
   }
+  if (mode != from.mode) r.intrusiveness = 1;
   if (states.optimizer != from.states.optimizer) {
     r.changes.push_back("8-bit AdamW (bitsandbytes)");
     cost += std::string(cost.empty() ? "" : ", ") + "no extra time; moments in 8 bits, quality unverified";
+    r.intrusiveness = 4;
   } else if (states.impl != from.states.impl) {
     r.changes.push_back("fused AdamW (fused=True)");
     cost += std::string(cost.empty() ? "" : ", ") + "none (one kernel instead of foreach's passes)";
+    r.intrusiveness = 2;
+  }
+  if (states.adapter_parameters != from.states.adapter_parameters) {
+    r.changes.push_back(std::string(states.base_4bit ? "QLoRA" : "LoRA") + " rank " + std::to_string(lora_rank_lever) +
+                        " on every linear layer (" + std::to_string(states.adapter_parameters) + " adapters train" +
+                        (states.base_4bit ? ", 4-bit NF4 base)" : ", base frozen)"));
+    cost += std::string(cost.empty() ? "" : ", ") + "fewer FLOPs (no weight gradients); adapters instead of a full " +
+            "fine-tune: quality unverified";
+    r.intrusiveness = states.base_4bit ? 6 : 5;
   }
   if (r.result.fits_memory() && r.result.seconds_per_sample > 0.0) cost += (cost.empty() ? "" : "; ") + ms_text(r.result.seconds_per_sample);
   r.time_cost = cost;
@@ -74,8 +89,10 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
 }  // namespace detail
 
 /// Combined remedies for `from` (a candidate that does not fit memory), cheapest first: every combination of a
-/// stronger recomputation (with a transformer shape), fused AdamW (when the optimizer is foreach AdamW) and 8-bit AdamW
-/// (when it is AdamW) is evaluated; the fitting ones are sorted by time per sample, then by the number of changes;
+/// stronger recomputation (with a transformer shape), fused AdamW (when the optimizer is foreach AdamW), 8-bit AdamW
+/// (when it is AdamW) and, for a full fine-tune with a shape, LoRA or QLoRA adapters (rank 16 on every linear layer) is
+/// evaluated; the fitting ones are sorted by their most intrusive change (recomputation < fused < 8-bit < LoRA <
+/// QLoRA: the order, cheapest first), then by time per sample, then by the number of changes;
 /// a combination that adds changes to one already listed is dropped. At most `limit` are returned. When none fits on
 /// the planned devices, the strongest combination is tried with ZeRO stage 3 over 2, 4, ... 4096 devices and
 /// returned labelled with the device count (never silently).
@@ -100,6 +117,18 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     optimizers.push_back({.optimizer = optimizer_kind::adam_8bit, .optimizer_state_format = fp32,
                           .impl = optimizer_impl::fused});
   }
+  if (w.shape && from.states.adapter_parameters == 0) {  // a full fine-tune: LoRA, then QLoRA, with each optimizer
+    const std::size_t full_options = optimizers.size();
+    for (bool four_bit : {false, true}) {
+      for (std::size_t i = 0; i < full_options; ++i) {
+        state_options a = optimizers[i];
+        a.adapter_parameters = lora_parameters(*w.shape, lora_rank_lever);
+        a.base_4bit = four_bit;
+        a.fp32_gradient_copy = false;
+        optimizers.push_back(a);
+      }
+    }
+  }
   std::vector<remedy> fitting;
   remedy strongest;
   for (recompute m : modes) {
@@ -111,6 +140,7 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     }
   }
   std::stable_sort(fitting.begin(), fitting.end(), [](const remedy& a, const remedy& b) {
+    if (a.intrusiveness != b.intrusiveness) return a.intrusiveness < b.intrusiveness;
     if (a.result.seconds_per_sample != b.result.seconds_per_sample) {
       return a.result.seconds_per_sample < b.result.seconds_per_sample;
     }

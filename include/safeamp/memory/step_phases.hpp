@@ -131,9 +131,12 @@ struct step_inputs {
   const auto psi = static_cast<double>(parameters);
   const auto n = static_cast<double>(data_parallel);
   const int s = static_cast<int>(stage);
-  in.weight_copy_bytes = bytes_from_real(weight_copy_bytes_per_param(policy) * psi / (s >= 3 ? n : 1.0), "weight copies");
+  // A 4-bit base is dequantized matmul by matmul (bitsandbytes saves the packed weight for backward): no copies.
+  const double copies = options.base_4bit ? 0.0 : weight_copy_bytes_per_param(policy);
+  const double trained = options.adapter_parameters > 0 ? static_cast<double>(options.adapter_parameters) : psi;
+  in.weight_copy_bytes = bytes_from_real(copies * psi / (s >= 3 ? n : 1.0), "weight copies");
   in.optimizer_temporary_bytes =
-      bytes_from_real(optimizer_temporary_bytes_per_param(options) * psi / (s >= 1 ? n : 1.0), "optimizer temporaries");
+      bytes_from_real(optimizer_temporary_bytes_per_param(options) * trained / (s >= 1 ? n : 1.0), "optimizer temporaries");
   in.forward_bytes_per_sample = forward_bytes_per_sample;
   in.backward_bytes_per_sample = backward_bytes_per_sample;
   in.accumulating = accumulating;

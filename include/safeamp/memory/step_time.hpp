@@ -28,7 +28,41 @@ namespace safeamp {
 ///   model FLOPs  72 L s h^2 (1 + s/(6h) + v/(12 h L))
 ///   selective    the attention core's forward again: + 72 L s h^2 s/(6h) = 12 L s^2 h (s/6h becomes s/3h)
 ///   full         the whole forward again: x 4/3 (forward is 1/3 of forward + backward)
-[[nodiscard]] inline double training_flops_per_sample(const transformer_shape& t, recompute mode) {
+[[nodiscard]] inline double training_flops_per_sample(const transformer_shape& t, recompute mode,
+                                                      std::uint64_t adapter_parameters = 0);
+
+/// Training FLOPs per sample split by where they run (the three terms of Korthikanti Appendix A's count):
+///  linear   72 L s h^2    the layers' weight GEMMs (QKV, projection, MLP): what fp8 recipes run in fp8
+///  other    12 L s^2 h    the attention core (QK^T and attention over V), + 12 L s^2 h again with selective
+///           + 6 s h v     recomputation; the logits GEMM. Transformer Engine's fp8 applies to its Linear layers;
+///                          attention and the output layer stay in the activation format.
+/// Each term is 3 forward passes' worth (forward 1, backward 2: input and weight gradients); full recomputation adds
+/// a fourth. With a frozen base and adapters (LoRA) the weight gradients of the linear layers and the output layer
+/// are not computed: 2 passes (+1 with full recomputation), and the adapters add 6 x adapters x s.
+/// linear + other == training_flops_per_sample(t, mode, adapters).
+struct flops_split {
+  double linear = 0.0;
+  double other = 0.0;
+  [[nodiscard]] constexpr double total() const noexcept { return linear + other; }
+};
+
+[[nodiscard]] inline flops_split training_flops_split(const transformer_shape& t, recompute mode,
+                                                      std::uint64_t adapter_parameters = 0) {
+  validate(t);
+  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
+  const double l = static_cast<double>(t.layers), v = static_cast<double>(t.vocabulary);
+  const bool full = mode == recompute::full;
+  const double weight_passes = (adapter_parameters > 0 ? 2.0 : 3.0) + (full ? 1.0 : 0.0);
+  const double attention_passes = 3.0 * (full ? 4.0 / 3.0 : 1.0) + (mode == recompute::selective ? 3.0 : 0.0);
+  flops_split f;
+  f.linear = weight_passes * 24.0 * l * s * h * h + 6.0 * static_cast<double>(adapter_parameters) * s;
+  f.other = attention_passes * 4.0 * l * s * s * h + weight_passes * 2.0 * s * h * v + flash_recompute_flops(t);
+  return f;
+}
+
+[[nodiscard]] inline double training_flops_per_sample(const transformer_shape& t, recompute mode,
+                                                      std::uint64_t adapter_parameters) {
+  if (adapter_parameters > 0) return training_flops_split(t, mode, adapter_parameters).total();
   validate(t);
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double l = static_cast<double>(t.layers), v = static_cast<double>(t.vocabulary);
@@ -42,32 +76,6 @@ namespace safeamp {
   return model;
 }
 
-/// Training FLOPs per sample split by where they run (the three terms of Korthikanti Appendix A's count):
-///  linear   72 L s h^2    the layers' weight GEMMs (QKV, projection, MLP): what fp8 recipes run in fp8
-///  other    12 L s^2 h    the attention core (QK^T and attention over V), + 12 L s^2 h again with selective
-///           + 6 s h v     recomputation; the logits GEMM. Transformer Engine's fp8 applies to its Linear layers;
-///                          attention and the output layer stay in the activation format.
-/// Full recomputation multiplies both by 4/3. linear + other == training_flops_per_sample(t, mode).
-struct flops_split {
-  double linear = 0.0;
-  double other = 0.0;
-  [[nodiscard]] constexpr double total() const noexcept { return linear + other; }
-};
-
-[[nodiscard]] inline flops_split training_flops_split(const transformer_shape& t, recompute mode) {
-  validate(t);
-  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
-  const double l = static_cast<double>(t.layers), v = static_cast<double>(t.vocabulary);
-  flops_split f{.linear = 72.0 * l * s * h * h, .other = 12.0 * l * s * s * h + 6.0 * s * h * v};
-  if (mode == recompute::selective) f.other += 12.0 * l * s * s * h;
-  if (mode == recompute::full) {
-    f.linear *= 4.0 / 3.0;
-    f.other *= 4.0 / 3.0;
-  }
-  f.other += flash_recompute_flops(t);
-  return f;
-}
-
 /// The format the non-linear-layer matmuls run in: the policy's compute format, except for 8-bit compute (fp8
 /// recipes), whose attention and output layer run in the activation format (bf16 for fp8-hybrid).
 [[nodiscard]] constexpr format_spec other_matmul_format(const precision_policy& p) noexcept {
@@ -75,10 +83,11 @@ struct flops_split {
 }
 
 /// Training FLOPs per sample from a parameter count: C = 6 P D (Kaplan et al. 2020; EleutherAI "Transformer Math
-/// 101": forward 2PD + backward 4PD), D = tokens per sample; full recomputation adds a forward pass (x 4/3).
+/// 101": forward 2PD + backward 4PD), D = tokens per sample; full recomputation adds a forward pass (x 4/3). A frozen
+/// base with adapters: 4PD (+2PD with full recomputation) + 6AD.
 /// Selective recomputation needs the shape (throws).
 [[nodiscard]] inline double training_flops_per_sample(std::uint64_t parameters, std::uint64_t tokens_per_sample,
-                                                      recompute mode) {
+                                                      recompute mode, std::uint64_t adapter_parameters = 0) {
   if (parameters == 0 || parameters > max_parameter_count) {
     throw error("parameters", std::to_string(parameters), "1 .. 1e15 parameters");
   }
@@ -88,6 +97,11 @@ struct flops_split {
   const double base = 6.0 * static_cast<double>(parameters) * static_cast<double>(tokens_per_sample);
   if (mode == recompute::selective) {
     throw error("recompute", "selective", "none or full when no transformer shape is given");
+  }
+  if (adapter_parameters > 0) {  // frozen base: forward and input gradients only (4PD, +2PD full), adapters 6AD
+    const double d = static_cast<double>(tokens_per_sample);
+    return (mode == recompute::full ? 6.0 : 4.0) * static_cast<double>(parameters) * d +
+           6.0 * static_cast<double>(adapter_parameters) * d;
   }
   return mode == recompute::full ? base * 4.0 / 3.0 : base;
 }

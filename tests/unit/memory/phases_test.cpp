@@ -148,13 +148,17 @@ TEST_CASE("combined remedies for the 1.3B foreach case: fused first (no time cos
   const workload w{.shape = gpt_1_3b, .parameters = p_1_3b, .tokens_per_sample = 2048, .samples = 1};
   const planner_options o = rtx4090_options({});
   const std::vector<remedy> r = memory_remedies(w, o, evaluate_1_3b({}), 0.4);
-  REQUIRE(r.size() == 2);
-  // Both run at the same roofline rate (the GEMMs are compute-bound at microbatch 1): the one with fewer changes
-  // and no quality question, fused AdamW, comes first.
+  REQUIRE(r.size() == 3);
+  // The issue's order, least intrusive first: fused AdamW (no time, no quality question), 8-bit AdamW, then LoRA
+  // (rank 16 on every linear layer: 16 x 16 x 2048 x 24 = 12,582,912 adapters), which is faster but changes what
+  // is trained.
   CHECK(r[0].changes == std::vector<std::string>{"fused AdamW (fused=True)"});
   CHECK(r[0].result.max_microbatch == 1);
   CHECK(r[1].changes == std::vector<std::string>{"8-bit AdamW (bitsandbytes)"});
   CHECK_THAT(r[1].time_cost, Catch::Contains("quality unverified"));
+  REQUIRE(r[2].changes.size() == 1);
+  CHECK_THAT(r[2].changes[0], Catch::StartsWith("LoRA rank 16 on every linear layer (12582912 adapters train"));
+  CHECK(r[2].result.seconds_per_sample < r[0].result.seconds_per_sample);
   for (const remedy& m : r) {
     CHECK(m.devices == 1);
     CHECK_THAT(m.text(), !Catch::Contains("sgd") && !Catch::Contains("SGD"));
@@ -201,4 +205,45 @@ TEST_CASE("a measured peak calibrates every phase by the same ratio") {
   CHECK_THROWS_WITH(calibrate_peak(n, 2, 105 * gb), Catch::Contains("measured-peak") && Catch::Contains("within 4x"));
   CHECK_THROWS_WITH(calibrate_peak(n, 0, 21 * gb), Catch::Contains("measured-microbatch"));
   CHECK_THROWS_AS(calibrate_peak(n, 1, 0), error);
+}
+
+TEST_CASE("LoRA and QLoRA: a frozen base keeps only its weights; the adapters train in fp32") {
+  CHECK(lora_parameters(gpt_1_3b, 16) == 12'582'912ULL);  // 16 r h L = 16 x 16 x 2048 x 24
+  // 1e9 base parameters (bf16-mixed: fp32 storage), 1e7 adapters with AdamW: base 4e9; adapters 4 + 4 + 8 bytes.
+  const state_options lora{.adapter_parameters = 10'000'000};
+  const model_states m = model_states_for(1'000'000'000ULL, presets::bf16_mixed, lora);
+  CHECK(m.weight_bytes == 4'040'000'000ULL);
+  CHECK(m.gradient_bytes == 40'000'000ULL);
+  CHECK(m.master_bytes == 0);
+  CHECK(m.optimizer_bytes == 80'000'000ULL);
+  // QLoRA: NF4 with double quantization is 4 + 8/64 + 32/(64 x 256) = 4.126953125 bits = 0.515869140625 bytes.
+  CHECK(nf4_bytes_per_param == 0.515869140625);
+  const state_options qlora{.adapter_parameters = 10'000'000, .base_4bit = true};
+  CHECK(model_states_for(1'000'000'000ULL, presets::bf16_mixed, qlora).weight_bytes == 515'869'141ULL + 40'000'000ULL);
+  // Phases: LoRA keeps autocast's copies of the fp32 base (2 bytes); QLoRA dequantizes per matmul (none);
+  // foreach's temporaries cover the adapters only (4 x 1e7).
+  const step_inputs li = step_inputs_for(1'000'000'000ULL, presets::bf16_mixed, lora, zero_stage::none, 1, 1, 1, false, false);
+  CHECK(li.weight_copy_bytes == 2'000'000'000ULL);
+  CHECK(li.optimizer_temporary_bytes == 40'000'000ULL);
+  CHECK(step_inputs_for(1'000'000'000ULL, presets::bf16_mixed, qlora, zero_stage::none, 1, 1, 1, false, false)
+            .weight_copy_bytes == 0);
+  CHECK_THROWS_WITH(model_states_for(1000, presets::fp32, {.adapter_parameters = 2000}), Catch::Contains("adapter"));
+  CHECK_THROWS_WITH(model_states_for(1000, presets::fp32, {.base_4bit = true}), Catch::Contains("QLoRA"));
+}
+
+TEST_CASE("a frozen base skips the weight-gradient GEMMs: 2 passes instead of 3 (+1 with full recomputation)") {
+  // s = h = 1000, a = 10, L = 10, v = 10000 (one forward pass: linear 24 L s h^2 = 2.4e11, attention 4 L s^2 h = 4e10,
+  // logits 2 s h v = 2e10). Full fine-tune: 7.2e11 + (1.2e11 + 6e10). LoRA with 1e6 adapters: linear 2 x 2.4e11
+  // + 6 x 1e6 x 1000 = 4.86e11; attention still 3 passes 1.2e11; logits 2 passes 4e10.
+  const transformer_shape t{.sequence = 1000, .hidden = 1000, .heads = 10, .layers = 10, .vocabulary = 10000};
+  const flops_split f = training_flops_split(t, recompute::none, 1'000'000);
+  CHECK(f.linear == Approx(4.86e11).epsilon(1e-12));
+  CHECK(f.other == Approx(1.6e11).epsilon(1e-12));
+  CHECK(training_flops_per_sample(t, recompute::none, 1'000'000) == Approx(6.46e11).epsilon(1e-12));
+  // Full recomputation: linear 3 x 2.4e11 + 6e9, attention 4 x 4e10, logits 3 x 2e10.
+  const flops_split full = training_flops_split(t, recompute::full, 1'000'000);
+  CHECK(full.linear == Approx(7.26e11).epsilon(1e-12));
+  CHECK(full.other == Approx(2.2e11).epsilon(1e-12));
+  // Without a shape: 4PD + 6AD.
+  CHECK(training_flops_per_sample(1'000'000'000ULL, 100, recompute::none, 1'000'000) == Approx(4e11 + 6e8).epsilon(1e-12));
 }
