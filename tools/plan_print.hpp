@@ -102,6 +102,7 @@ inline void print_states_ledger(const plan_request& r) {
   print_size_row("optimizer states", m.optimizer_bytes);
   if (m.fp32_gradient_bytes > 0) print_size_row("fp32 gradient copy (DeepSpeed)", m.fp32_gradient_bytes);
   print_size_row("total model states", m.total_bytes(), "=");
+  if (m.host_bytes > 0) print_size_row("offloaded to CPU memory (not on the device)", m.host_bytes, " ");
 }
 
 inline void print_activation_ledger(const transformer_shape& t, recompute mode, int element_bytes) {
@@ -209,6 +210,7 @@ inline std::pair<workload, planner_options> planner_inputs(const plan_request& r
   o.data_parallel = r.data_parallel;
   o.rounding = r.rounding;
   o.price_per_hour = r.price_per_hour;
+  o.link = r.link;
   if (r.parity) {
     o.verified_policies = r.parity->passed;
     o.failed_policies = r.parity->failed;

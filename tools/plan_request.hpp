@@ -51,6 +51,7 @@ struct plan_request {
   std::optional<parity_results> parity{};  // --verified-by
   std::uint64_t measured_peak_bytes = 0;   // --measured-peak (0: none)
   std::uint64_t measured_microbatch = 1;
+  offload_link link{};  // --pcie-bandwidth, --host-bandwidth
   double price_per_hour = 0.0;
   std::optional<gemm_request> gemm{};
   std::optional<model_states> states_ledger{};
@@ -162,6 +163,18 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
       r.states.fp32_gradient_copy = false;
     }
   }
+  if (auto* s = get("offload")) {
+    if (*s == "optimizer") {
+      r.states.offload_optimizer = true;
+      r.states.impl = optimizer_impl::fused;  // the CPU update allocates nothing on the device
+    } else if (*s != "none") {
+      throw error("offload", "'" + *s + "'", "none or optimizer");
+    }
+  }
+  if (auto* s = get("pcie-bandwidth")) r.link.pcie_bytes_per_second = static_cast<double>(parse_bytes(*s, "pcie-bandwidth"));
+  if (auto* s = get("host-bandwidth")) r.link.host_bytes_per_second = static_cast<double>(parse_bytes(*s, "host-bandwidth"));
+  if (!(r.link.pcie_bytes_per_second > 0.0)) throw error("pcie-bandwidth", *get("pcie-bandwidth"), "> 0 bytes per second");
+  if (!(r.link.host_bytes_per_second > 0.0)) throw error("host-bandwidth", *get("host-bandwidth"), "> 0 bytes per second");
   for (const char* k : {"lora-rank", "adapter-params"}) {
     if (get(k) && r.states.adapter_parameters == 0) throw error(k, "'" + *get(k) + "'", "only with --tuning lora or qlora");
   }

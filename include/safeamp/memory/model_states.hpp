@@ -102,6 +102,9 @@ struct state_options {
   std::uint64_t adapter_parameters = 0;
   /// QLoRA (Dettmers et al. 2023): the frozen base stored in 4-bit NF4 with double quantization (needs adapters).
   bool base_4bit = false;
+  /// ZeRO-Offload (Ren et al. 2021, USENIX ATC): fp32 parameters, optimizer states and fp32 gradients live in CPU
+  /// memory and the CPU runs the update; the device keeps the weights and the gradients it produces.
+  bool offload_optimizer = false;
   friend constexpr bool operator==(const state_options&, const state_options&) = default;
 };
 
@@ -157,6 +160,7 @@ struct model_states {
   std::uint64_t master_bytes = 0;
   std::uint64_t optimizer_bytes = 0;
   std::uint64_t fp32_gradient_bytes = 0;  // DeepSpeed's fp32 gradient copy (state_options::fp32_gradient_copy)
+  std::uint64_t host_bytes = 0;           // CPU memory with offload (not part of the device total)
   [[nodiscard]] constexpr std::uint64_t total_bytes() const {
     return checked_add(checked_add(checked_add(weight_bytes, gradient_bytes, "model states"),
                                    checked_add(master_bytes, optimizer_bytes, "model states"), "model states"),
@@ -194,6 +198,10 @@ inline void validate_parameter_count(double parameters) {
     throw error("adapter parameters", std::to_string(options.adapter_parameters),
                 "at most the model's " + std::to_string(parameters) + " parameters");
   }
+  if (options.offload_optimizer && (options.adapter_parameters > 0 || options.optimizer == optimizer_kind::adam_8bit)) {
+    throw error("optimizer offload", options.adapter_parameters > 0 ? "with adapters" : "with 8-bit AdamW",
+                "a full fine-tune with an fp32 optimizer (DeepSpeed's CPU Adam)");
+  }
   if (options.base_4bit && options.adapter_parameters == 0) {
     throw error("4-bit base (QLoRA)", "without adapters", "adapter parameters > 0 (a frozen 4-bit base trains nothing)");
   }
@@ -227,6 +235,14 @@ inline void validate_parameter_count(double parameters) {
   m.master_bytes = part(b.master, s >= 1, "master-copy bytes", psi);
   m.optimizer_bytes = part(b.optimizer, s >= 1, "optimizer-state bytes", psi);
   m.fp32_gradient_bytes = part(options.fp32_gradient_copy ? 4.0 : 0.0, s >= 1, "fp32 gradient-copy bytes", psi);
+  if (options.offload_optimizer) {
+    // On the CPU: fp32 parameters 4 + the optimizer states + fp32 gradients 4 (16 with Adam, DeepSpeed's estimator's
+    // per-parameter CPU figure before its 1.5 buffer factor); the device keeps weights and gradients.
+    m.host_bytes = part(4.0 + b.optimizer + 4.0, s >= 1, "offloaded bytes", psi);
+    m.master_bytes = 0;
+    m.optimizer_bytes = 0;
+    m.fp32_gradient_bytes = 0;
+  }
   (void)m.total_bytes();  // throws if the sum overflows
   return m;
 }

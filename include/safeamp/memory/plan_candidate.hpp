@@ -45,6 +45,7 @@ struct planner_options {
   std::uint64_t data_parallel = 1;
   accumulation_rounding rounding = accumulation_rounding::ceil;
   double price_per_hour = 0.0;     // optional: device price, for a cost per sample in money
+  offload_link link{};             // PCIe and host bandwidth of an offloaded optimizer step
   /// Policies a `safeamp sim` parity gate passed (verified) or failed; a failed policy is never chosen.
   std::vector<precision_policy> verified_policies{};
   std::vector<precision_policy> failed_policies{};
@@ -74,6 +75,8 @@ struct plan_candidate {
   bool supported = true;             // the device has math units for the policy's compute format
   quality_status quality = quality_status::unverified;
   std::uint64_t state_bytes = 0;
+  std::uint64_t host_bytes = 0;      // CPU memory of an offloaded optimizer
+  double offload_seconds_per_step = 0.0;  // the offloaded optimizer step (PCIe and the CPU update)
   std::uint64_t activation_bytes_per_sample = 0;  // backward-pass activation peak per sample
   std::int64_t max_microbatch = 0;   // 0: not even one sample fits (with accumulation, when the target needs it)
   std::int64_t shortfall_bytes = 0;  // bytes missing at microbatch 1 in the limiting phase (0 when it fits)
@@ -154,7 +157,13 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   c.states = states;
   c.quality = quality_of(o, p.policy);
   c.supported = peak_flops_for(o.device, p.policy.compute) > 0.0 && peak_flops_for(o.device, other_matmul_format(p.policy)) > 0.0;
-  c.state_bytes = model_states_for(w.parameters, p.policy, states, stage, data_parallel).total_bytes();
+  const model_states ms = model_states_for(w.parameters, p.policy, states, stage, data_parallel);
+  c.state_bytes = ms.total_bytes();
+  c.host_bytes = ms.host_bytes;
+  if (states.offload_optimizer) {
+    c.offload_seconds_per_step = offload_step_seconds(w.parameters, bytes_per_param(p.policy, states), o.link) /
+                                 static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);
+  }
   std::uint64_t stored = w.activation_bytes_per_sample, peak = w.activation_bytes_per_sample;
   if (w.shape) {
     const activation_ledger l = activation_ledger_for(*w.shape, 1, mode, storage_bytes(p.policy.output));
@@ -197,7 +206,9 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   c.total_seconds = w.samples * c.seconds_per_sample / static_cast<double>(data_parallel) +
                     optimizer_steps *
                         (adapters > 0 ? optimizer_step_seconds(adapters, bytes_per_param(precision_policy{}, states), o.device)
-                                      : optimizer_step_seconds(w.parameters, bytes_per_param(p.policy, states), o.device)) /
+                         : states.offload_optimizer
+                             ? offload_step_seconds(w.parameters, bytes_per_param(p.policy, states), o.link)
+                             : optimizer_step_seconds(w.parameters, bytes_per_param(p.policy, states), o.device)) /
                         static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);
   c.margin_seconds = o.window_seconds - c.total_seconds;
   if (o.price_per_hour > 0.0) {

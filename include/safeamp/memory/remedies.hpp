@@ -68,10 +68,19 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     r.changes.push_back("8-bit AdamW (bitsandbytes)");
     cost += std::string(cost.empty() ? "" : ", ") + "no extra time; moments in 8 bits, quality unverified";
     r.intrusiveness = 4;
-  } else if (states.impl != from.states.impl) {
+  } else if (states.impl != from.states.impl && !states.offload_optimizer) {
     r.changes.push_back("fused AdamW (fused=True)");
     cost += std::string(cost.empty() ? "" : ", ") + "none (one kernel instead of foreach's passes)";
     r.intrusiveness = 2;
+  }
+  if (states.offload_optimizer != from.states.offload_optimizer) {
+    r.changes.push_back("offload the optimizer to the CPU (ZeRO-Offload, " +
+                        format_bytes(r.result.host_bytes, byte_unit::gb) +
+                        " of host memory)");
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "+%.3g s per optimizer step over PCIe and the CPU", r.result.offload_seconds_per_step);
+    cost += std::string(cost.empty() ? "" : ", ") + buf;
+    r.intrusiveness = 7;
   }
   if (states.adapter_parameters != from.states.adapter_parameters) {
     r.changes.push_back(std::string(states.base_4bit ? "QLoRA" : "LoRA") + " rank " + std::to_string(lora_rank_lever) +
@@ -94,7 +103,7 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
 /// evaluated; the fitting ones are sorted by their most intrusive change (recomputation < fused < 8-bit < LoRA <
 /// QLoRA: the order, cheapest first), then by time per sample, then by the number of changes;
 /// a combination that adds changes to one already listed is dropped. At most `limit` are returned. When none fits on
-/// the planned devices, the strongest combination is tried with ZeRO stage 3 over 2, 4, ... 4096 devices and
+/// the planned devices, the closest combination is listed and tried with ZeRO stage 3 over 2, 4, ... 4096 devices and
 /// returned labelled with the device count (never silently).
 [[nodiscard]] inline std::vector<remedy> memory_remedies(const workload& w, const planner_options& o,
                                                          const plan_candidate& from, double efficiency,
@@ -108,7 +117,8 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     }
   }
   std::vector<state_options> optimizers{from.states};
-  if (from.states.optimizer == optimizer_kind::adam) {
+  const bool offloaded = from.states.offload_optimizer;  // already offloaded: only recomputation is left to try
+  if (from.states.optimizer == optimizer_kind::adam && !offloaded) {
     if (from.states.impl == optimizer_impl::foreach) {
       state_options fused = from.states;
       fused.impl = optimizer_impl::fused;
@@ -117,10 +127,18 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     optimizers.push_back({.optimizer = optimizer_kind::adam_8bit, .optimizer_state_format = fp32,
                           .impl = optimizer_impl::fused});
   }
-  if (w.shape && from.states.adapter_parameters == 0) {  // a full fine-tune: LoRA, then QLoRA, with each optimizer
+  if (from.states.optimizer == optimizer_kind::adam && from.states.adapter_parameters == 0 &&
+      !offloaded) {  // ZeRO-Offload: CPU Adam in fp32
+    state_options off = from.states;
+    off.offload_optimizer = true;
+    off.impl = optimizer_impl::fused;
+    optimizers.push_back(off);
+  }
+  if (w.shape && from.states.adapter_parameters == 0 && !offloaded) {  // full fine-tune: LoRA, then QLoRA
     const std::size_t full_options = optimizers.size();
     for (bool four_bit : {false, true}) {
       for (std::size_t i = 0; i < full_options; ++i) {
+        if (optimizers[i].offload_optimizer) continue;
         state_options a = optimizers[i];
         a.adapter_parameters = lora_parameters(*w.shape, lora_rank_lever);
         a.base_4bit = four_bit;
@@ -135,8 +153,11 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     for (const state_options& s : optimizers) {
       if (m == from.mode && s == from.states) continue;
       remedy r = detail::describe(w, from, m, s, detail::evaluate(w, o, p, m, efficiency, s, o.stage, o.data_parallel));
-      if (r.result.fits_memory()) fitting.push_back(r);
-      strongest = r;  // the last one has the strongest recomputation and the smallest optimizer
+      if (r.result.fits_memory()) {
+        fitting.push_back(r);
+      } else if (strongest.changes.empty() || r.result.shortfall_bytes < strongest.result.shortfall_bytes) {
+        strongest = r;  // the closest to fitting
+      }
     }
   }
   std::stable_sort(fitting.begin(), fitting.end(), [](const remedy& a, const remedy& b) {
@@ -157,8 +178,8 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
   }
   if (!out.empty() || strongest.changes.empty()) return out;
   out.push_back(strongest);  // the best one device can do, still short
-  const recompute m = modes.back();
-  const state_options s = optimizers.back();
+  const recompute m = strongest.result.mode;
+  const state_options s = strongest.result.states;
   for (std::uint64_t n = std::max<std::uint64_t>(2, o.data_parallel * 2); n <= 4096; n *= 2) {
     const plan_candidate c = detail::evaluate(w, o, p, m, efficiency, s, zero_stage::parameters, n);
     if (c.fits_memory() || n == 4096) {

@@ -135,8 +135,8 @@ struct step_inputs {
   const double copies = options.base_4bit ? 0.0 : weight_copy_bytes_per_param(policy);
   const double trained = options.adapter_parameters > 0 ? static_cast<double>(options.adapter_parameters) : psi;
   in.weight_copy_bytes = bytes_from_real(copies * psi / (s >= 3 ? n : 1.0), "weight copies");
-  in.optimizer_temporary_bytes =
-      bytes_from_real(optimizer_temporary_bytes_per_param(options) * trained / (s >= 1 ? n : 1.0), "optimizer temporaries");
+  const double temporaries = options.offload_optimizer ? 0.0 : optimizer_temporary_bytes_per_param(options);  // CPU side
+  in.optimizer_temporary_bytes = bytes_from_real(temporaries * trained / (s >= 1 ? n : 1.0), "optimizer temporaries");
   in.forward_bytes_per_sample = forward_bytes_per_sample;
   in.backward_bytes_per_sample = backward_bytes_per_sample;
   in.accumulating = accumulating;

@@ -3,6 +3,7 @@
 // memory-bound optimizer pass.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "safeamp/error.hpp"
@@ -123,6 +124,29 @@ struct flops_split {
                                                    const device_spec& d) {
   const double bytes = static_cast<double>(parameters) * (2.0 * b.weights + b.gradients + 2.0 * b.master + 2.0 * b.optimizer);
   return bytes / d.memory_bytes_per_second;
+}
+
+/// Host link of an offloaded optimizer step. PCIe 4.0 x16 moves 32 GB/s each way (64 GB/s bidirectional, as NVIDIA's
+/// L40S datasheet states its interconnect); real copies reach less. The CPU update is memory-bound; 50 GB/s is an
+/// assumption for a workstation's DRAM (two DDR5 channels peak near 80 GB/s), to be replaced by a measured figure.
+struct offload_link {
+  double pcie_bytes_per_second = 32e9;
+  double host_bytes_per_second = 50e9;
+};
+
+/// Seconds of one offloaded optimizer step: the gradients go to the CPU and the updated weights come back over PCIe,
+/// P (g + w) / PCIe; the CPU reads the fp32 gradients (4), reads and writes the fp32 parameters (8) and the states
+/// (2 K_opt): P (12 + 2 K_opt) / host bandwidth. Not overlapped with the device's work (an upper bound: ZeRO-Offload
+/// overlaps part of it).
+[[nodiscard]] inline double offload_step_seconds(std::uint64_t parameters, state_bytes_per_param b, offload_link link) {
+  if (!(link.pcie_bytes_per_second > 0.0) || !(link.host_bytes_per_second > 0.0) ||
+      !std::isfinite(link.pcie_bytes_per_second) || !std::isfinite(link.host_bytes_per_second)) {
+    throw error("offload bandwidth", std::to_string(link.pcie_bytes_per_second) + " / " +
+                                         std::to_string(link.host_bytes_per_second) + " B/s", "finite numbers > 0");
+  }
+  const auto p = static_cast<double>(parameters);
+  return p * (b.gradients + b.weights) / link.pcie_bytes_per_second +
+         p * (12.0 + 2.0 * b.optimizer) / link.host_bytes_per_second;
 }
 
 }  // namespace safeamp

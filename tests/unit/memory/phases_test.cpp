@@ -247,3 +247,19 @@ TEST_CASE("a frozen base skips the weight-gradient GEMMs: 2 passes instead of 3 
   // Without a shape: 4PD + 6AD.
   CHECK(training_flops_per_sample(1'000'000'000ULL, 100, recompute::none, 1'000'000) == Approx(4e11 + 6e8).epsilon(1e-12));
 }
+
+TEST_CASE("optimizer offload: the device keeps weights and gradients; the CPU holds 16 bytes per parameter") {
+  // 1e9 parameters, bf16-mixed (fp32 weights and gradients), AdamW offloaded (ZeRO-Offload, DeepSpeed's CPU Adam):
+  // device 4e9 + 4e9; host fp32 parameters 4 + moments 8 + fp32 gradients 4 = 16e9 (DeepSpeed's estimator's 16 per
+  // parameter before its 1.5 buffer factor).
+  const state_options off{.impl = optimizer_impl::fused, .offload_optimizer = true};
+  const model_states m = model_states_for(1'000'000'000ULL, presets::bf16_mixed, off);
+  CHECK(m.total_bytes() == 8'000'000'000ULL);
+  CHECK(m.host_bytes == 16'000'000'000ULL);
+  CHECK(step_inputs_for(1'000'000'000ULL, presets::bf16_mixed, {.offload_optimizer = true}, zero_stage::none, 1, 1, 1,
+                        false, false).optimizer_temporary_bytes == 0);  // the CPU runs the update
+  // One step: P (g + w) / 32 GB/s = 8e9 / 32e9 = 0.25 s over PCIe, P (12 + 2 x 8) / 50 GB/s = 0.56 s on the CPU.
+  CHECK(offload_step_seconds(1'000'000'000ULL, bytes_per_param(presets::bf16_mixed), {}) == Approx(0.81).epsilon(1e-12));
+  CHECK_THROWS_WITH(model_states_for(1000, presets::fp32, {.optimizer = optimizer_kind::adam_8bit, .offload_optimizer = true}),
+                    Catch::Contains("offload"));
+}

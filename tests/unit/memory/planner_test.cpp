@@ -107,11 +107,13 @@ TEST_CASE("when nothing fits in memory the planner names the shortfall and what 
   REQUIRE_FALSE(r.failures.empty());
   CHECK_THAT(r.failures.back(), Catch::Contains("memory") && Catch::Contains("short by 0.60 GB"));
   // The closest is fp32 (no autocast weight copies): backward 1.6 + 9 = 10.6 GB. Fused AdamW only shrinks the step;
-  // 8-bit AdamW: 4 + 4 + 2.004 bytes -> 1.0004 GB + 9 GB: still 0.0004 GB short, the best one device can do; then
-  // ZeRO-3 over 2 devices with 8-bit AdamW: 0.5002 + 9 fits, labelled with the device count it needs.
-  REQUIRE(r.remedies.size() == 2);
-  CHECK_THAT(r.remedies[0], Catch::StartsWith("8-bit AdamW (bitsandbytes): still short by 0.00 GB"));
-  CHECK_THAT(r.remedies[1], Catch::Contains("ZeRO stage 3 over 2 devices (NEEDS 2 devices; planned for 1): fits"));
+  // 8-bit AdamW: 4 + 4 + 2.004 bytes -> 1.0004 GB + 9 GB, still short. Offloading the optimizer leaves weights and
+  // gradients, 0.8 GB + 9 GB: fits. Its cost: P (g + w) / 32e9 + P (12 + 2 x 8) / 50e9 = 0.025 + 0.056 = 0.081 s per
+  // optimizer step; host memory (4 + 8 + 4) x 1e8 = 1.6 GB.
+  REQUIRE(r.remedies.size() == 1);
+  CHECK_THAT(r.remedies[0], Catch::StartsWith("offload the optimizer to the CPU (ZeRO-Offload, 1.60 GB of host memory): "
+                                              "fits, microbatch 1") &&
+                                Catch::Contains("+0.081 s per optimizer step"));
   for (const std::string& s : r.remedies) CHECK_THAT(s, !Catch::Contains("sgd"));
 }
 
@@ -194,6 +196,17 @@ TEST_CASE("a missed window says how many samples fit and which card would finish
   CHECK(std::any_of(r.remedies.begin(), r.remedies.end(), [](const std::string& s) {
     return s.find("a different card (RTX 4090)") != std::string::npos;
   }));
+}
+
+TEST_CASE("when one device cannot fit at all, the closest combination is listed and more devices are labelled") {
+  workload w = toy_workload();
+  w.activation_bytes_per_sample = 9'500'000'000ULL;
+  // One device: offload 0.8 + 9.5 = 10.3 GB (0.3 short), 8-bit 1.0004 + 9.5 (0.5004 short): offload is closest.
+  // ZeRO stage 3 over 2 devices with offload: weights and gradients 0.8 GB / 2 = 0.4 GB, + 9.5 GB fits.
+  const plan_result r = plan(w, toy_options(7200));
+  REQUIRE(r.remedies.size() == 2);
+  CHECK_THAT(r.remedies[0], Catch::StartsWith("offload the optimizer to the CPU") && Catch::Contains("still short by 0.30 GB"));
+  CHECK_THAT(r.remedies[1], Catch::Contains("ZeRO stage 3 over 2 devices (NEEDS 2 devices; planned for 1): fits"));
 }
 
 TEST_CASE("a measured throughput calibrates the efficiency, and an impossible one is rejected") {
