@@ -55,6 +55,7 @@ inline constexpr plan_key plan_keys[] = {
     {"host-bandwidth", "CPU memory bandwidth for the offloaded update, e.g. 80GB (default 50GB)"},
     {"accounting", "pytorch (default) or deepspeed: an fp32 copy of the gradients as well (2 + 18/N bytes/param at ZeRO-2)"},
     {"dp", "data-parallel devices (default 1)"},
+    {"largest-layer", "parameters of the largest layer, for ZeRO-3's gathered layer without a shape (e.g. 32M)"},
     {"seq", "transformer: sequence length s"},
     {"hidden", "transformer: hidden size h"},
     {"heads", "transformer: attention heads a"},

@@ -193,6 +193,7 @@ inline std::pair<workload, planner_options> planner_inputs(const plan_request& r
   w.activation_bytes_per_sample = r.shape ? 0 : r.budget.activation_bytes_per_sample;
   w.samples = r.samples > 0.0 ? r.samples : 1.0;
   w.global_batch = r.global_batch;
+  w.largest_layer_parameters = r.largest_layer;
   planner_options o;
   o.device = r.device;
   o.budget = r.budget;

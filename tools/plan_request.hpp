@@ -52,6 +52,7 @@ struct plan_request {
   std::uint64_t measured_peak_bytes = 0;   // --measured-peak (0: none)
   std::uint64_t measured_microbatch = 1;
   offload_link link{};  // --pcie-bandwidth, --host-bandwidth
+  std::uint64_t largest_layer = 0;  // --largest-layer (without a shape)
   double price_per_hour = 0.0;
   std::optional<gemm_request> gemm{};
   std::optional<model_states> states_ledger{};
@@ -110,6 +111,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     r.stage = static_cast<zero_stage>((*s)[0] - '0');
   }
   if (auto c = count("dp", 1e6)) r.data_parallel = *c;
+  if (auto c = count("largest-layer", 1e15)) r.largest_layer = *c;
   if (auto* s = get("recompute")) {
     r.mode = parse_recompute(*s);
     r.recompute_given = true;

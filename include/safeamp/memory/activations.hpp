@@ -84,6 +84,14 @@ inline void validate(const transformer_shape& t) {
                      "parameters");
 }
 
+/// Parameters of the largest single layer (module) of the shape: the embedding v h (tied with the output layer) or the
+/// MLP's up-projection h x 4h / t. ZeRO stage 3 gathers one such layer's full parameters (and its gradients) at a time.
+[[nodiscard]] constexpr std::uint64_t largest_layer_parameters(const transformer_shape& t) {
+  const std::uint64_t embedding = checked_mul(t.vocabulary, t.hidden, "largest layer");
+  const std::uint64_t mlp = checked_mul(4 * t.hidden, t.hidden, "largest layer") / t.tensor_parallel;
+  return embedding > mlp ? embedding : mlp;
+}
+
 /// LoRA adapter parameters (Hu et al. 2021: W + BA with B of d x r and A of r x k, r (d + k) parameters per matrix)
 /// on every linear layer of the shape, as QLoRA does: QKV h x 3h (4rh), projection h x h (2rh), MLP up h x 4h (5rh)
 /// and down 4h x h (5rh): 16 r h per layer, 16 r h L in all (t = 1).

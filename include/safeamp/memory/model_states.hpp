@@ -235,6 +235,12 @@ inline void validate_parameter_count(double parameters) {
   m.master_bytes = part(b.master, s >= 1, "master-copy bytes", psi);
   m.optimizer_bytes = part(b.optimizer, s >= 1, "optimizer-state bytes", psi);
   m.fp32_gradient_bytes = part(options.fp32_gradient_copy ? 4.0 : 0.0, s >= 1, "fp32 gradient-copy bytes", psi);
+  if (options.fp32_gradient_copy && stage == zero_stage::parameters) {
+    // DeepSpeed stage 3 reduce-scatters each fp16 gradient into the fp32 partition as it is produced: no fp16 gradient
+    // partition is kept (its ZeRO-3 estimator: 18/N = 2 fp16 parameters + 16 fp32 states; the gradients in flight are
+    // the largest-layer term of the phases).
+    m.gradient_bytes = 0;
+  }
   if (options.offload_optimizer) {
     // On the CPU: fp32 parameters 4 + the optimizer states + fp32 gradients 4 (16 with Adam, DeepSpeed's estimator's
     // per-parameter CPU figure before its 1.5 buffer factor); the device keeps weights and gradients.

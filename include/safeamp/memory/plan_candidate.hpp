@@ -27,6 +27,7 @@ struct workload {
   std::uint64_t parameters = 0;                   // from the shape when one is given
   std::uint64_t tokens_per_sample = 1;            // from the shape (its sequence) when one is given
   std::uint64_t activation_bytes_per_sample = 0;  // only without a shape
+  std::uint64_t largest_layer_parameters = 0;     // ZeRO-3's gathered layer; from the shape when one is given
   double samples = 0.0;                           // samples to train per night (tokens / tokens_per_sample)
   std::int64_t global_batch = 0;                  // 0: no target, use the largest microbatch
 };
@@ -178,12 +179,19 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   const bool full = mode == recompute::full;
   // First without accumulation (no gradients in the forward pass); if the target batch needs more than one
   // microbatch per step, again with the gradients held through the forward passes.
-  c.needs = step_needs_for(step_inputs_for(w.parameters, p.policy, states, stage, data_parallel, stored, peak, false, full));
+  const std::uint64_t largest = w.shape ? largest_layer_parameters(*w.shape) : w.largest_layer_parameters;
+  const std::uint64_t gathered = gathered_layer_bytes(largest, p.policy, stage, data_parallel);
+  const auto needs_for = [&](bool accumulating) {
+    step_inputs in = step_inputs_for(w.parameters, p.policy, states, stage, data_parallel, stored, peak, accumulating, full);
+    in.gathered_bytes = gathered;
+    return step_needs_for(in);
+  };
+  c.needs = needs_for(false);
   phase_fit fit = fit_phases(pool, c.needs);
   const auto dp = static_cast<std::int64_t>(data_parallel);
   const std::int64_t per_device = w.global_batch > 0 ? (w.global_batch + dp - 1) / dp : 0;
   if (fit.max_microbatch >= 1 && per_device > fit.max_microbatch) {
-    c.needs = step_needs_for(step_inputs_for(w.parameters, p.policy, states, stage, data_parallel, stored, peak, true, full));
+    c.needs = needs_for(true);
     fit = fit_phases(pool, c.needs);
   }
   c.max_microbatch = fit.max_microbatch;

@@ -62,6 +62,7 @@ struct step_inputs {
   std::uint64_t optimizer_temporary_bytes = 0;  // allocated by the optimizer step (optimizer_temporary_bytes_per_param)
   std::uint64_t forward_bytes_per_sample = 0;   // activations held at the end of the forward pass (ledger's stored)
   std::uint64_t backward_bytes_per_sample = 0;  // activation peak of the backward pass (ledger's peak, >= stored)
+  std::uint64_t gathered_bytes = 0;           // ZeRO stage 3: one layer's gathered parameters and gradients
   bool accumulating = false;                  // more than one microbatch per optimizer step
   bool full_recompute = false;                // every layer checkpointed
 };
@@ -77,7 +78,8 @@ struct step_inputs {
 }
 
 /// The three phases (all counted as upper bounds at their peak):
-///  forward:        weights + master + optimizer states + the weight copies + the stored activations, and the
+///  forward:        weights + master + optimizer states + the weight copies (+ ZeRO-3's gathered layer) + the stored
+///                  activations, and the
 ///                  gradients only when accumulating (PyTorch >= 2.0 `zero_grad()` sets .grad to None after each step,
 ///                  so the first forward holds none; the forwards of microbatches 2..k hold the summed gradients);
 ///  backward:       weights + master + optimizer states + every gradient + the weight copies (saved by the graph;
@@ -99,6 +101,7 @@ struct step_inputs {
   persistent(fwd);
   if (in.accumulating) fwd.items.push_back({"gradients (accumulating)", m.gradient_bytes, 0});
   if (in.weight_copy_bytes > 0) fwd.items.push_back({"weight copies in the compute format", in.weight_copy_bytes, 0});
+  if (in.gathered_bytes > 0) fwd.items.push_back({"gathered layer (ZeRO-3)", in.gathered_bytes, 0});
   fwd.items.push_back({"activations (stored)", 0, in.forward_bytes_per_sample});
 
   phase_need& bwd = out[1];
@@ -108,6 +111,7 @@ struct step_inputs {
   if (in.weight_copy_bytes > 0 && !in.full_recompute) {
     bwd.items.push_back({"weight copies saved by the graph", in.weight_copy_bytes, 0});
   }
+  if (in.gathered_bytes > 0) bwd.items.push_back({"gathered layer (ZeRO-3)", in.gathered_bytes, 0});
   bwd.items.push_back({"activations (peak, with transients)", 0, in.backward_bytes_per_sample});
 
   phase_need& opt = out[2];
@@ -117,6 +121,18 @@ struct step_inputs {
   if (m.fp32_gradient_bytes > 0) opt.items.push_back({"fp32 gradient copy (DeepSpeed)", m.fp32_gradient_bytes, 0});
   if (in.optimizer_temporary_bytes > 0) opt.items.push_back({"optimizer temporaries", in.optimizer_temporary_bytes, 0});
   return out;
+}
+
+/// ZeRO stage 3's gathered layer: the largest layer's parameters and gradients at full size, (w + g) x its
+/// parameters; 4 x largest-layer parameters with fp16 parameters and gradients, DeepSpeed's ZeRO-3 estimator term
+/// (deepspeed/runtime/zero/stage3.py, estimate_zero3_model_states_mem_needs: largest_layer_memory = 4 * params).
+/// 0 below stage 3, on one device, or when the largest layer is unknown (0).
+[[nodiscard]] inline std::uint64_t gathered_layer_bytes(std::uint64_t largest_layer_parameters,
+                                                        const precision_policy& policy, zero_stage stage,
+                                                        std::uint64_t data_parallel) {
+  if (stage != zero_stage::parameters || data_parallel < 2) return 0;
+  const double per = storage_bytes(policy.param) + storage_bytes(policy.master_weights ? policy.gradient : policy.param);
+  return bytes_from_real(per * static_cast<double>(largest_layer_parameters), "gathered layer bytes");
 }
 
 /// step_inputs for `parameters` under a policy and optimizer, ZeRO-partitioned like the model states (the weight

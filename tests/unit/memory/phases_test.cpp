@@ -4,6 +4,7 @@
 // with foreach AdamW and fits with fused or 8-bit AdamW.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "safeamp/memory/planner.hpp"
@@ -262,4 +263,37 @@ TEST_CASE("optimizer offload: the device keeps weights and gradients; the CPU ho
   CHECK(offload_step_seconds(1'000'000'000ULL, bytes_per_param(presets::bf16_mixed), {}) == Approx(0.81).epsilon(1e-12));
   CHECK_THROWS_WITH(model_states_for(1000, presets::fp32, {.optimizer = optimizer_kind::adam_8bit, .offload_optimizer = true}),
                     Catch::Contains("offload"));
+}
+
+TEST_CASE("ZeRO stage 3 gathers the largest layer: DeepSpeed's 4 x largest-layer term and 18/N (t5-3b, 8 GPUs)") {
+  // The shape's largest layer: the tied embedding v h = 50257 x 2048 = 102,926,336 > the MLP's 4 h^2 = 16,777,216.
+  CHECK(largest_layer_parameters(gpt_1_3b) == 102'926'336ULL);
+  // DeepSpeed's memory docs, t5-3b on 1 node x 8 GPUs ("2851M total params, 32M largest layer params"), no offload:
+  // largest_layer_memory 4 x 32M = 128,000,000 + 18 x 2851M / 8 = 6,414,750,000 -> 6,542,750,000 bytes = 6.09 GiB.
+  constexpr std::uint64_t p = 2'851'000'000ULL, largest = 32'000'000ULL;
+  const state_options ds{.impl = optimizer_impl::fused, .fp32_gradient_copy = true};
+  const model_states m = model_states_for(p, presets::fp16_pure_master, ds, zero_stage::parameters, 8);
+  CHECK(m.total_bytes() == 6'414'750'000ULL);
+  CHECK(m.gradient_bytes == 0);  // reduce-scattered straight into the fp32 partition
+  const std::uint64_t gathered = gathered_layer_bytes(largest, presets::fp16_pure_master, zero_stage::parameters, 8);
+  CHECK(gathered == 128'000'000ULL);
+  CHECK(static_cast<double>(m.total_bytes() + gathered) / (1ULL << 30) == Approx(6.09).margin(0.005));
+  // Not below stage 3, nor on one device.
+  CHECK(gathered_layer_bytes(largest, presets::fp16_pure_master, zero_stage::gradients, 8) == 0);
+  CHECK(gathered_layer_bytes(largest, presets::fp16_pure_master, zero_stage::parameters, 1) == 0);
+  // In the phases: forward and backward hold the gathered layer.
+  planner_options o;
+  o.device = find_device("A100");
+  o.budget = {.device_bytes = 40 * gb, .reserve_fraction = 0.0};
+  o.window_seconds = 1e9;
+  const workload w{.parameters = p, .tokens_per_sample = 512, .activation_bytes_per_sample = gb,
+                   .largest_layer_parameters = largest, .samples = 1};
+  const plan_candidate c = detail::evaluate(w, o, {"fp16-pure-master", presets::fp16_pure_master}, recompute::none, 0.4,
+                                            ds, zero_stage::parameters, 8);
+  for (std::size_t phase : {0, 1}) {
+    const auto& items = c.needs[phase].items;
+    CHECK(std::any_of(items.begin(), items.end(), [](const phase_item& i) {
+      return i.name == "gathered layer (ZeRO-3)" && i.fixed_bytes == 128'000'000ULL;
+    }));
+  }
 }
