@@ -113,6 +113,12 @@ inline void print_activation_ledger(const transformer_shape& t, recompute mode, 
               static_cast<unsigned long long>(t.heads), static_cast<unsigned long long>(t.layers),
               static_cast<unsigned long long>(t.vocabulary), static_cast<unsigned long long>(t.tensor_parallel),
               t.sequence_parallel ? " +SP" : "", std::string(to_string(mode)).c_str(), element_bytes);
+  if (t.kv_heads != 0 || t.ffn_hidden != 0 || t.gated_mlp || !t.tied_embeddings) {
+    std::printf("  architecture: %llu K/V heads, MLP width %llu%s, %s embeddings (%llu parameters per layer)\n",
+                static_cast<unsigned long long>(kv_heads_of(t)), static_cast<unsigned long long>(ffn_of(t)),
+                t.gated_mlp ? " gated (SwiGLU)" : "", t.tied_embeddings ? "tied" : "untied",
+                static_cast<unsigned long long>(layer_parameters(t)));
+  }
   if (t.attention == attention_kernel::flash) std::printf("  flash attention: no s^2 scores stored, 4as bytes of fp32 softmax statistics per layer instead\n");
   std::printf("  %-42s %12s %12s   %s\n", "block (bytes added)", "GB (10^9)", "GiB (2^30)", "held after, GB");
   for (std::size_t i = 0; i < l.entries.size(); ++i) {

@@ -124,7 +124,9 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     else throw error("rounding", "'" + *s + "'", "exact-or-ceil (default), exact or ceil");
   }
 
-  if (get("attention") && !get("seq")) throw error("attention", "'" + *get("attention") + "'", "a transformer shape (--seq ...)");
+  for (const char* k : {"attention", "kv-heads", "ffn-hidden", "mlp", "embeddings"}) {
+    if (get(k) && !get("seq")) throw error(k, "'" + *get(k) + "'", "a transformer shape (--seq --hidden --heads --layers --vocab)");
+  }
   const char* shape_keys[] = {"seq", "hidden", "heads", "layers", "vocab"};
   int shape_given = 0;
   for (const char* k : shape_keys) shape_given += get(k) ? 1 : 0;
@@ -139,6 +141,16 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     if (auto c = count("tp", 1e6)) t.tensor_parallel = *c;
     if (auto* s = get("sp")) t.sequence_parallel = parse_bool("sp", *s);
     if (auto* s = get("attention")) t.attention = parse_attention_kernel(*s);
+    if (auto c = count("kv-heads", 1e5)) t.kv_heads = *c;
+    if (auto c = count("ffn-hidden", 16e6)) t.ffn_hidden = *c;
+    if (auto* s = get("mlp")) {
+      if (*s != "gelu" && *s != "swiglu") throw error("mlp", "'" + *s + "'", "gelu or swiglu");
+      t.gated_mlp = *s == "swiglu";
+    }
+    if (auto* s = get("embeddings")) {
+      if (*s != "tied" && *s != "untied") throw error("embeddings", "'" + *s + "'", "tied or untied");
+      t.tied_embeddings = *s == "tied";
+    }
     validate(t);
     r.shape = t;
     r.parameters = parameter_count(t);  // --params, when given, overrides this estimate (below)

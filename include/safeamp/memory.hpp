@@ -5,6 +5,8 @@
 #include "safeamp/memory/activations.hpp"
 #include "safeamp/memory/budget.hpp"
 #include "safeamp/memory/bytes.hpp"
+#include "safeamp/memory/device_spec.hpp"
+#include "safeamp/memory/device_table.hpp"
 #include "safeamp/memory/devices.hpp"
 #include "safeamp/memory/model_states.hpp"
 #include "safeamp/memory/plan_candidate.hpp"
@@ -13,3 +15,4 @@
 #include "safeamp/memory/roofline.hpp"
 #include "safeamp/memory/step_phases.hpp"
 #include "safeamp/memory/step_time.hpp"
+#include "safeamp/memory/transformer_shape.hpp"

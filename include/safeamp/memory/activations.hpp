@@ -10,6 +10,7 @@
 
 #include "safeamp/error.hpp"
 #include "safeamp/memory/bytes.hpp"
+#include "safeamp/memory/transformer_shape.hpp"
 
 namespace safeamp {
 
@@ -30,83 +31,15 @@ enum class recompute : std::uint8_t { none, selective, full };
   throw error("recompute", "'" + std::string(s) + "'", "none, selective, full");
 }
 
-/// How the attention core is computed.
-///  eager: softmax(QK^T) materialized: the s^2 scores, their dropout mask and output are stored (Korthikanti 5as^2b).
-///  flash: FlashAttention / PyTorch SDPA's flash and memory-efficient kernels (Dao et al. 2022, "FlashAttention",
-///         arXiv:2205.14135, Algorithms 2 and 4): only the output and the softmax statistics (one fp32 logsumexp per
-///         row and head, 4as bytes per sample) are stored; backward recomputes S = QK^T block by block.
-enum class attention_kernel : std::uint8_t { eager, flash };
-
-[[nodiscard]] constexpr std::string_view to_string(attention_kernel k) noexcept {
-  return k == attention_kernel::eager ? "eager" : "flash";
-}
-
-[[nodiscard]] inline attention_kernel parse_attention_kernel(std::string_view s) {
-  if (s == "eager" || s == "math") return attention_kernel::eager;
-  if (s == "flash" || s == "sdpa" || s == "flash-attention") return attention_kernel::flash;
-  throw error("attention", "'" + std::string(s) + "'", "eager (softmax(QK^T) stored) or flash (flash/SDPA: no s^2 stored)");
-}
-
-/// Shape of a GPT-style transformer: s, h, a, L, v in the paper's notation, plus tensor-parallel size t and
-/// whether sequence parallelism splits the non-tensor-parallel regions too.
-struct transformer_shape {
-  std::uint64_t sequence = 0;    // s: tokens per sample
-  std::uint64_t hidden = 0;      // h
-  std::uint64_t heads = 0;       // a
-  std::uint64_t layers = 0;      // L
-  std::uint64_t vocabulary = 0;  // v
-  std::uint64_t tensor_parallel = 1;  // t
-  bool sequence_parallel = false;
-  attention_kernel attention = attention_kernel::eager;  // not a shape, but it decides what attention stores
-  friend constexpr bool operator==(const transformer_shape&, const transformer_shape&) = default;
-};
-
-inline void validate(const transformer_shape& t) {
-  auto in_range = [](std::string_view field, std::uint64_t v, std::uint64_t hi) {
-    if (v == 0 || v > hi) throw error(field, std::to_string(v), "1 .. " + std::to_string(hi));
-  };
-  in_range("sequence", t.sequence, 10'000'000);
-  in_range("hidden", t.hidden, 1'000'000);
-  in_range("heads", t.heads, 100'000);
-  in_range("layers", t.layers, 100'000);
-  in_range("vocabulary", t.vocabulary, 100'000'000);
-  in_range("tensor_parallel", t.tensor_parallel, 1'000'000);
-  if (t.hidden % t.heads != 0) {
-    throw error("heads", std::to_string(t.heads), "a divisor of hidden (" + std::to_string(t.hidden) + ")");
-  }
-}
-
-/// Parameters of the shape: 12 L h^2 (attention 4h^2 + MLP 8h^2 per layer) + v h (embedding, tied output),
-/// biases and norms neglected (Korthikanti Appendix A; Kaplan et al. 2020).
-[[nodiscard]] constexpr std::uint64_t parameter_count(const transformer_shape& t) {
-  const std::uint64_t per_layer = checked_mul(12, checked_mul(t.hidden, t.hidden, "parameters"), "parameters");
-  return checked_add(checked_mul(per_layer, t.layers, "parameters"), checked_mul(t.vocabulary, t.hidden, "parameters"),
-                     "parameters");
-}
-
-/// Parameters of the largest single layer (module) of the shape: the embedding v h (tied with the output layer) or the
-/// MLP's up-projection h x 4h / t. ZeRO stage 3 gathers one such layer's full parameters (and its gradients) at a time.
-[[nodiscard]] constexpr std::uint64_t largest_layer_parameters(const transformer_shape& t) {
-  const std::uint64_t embedding = checked_mul(t.vocabulary, t.hidden, "largest layer");
-  const std::uint64_t mlp = checked_mul(4 * t.hidden, t.hidden, "largest layer") / t.tensor_parallel;
-  return embedding > mlp ? embedding : mlp;
-}
-
-/// LoRA adapter parameters (Hu et al. 2021: W + BA with B of d x r and A of r x k, r (d + k) parameters per matrix)
-/// on every linear layer of the shape, as QLoRA does: QKV h x 3h (4rh), projection h x h (2rh), MLP up h x 4h (5rh)
-/// and down 4h x h (5rh): 16 r h per layer, 16 r h L in all (t = 1).
-[[nodiscard]] constexpr std::uint64_t lora_parameters(const transformer_shape& t, std::uint64_t rank) {
-  return checked_mul(checked_mul(16, rank, "LoRA parameters"), checked_mul(t.hidden, t.layers, "LoRA parameters"),
-                     "LoRA parameters");
-}
-
 /// Bytes of activations one transformer layer stores for a microbatch of `microbatch` samples, with activations
 /// of `element_bytes` bytes (2 for fp16/bf16) and 1-byte dropout masks. Korthikanti section 4.1, generalized to
 /// element size e (the paper's e = 2 gives its coefficients):
 ///   attention 11sbh + 5as^2b  = (5e+1) sbh + (2e+1) a s^2 b
 ///   MLP       19sbh           = (9e+1) sbh
 ///   norms      4sbh           = 2e sbh
-/// Table 2: without sequence parallelism (4e+2) sbh (= 10 sbh) stays whole and 12e sbh (= 24 sbh) is split by t;
+/// Table 2: without sequence parallelism (4e+2) sbh (= 10 sbh) stays whole and 12e sbh (= 24 sbh) is split by t
+/// (generalized: K and V at kv/a of Q's size with grouped-query attention, as kernels with native GQA store them; the
+/// MLP's wide tensors at f/h, four of them with a gated MLP, as an unfused SwiGLU's autograd saves them);
 /// with it all of (16e+2) sbh (= 34 sbh) is split by t. The attention core (2e+1) as^2 b / t is dropped by selective
 /// recomputation. Full recomputation keeps only the layer input, e sbh (Table 2: 2sbh). With flash attention the core
 /// is never stored; its softmax statistics, 4as b / t bytes (fp32 logsumexp), are instead.
@@ -120,7 +53,13 @@ inline void validate(const transformer_shape& t) {
   const double tp = static_cast<double>(t.tensor_parallel), e = element_bytes;
   const double sbh = s * b * h;
   if (mode == recompute::full) return bytes_from_real(e * sbh, "activation bytes per layer");
-  const double linear = t.sequence_parallel ? (16.0 * e + 2.0) * sbh / tp : (4.0 * e + 2.0) * sbh + 12.0 * e * sbh / tp;
+  // Split by t: Q, K, V (e (1 + 2 kv/a) sbh), the projection input (e sbh) and the MLP's wide tensors, 2e f/h sbh
+  // (fc1 output, GeLU output) or 4e f/h sbh gated (gate, up, SiLU(gate), their product); 12e sbh for GPT.
+  const double kv_ratio = static_cast<double>(kv_heads_of(t)) / a;
+  const double ffn_ratio = static_cast<double>(ffn_of(t)) / h;
+  const double split = e * (1.0 + 2.0 * kv_ratio) + e + (t.gated_mlp ? 4.0 : 2.0) * e * ffn_ratio;
+  const double whole = 4.0 * e + 2.0;  // two norm inputs, the QKV and fc1 inputs, two dropout masks
+  const double linear = t.sequence_parallel ? (whole + split) * sbh / tp : whole * sbh + split * sbh / tp;
   const bool flash = t.attention == attention_kernel::flash;
   const double core = mode == recompute::none && !flash ? (2.0 * e + 1.0) * a * s * s * b / tp : 0.0;
   const double statistics = flash ? 4.0 * a * s * b / tp : 0.0;  // fp32 logsumexp per row and head

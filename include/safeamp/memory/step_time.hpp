@@ -33,7 +33,8 @@ namespace safeamp {
                                                       std::uint64_t adapter_parameters = 0);
 
 /// Training FLOPs per sample split by where they run (the three terms of Korthikanti Appendix A's count):
-///  linear   72 L s h^2    the layers' weight GEMMs (QKV, projection, MLP): what fp8 recipes run in fp8
+///  linear   72 L s h^2    the layers' weight GEMMs (QKV, projection, MLP; 6 s x layer_parameters per layer in
+///                          general): what fp8 recipes run in fp8
 ///  other    12 L s^2 h    the attention core (QK^T and attention over V), + 12 L s^2 h again with selective
 ///           + 6 s h v     recomputation; the logits GEMM. Transformer Engine's fp8 applies to its Linear layers;
 ///                          attention and the output layer stay in the activation format.
@@ -56,14 +57,17 @@ struct flops_split {
   const double weight_passes = (adapter_parameters > 0 ? 2.0 : 3.0) + (full ? 1.0 : 0.0);
   const double attention_passes = 3.0 * (full ? 4.0 / 3.0 : 1.0) + (mode == recompute::selective ? 3.0 : 0.0);
   flops_split f;
-  f.linear = weight_passes * 24.0 * l * s * h * h + 6.0 * static_cast<double>(adapter_parameters) * s;
+  // One forward pass of the layers' weight GEMMs is 2 s x their parameters: 24 L s h^2 for GPT's 12 h^2.
+  f.linear = weight_passes * 2.0 * s * l * static_cast<double>(layer_parameters(t)) +
+             6.0 * static_cast<double>(adapter_parameters) * s;
   f.other = attention_passes * 4.0 * l * s * s * h + weight_passes * 2.0 * s * h * v + flash_recompute_flops(t);
   return f;
 }
 
 [[nodiscard]] inline double training_flops_per_sample(const transformer_shape& t, recompute mode,
                                                       std::uint64_t adapter_parameters) {
-  if (adapter_parameters > 0) return training_flops_split(t, mode, adapter_parameters).total();
+  const bool gpt = t.kv_heads == 0 && t.ffn_hidden == 0 && !t.gated_mlp;  // Korthikanti's closed form applies
+  if (adapter_parameters > 0 || !gpt) return training_flops_split(t, mode, adapter_parameters).total();
   validate(t);
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double l = static_cast<double>(t.layers), v = static_cast<double>(t.vocabulary);
@@ -107,12 +111,12 @@ struct flops_split {
   return mode == recompute::full ? base * 4.0 / 3.0 : base;
 }
 
-/// The dominant GEMM of a transformer step at microbatch b: the MLP's up-projection, (b s) x (4h / t) x h, inputs in
+/// The dominant GEMM of a transformer step at microbatch b: the MLP's up-projection, (b s) x (f / t) x h, inputs in
 /// the compute format and output in the activation format. Small microbatches make it memory-bound.
 [[nodiscard]] inline kernel_cost dominant_gemm(const transformer_shape& t, std::uint64_t microbatch, format_spec compute,
                                                format_spec output) {
   const double m = static_cast<double>(t.sequence) * static_cast<double>(microbatch);
-  const double n = 4.0 * static_cast<double>(t.hidden) / static_cast<double>(t.tensor_parallel);
+  const double n = static_cast<double>(ffn_of(t)) / static_cast<double>(t.tensor_parallel);
   const double k = static_cast<double>(t.hidden);
   const double ce = storage_bytes(compute);
   return gemm_cost(m, n, k, ce, ce, storage_bytes(output));

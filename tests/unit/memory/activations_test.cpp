@@ -136,3 +136,51 @@ TEST_CASE("flash attention's backward recomputes QK^T: 2 s^2 h FLOPs per layer")
   CHECK(training_flops_split(t, recompute::none).total() ==
         Approx(training_flops_per_sample(t, recompute::none)).epsilon(1e-15));
 }
+
+TEST_CASE("architecture options: Llama-style shapes count their parameters like the published models") {
+  // Llama 2 7B: h = 4096, a = 32, L = 32, f = 11008, SwiGLU, untied, v = 32000. Per layer 4h^2 = 67,108,864 +
+  // 3 h f = 135,266,304; x 32 = 6,476,005,376; embeddings 2 x 32000 x 4096 = 262,144,000: 6,738,149,376, which is the
+  // 6,738,415,616 Hugging Face reports less its 65 RMSNorm weight vectors (65 x 4096 = 266,240).
+  transformer_shape llama2{.sequence = 4096, .hidden = 4096, .heads = 32, .layers = 32, .vocabulary = 32000};
+  llama2.ffn_hidden = 11008;
+  llama2.gated_mlp = true;
+  llama2.tied_embeddings = false;
+  CHECK(parameter_count(llama2) == 6'738'415'616ULL - 65ULL * 4096);
+  // Llama 3 8B: 8 K/V heads (GQA), f = 14336, v = 128256: attention 2h^2 + 2h(h/4) = 41,943,040, MLP 176,160,768;
+  // x 32 = 6,979,321,856 + 2 x 128256 x 4096 = 1,050,673,152: 8,029,995,008 = 8,030,261,248 - 266,240.
+  transformer_shape llama3 = llama2;
+  llama3.kv_heads = 8;
+  llama3.ffn_hidden = 14336;
+  llama3.vocabulary = 128256;
+  CHECK(parameter_count(llama3) == 8'030'261'248ULL - 65ULL * 4096);
+  // GPT defaults unchanged: 12 L h^2 + v h.
+  const transformer_shape gpt{.sequence = 2048, .hidden = 2048, .heads = 16, .layers = 24, .vocabulary = 50257};
+  CHECK(parameter_count(gpt) == 1'310'885'888ULL);
+  // LoRA rank 16 on every linear layer of Llama 2 7B: q, k, v, o 4 x 2rh + gate, up, down 3r(h + f) = 78,080 r per
+  // layer; x 16 x 32 = 39,976,960 (the trainable count PEFT prints for this setup). GPT: 16 r h L.
+  CHECK(lora_parameters(llama2, 16) == 39'976'960ULL);
+  CHECK(lora_parameters(gpt, 16) == 16ULL * 16 * 2048 * 24);
+  // The largest layer: Llama 3's 128256 x 4096 embedding; a GPT MLP h x 4h when the vocabulary is small.
+  CHECK(largest_layer_parameters(llama3) == 128256ULL * 4096);
+  CHECK_THROWS_WITH(validate(transformer_shape{.sequence = 1, .hidden = 64, .heads = 8, .layers = 1, .vocabulary = 1,
+                                               .kv_heads = 3}),
+                    Catch::Contains("kv_heads"));
+}
+
+TEST_CASE("architecture options change what a layer stores and the linear FLOPs") {
+  // s = 128, h = 256, a = 4, 2 K/V heads, f = 512 gated, b = 1, 2-byte activations, sbh = 32,768:
+  // whole (4e + 2) = 10 sbh; split e (1 + 2 x 2/4) = 4, + e = 2, + 4e f/h = 16: 22 sbh; core 5 a s^2 = 327,680.
+  transformer_shape t{.sequence = 128, .hidden = 256, .heads = 4, .layers = 2, .vocabulary = 1000};
+  t.kv_heads = 2;
+  t.ffn_hidden = 512;
+  t.gated_mlp = true;
+  CHECK(activation_bytes_per_layer(t, 1, recompute::none) == 32ULL * 32768 + 327'680ULL);
+  t.tensor_parallel = 2;  // the 22 sbh (and the core) split by t = 2
+  CHECK(activation_bytes_per_layer(t, 1, recompute::none) == 10ULL * 32768 + 11ULL * 32768 + 163'840ULL);
+  // Linear FLOPs: 3 passes x 2 s x L x layer parameters. Per layer: 2h^2 + 2h(h/2) + 3 h f = 131,072 + 65,536 +
+  // 393,216 = 589,824; 6 x 128 x 2 x 589,824 = 905,969,664.
+  t.tensor_parallel = 1;
+  CHECK(layer_parameters(t) == 589'824ULL);
+  CHECK(training_flops_split(t, recompute::none).linear == Approx(905'969'664.0).epsilon(1e-15));
+  CHECK(training_flops_per_sample(t, recompute::none) == Approx(training_flops_split(t, recompute::none).total()).epsilon(1e-15));
+}

@@ -1,0 +1,119 @@
+// The transformer a plan is about: its shape in Korthikanti et al.'s notation (s, h, a, L, v, t), the architecture
+// options that change its parameters and activations (grouped-query attention, the MLP width, a gated MLP, untied
+// embeddings), the attention kernel, and the counts derived from it (parameters, largest layer, LoRA adapters).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "safeamp/error.hpp"
+#include "safeamp/memory/bytes.hpp"
+
+namespace safeamp {
+
+/// How the attention core is computed.
+///  eager: softmax(QK^T) materialized: the s^2 scores, their dropout mask and output are stored (Korthikanti 5as^2b).
+///  flash: FlashAttention / PyTorch SDPA's flash and memory-efficient kernels (Dao et al. 2022, "FlashAttention",
+///         arXiv:2205.14135, Algorithms 2 and 4): only the output and the softmax statistics (one fp32 logsumexp per
+///         row and head, 4as bytes per sample) are stored; backward recomputes S = QK^T block by block.
+enum class attention_kernel : std::uint8_t { eager, flash };
+
+[[nodiscard]] constexpr std::string_view to_string(attention_kernel k) noexcept {
+  return k == attention_kernel::eager ? "eager" : "flash";
+}
+
+[[nodiscard]] inline attention_kernel parse_attention_kernel(std::string_view s) {
+  if (s == "eager" || s == "math") return attention_kernel::eager;
+  if (s == "flash" || s == "sdpa" || s == "flash-attention") return attention_kernel::flash;
+  throw error("attention", "'" + std::string(s) + "'", "eager (softmax(QK^T) stored) or flash (flash/SDPA: no s^2 stored)");
+}
+
+/// Shape of a GPT-style transformer: s, h, a, L, v in Korthikanti et al.'s notation, plus tensor-parallel size t and
+/// whether sequence parallelism splits the non-tensor-parallel regions too. The architecture options default to
+/// GPT-2/GPT-3's: multi-head attention, an MLP of width 4h with GeLU, tied embeddings.
+struct transformer_shape {
+  std::uint64_t sequence = 0;    // s: tokens per sample
+  std::uint64_t hidden = 0;      // h
+  std::uint64_t heads = 0;       // a
+  std::uint64_t layers = 0;      // L
+  std::uint64_t vocabulary = 0;  // v
+  std::uint64_t tensor_parallel = 1;  // t
+  bool sequence_parallel = false;
+  attention_kernel attention = attention_kernel::eager;  // not a shape, but it decides what attention stores
+  std::uint64_t kv_heads = 0;     // grouped-query attention (Ainslie et al. 2023): K/V heads; 0 = a (multi-head)
+  std::uint64_t ffn_hidden = 0;   // f, the MLP's inner width; 0 = 4h
+  bool gated_mlp = false;         // SwiGLU (Shazeer 2020): gate and up h x f, down f x h, instead of h x f, f x h
+  bool tied_embeddings = true;    // the output layer shares the input embedding's v x h
+  friend constexpr bool operator==(const transformer_shape&, const transformer_shape&) = default;
+};
+
+/// K/V heads (a when kv_heads is 0) and the MLP width (4h when ffn_hidden is 0).
+[[nodiscard]] constexpr std::uint64_t kv_heads_of(const transformer_shape& t) noexcept {
+  return t.kv_heads == 0 ? t.heads : t.kv_heads;
+}
+[[nodiscard]] constexpr std::uint64_t ffn_of(const transformer_shape& t) noexcept {
+  return t.ffn_hidden == 0 ? 4 * t.hidden : t.ffn_hidden;
+}
+
+inline void validate(const transformer_shape& t) {
+  auto in_range = [](std::string_view field, std::uint64_t v, std::uint64_t hi) {
+    if (v == 0 || v > hi) throw error(field, std::to_string(v), "1 .. " + std::to_string(hi));
+  };
+  in_range("sequence", t.sequence, 10'000'000);
+  in_range("hidden", t.hidden, 1'000'000);
+  in_range("heads", t.heads, 100'000);
+  in_range("layers", t.layers, 100'000);
+  in_range("vocabulary", t.vocabulary, 100'000'000);
+  in_range("tensor_parallel", t.tensor_parallel, 1'000'000);
+  if (t.hidden % t.heads != 0) {
+    throw error("heads", std::to_string(t.heads), "a divisor of hidden (" + std::to_string(t.hidden) + ")");
+  }
+  if (t.kv_heads != 0 && (t.kv_heads > t.heads || t.heads % t.kv_heads != 0)) {
+    throw error("kv_heads", std::to_string(t.kv_heads), "a divisor of heads (" + std::to_string(t.heads) + "), or 0");
+  }
+  if (t.ffn_hidden > 16'000'000) throw error("ffn_hidden", std::to_string(t.ffn_hidden), "1 .. 16000000, or 0 (4h)");
+}
+
+/// Weight parameters of one layer: attention Q and O (h x h each), K and V (h x h kv/a each), and the MLP, 2hf or
+/// with a gated MLP 3hf. GPT defaults: 4h^2 + 8h^2 = 12h^2.
+[[nodiscard]] constexpr std::uint64_t layer_parameters(const transformer_shape& t) {
+  const std::uint64_t h = t.hidden;
+  const std::uint64_t kv = checked_mul(h, h / t.heads * kv_heads_of(t), "parameters");  // h x (h kv / a)
+  const std::uint64_t attention = checked_add(checked_mul(2, checked_mul(h, h, "parameters"), "parameters"),
+                                              checked_mul(2, kv, "parameters"), "parameters");
+  const std::uint64_t mlp = checked_mul(t.gated_mlp ? 3 : 2, checked_mul(h, ffn_of(t), "parameters"), "parameters");
+  return checked_add(attention, mlp, "parameters");
+}
+
+/// Parameters of the shape: L layer_parameters + v h (embedding; x 2 when the output layer is untied), biases and
+/// norms neglected (Korthikanti Appendix A; Kaplan et al. 2020): 12 L h^2 + v h for GPT.
+[[nodiscard]] constexpr std::uint64_t parameter_count(const transformer_shape& t) {
+  const std::uint64_t embeddings = checked_mul(t.tied_embeddings ? 1 : 2, checked_mul(t.vocabulary, t.hidden, "parameters"),
+                                               "parameters");
+  return checked_add(checked_mul(layer_parameters(t), t.layers, "parameters"), embeddings, "parameters");
+}
+
+/// Parameters of the largest single layer (module) of the shape: the embedding v h or the MLP's up-projection
+/// h x f / t. ZeRO stage 3 gathers one such layer's full parameters (and its gradients) at a time.
+[[nodiscard]] constexpr std::uint64_t largest_layer_parameters(const transformer_shape& t) {
+  const std::uint64_t embedding = checked_mul(t.vocabulary, t.hidden, "largest layer");
+  const std::uint64_t mlp = checked_mul(ffn_of(t), t.hidden, "largest layer") / t.tensor_parallel;
+  return embedding > mlp ? embedding : mlp;
+}
+
+/// LoRA adapter parameters (Hu et al. 2021: W + BA with B of d x r and A of r x k, r (d + k) parameters per matrix)
+/// on every linear layer, as QLoRA does. GPT's layout has one fused QKV projection h x 3h (GPT-2's c_attn): 4rh, the
+/// output projection 2rh and the MLP 2r(h + f) = 10rh: 16 r h per layer. A shape with grouped-query attention or a
+/// gated MLP is taken as Llama's layout, with separate q, k, v, o projections: 2rh + 2r(h + h kv/a) + 2rh, and the
+/// MLP's gate, up and down 3r(h + f).
+[[nodiscard]] constexpr std::uint64_t lora_parameters(const transformer_shape& t, std::uint64_t rank) {
+  const std::uint64_t h = t.hidden, f = ffn_of(t);
+  const std::uint64_t kv = h / t.heads * kv_heads_of(t);
+  const bool llama = t.kv_heads != 0 || t.gated_mlp;
+  const std::uint64_t attention = llama ? 2 * h + 2 * (h + kv) + 2 * h : (h + h + 2 * kv) + 2 * h;
+  const std::uint64_t per_rank = attention + (t.gated_mlp ? 3 : 2) * (h + f);
+  return checked_mul(checked_mul(per_rank, rank, "LoRA parameters"), t.layers, "LoRA parameters");
+}
+
+}  // namespace safeamp
