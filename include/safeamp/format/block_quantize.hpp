@@ -101,6 +101,42 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void scale_down(const float* __restrict in, float* 
   }
 }
 
+/// y = P X in place for n elements (a NaN scale: NaN) and the counts the kernel cannot see.
+SAFEAMP_DETAIL_ALWAYS_INLINE void scale_up_in_place(const float* in, float* y, std::size_t n, block_scale sc, bool mx,
+                                                    cast_stats& extra) noexcept {
+  if (sc.x != sc.x) {
+    for (std::size_t j = 0; j < n; ++j) y[j] = sc.x;
+    extra.nan += n;
+    return;
+  }
+  if (!mx && sc.x == 0.0f) {
+    for (std::size_t j = 0; j < n; ++j) extra.underflow += in[j] != 0.0f ? 1u : 0u;
+  }
+  for (std::size_t j = 0; j < n; ++j) y[j] = y[j] * sc.x;
+}
+
+/// Inputs this large or larger are written with non-temporal stores where the AVX-512 kernels are compiled in
+/// (as round_span does): the output is not read back soon, and streaming saves the read for ownership.
+inline constexpr std::size_t block_stream_min_bytes = std::size_t{16} << 20;
+
+/// out[0..n) = buffer[0..n); non-temporal 64-byte stores for the aligned middle when streaming.
+SAFEAMP_DETAIL_ALWAYS_INLINE void copy_out(float* out, const float* buffer, std::size_t n, bool stream) noexcept {
+#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
+  if (stream) {
+    std::size_t i = 0;
+    while (i < n && (reinterpret_cast<std::uintptr_t>(out + i) & 63u) != 0) {
+      out[i] = buffer[i];
+      ++i;
+    }
+    for (; i + 16 <= n; i += 16) _mm512_stream_ps(out + i, _mm512_loadu_ps(buffer + i));
+    for (; i < n; ++i) out[i] = buffer[i];
+    return;
+  }
+#endif
+  (void)stream;
+  for (std::size_t i = 0; i < n; ++i) out[i] = buffer[i];
+}
+
 /// out = P X for n elements (a NaN scale: NaN) and the counts the kernel cannot see.
 SAFEAMP_DETAIL_ALWAYS_INLINE void scale_up(const float* in, const float* __restrict y, float* out, std::size_t n,
                                            block_scale sc, bool mx, cast_stats& extra) noexcept {
@@ -118,8 +154,8 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void scale_up(const float* in, const float* __restr
 // Rows: each chunk holds whole blocks of one row. in/out/scales point at the row's start; n = cols.
 template <rounding R, bool Named, format_spec F>
 void quantize_row(const block_format& b, float tensor_scale, const float* in, float* out, std::size_t n,
-                  std::size_t first_index, const philox_key& key, float* scales, float* buffer, local_counts& c,
-                  cast_stats& extra) noexcept {
+                  std::size_t first_index, const philox_key& key, float* scales, float* buffer, bool stream,
+                  local_counts& c, cast_stats& extra) noexcept {
   const bool mx = is_mx(b);
   const int emax_element = max_exponent(b.element);
   const std::size_t bs = static_cast<std::size_t>(b.block_size);
@@ -128,6 +164,7 @@ void quantize_row(const block_format& b, float tensor_scale, const float* in, fl
   for (std::size_t start = 0; start < n; start += chunk) {
     const std::size_t len = n - start < chunk ? n - start : chunk;
     const std::size_t nblocks = (len + bs - 1) / bs;
+    float* chunk_scale_out = scales + start / bs;  // one division a chunk, not one a block
     for (std::size_t k = 0; k < nblocks; ++k) {
       const std::size_t s = start + k * bs;
       const std::size_t m = n - s < bs ? n - s : bs;
@@ -138,15 +175,16 @@ void quantize_row(const block_format& b, float tensor_scale, const float* in, fl
       }
       const block_scale sc = scale_of_block(mx, emax_element, tensor_scale, amax);
       chunk_scales[k] = sc;
-      scales[s / bs] = sc.stored;
+      chunk_scale_out[k] = sc.stored;
       scale_down(in + s, buffer + k * bs, m, sc, mx);
     }
     round_scaled<R, Named, F>(b.element, buffer, len, key, first_index + start, c);
     for (std::size_t k = 0; k < nblocks; ++k) {
       const std::size_t s = start + k * bs;
       const std::size_t m = n - s < bs ? n - s : bs;
-      scale_up(in + s, buffer + k * bs, out + s, m, chunk_scales[k], mx, extra);
+      scale_up_in_place(in + s, buffer + k * bs, m, chunk_scales[k], mx, extra);
     }
+    copy_out(out + start, buffer, len, stream);
   }
 }
 
@@ -192,11 +230,15 @@ void quantize_blocks_kernel(const block_format& b, float tensor_scale, const flo
   const std::size_t bs = static_cast<std::size_t>(b.block_size);
   if (axis == block_axis::rows) {
     const std::size_t per_row = (cols + bs - 1) / bs;
+    const bool stream = rows * cols * sizeof(float) >= block_stream_min_bytes;
     for (std::size_t r = 0; r < rows; ++r) {
       quantize_row<R, Named, F>(b, tensor_scale, in + r * cols, out + r * cols, cols, r * cols, key,
-                                scales + r * per_row, buffer, c, stats);
+                                scales + r * per_row, buffer, stream, c, stats);
       flush_counts(stats, c);  // a row of at most 2^20 scaled values per flush keeps the 32-bit counters safe
     }
+#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
+    if (stream) _mm_sfence();  // the streamed stores are visible before quantize_blocks returns
+#endif
     return;
   }
   std::vector<std::uint32_t> amax(cols);
