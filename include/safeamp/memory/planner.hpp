@@ -97,15 +97,27 @@ inline std::vector<plan_candidate> ranked_candidates(const workload& w, const pl
 }
 
 /// What to do about a missed window with `c`, the fastest configuration that fits memory: how many samples fit
-/// (window x samples / total time, rounded down), and which table devices finish the whole night in time.
+/// (window x samples / total time, rounded down), how many devices of the same card would finish it (labelled with
+/// what they need), and which table devices finish the whole night in time.
 inline std::vector<std::string> window_remedies(const workload& w, const planner_options& o, const plan_candidate& c,
                                                 double efficiency) {
   std::vector<std::string> out;
   const double fit_samples = std::floor(w.samples * o.window_seconds / c.total_seconds);
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "train fewer samples: about %.6g of the %.6g (%.0f%%) fit in the window with %s",
-                fit_samples, w.samples, 100.0 * fit_samples / w.samples, c.policy_name.c_str());
+  char buf[224];
+  std::snprintf(buf, sizeof buf, "train fewer samples: about %.6g of the %.6g (%.0f%%) fit in the window with %s, %s",
+                fit_samples, w.samples, 100.0 * fit_samples / w.samples, c.policy_name.c_str(),
+                std::string(to_string(c.quality)).c_str());
   out.emplace_back(buf);
+  // More of the same card, data parallel: the smallest power of two that finishes (labelled with what it needs).
+  for (std::uint64_t n = o.data_parallel * 2; n <= 1024; n *= 2) {
+    const plan_candidate more = evaluate(w, o, {c.policy_name, c.policy}, c.mode, efficiency, c.states, o.stage, n);
+    if (more.fits()) {
+      out.push_back("data parallel over " + std::to_string(n) + " devices (NEEDS " + std::to_string(n) +
+                    " devices; planned for " + std::to_string(o.data_parallel) + "): " + c.policy_name + " takes " +
+                    hours_text(more.total_seconds) + ", " + std::string(to_string(c.quality)));
+      break;
+    }
+  }
   if (o.budget.device_bytes != o.device.capacity_bytes) return out;  // a given capacity is not the table's
   for (const device_spec& d : device_table()) {
     if (d.name == o.device.name) continue;

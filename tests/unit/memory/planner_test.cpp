@@ -192,6 +192,10 @@ TEST_CASE("a missed window says how many samples fit and which card would finish
   REQUIRE_FALSE(r.remedies.empty());
   // bf16 none takes 3035 s for 1e5 samples: floor(1e5 x 1800 / 3035) = floor(59308.07) = 59308 fit.
   CHECK_THAT(r.remedies[0], Catch::Contains("about 59308 of the 100000 (59%)"));
+  // Two toy devices: 1e5 x 0.03 / 2 = 1500 s, + ceil(1e5 / 16) = 6250 optimizer steps (8 samples on each of 2
+  // devices) x 2.8 ms = 17.5 s: 1517.5 s = 0.42 h < 0.5 h, labelled with what it needs.
+  CHECK_THAT(r.remedies[1], Catch::StartsWith("data parallel over 2 devices (NEEDS 2 devices; planned for 1): bf16-mixed "
+                                              "takes 0.42 h"));
   // On an RTX 4090 bf16 runs 6e11 / (0.5 x 165.2e12) = 7.3 ms per sample: the night takes ~0.2 h.
   CHECK(std::any_of(r.remedies.begin(), r.remedies.end(), [](const std::string& s) {
     return s.find("a different card (RTX 4090)") != std::string::npos;
