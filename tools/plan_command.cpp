@@ -50,7 +50,8 @@ device_spec resolve_device(const plan_values& v) {
 
 /// `--device all`: the request on every card of the table, one row each (the step's peaks, or the night's plan).
 int report_all_devices(plan_values v, bool json) {
-  for (const char* k : {"capacity", "bandwidth", "peak-fp32", "peak-tf32", "peak-fp16", "peak-fp8", "gemm", "states"}) {
+  for (const char* k : {"capacity", "bandwidth", "peak-fp32", "peak-tf32", "peak-fp16", "peak-fp8", "gemm", "states",
+                        "measured-peak", "measured-sps"}) {
     if (v.count(k) != 0) throw error(k, "'" + v[k] + "' with --device all", "the table's own figures (drop --" + std::string(k) + ")");
   }
   nlohmann::json rows = nlohmann::json::array();
