@@ -219,9 +219,17 @@ inline nlohmann::json candidate_json(const plan_candidate& c) {
 
 inline int report_planner(const plan_request& r, nlohmann::json& out, bool json) {
   auto [w, o] = planner_inputs(r);
+  std::optional<peak_calibration> calibration;
+  if (r.measured_peak_bytes > 0) {  // the ratio of the measured configuration (--policy, --recompute, ...) for all
+    const plan_candidate c = detail::evaluate(w, o, {r.policy_name, r.policy}, r.mode, o.efficiency, o.states, o.stage,
+                                              o.data_parallel);
+    calibration = calibrate_peak(c.needs, r.measured_microbatch, r.measured_peak_bytes);
+    o.peak_calibration_ratio = calibration->ratio;
+  }
   const plan_result p = plan(w, o);
   if (json) {
-    nlohmann::json j = {{"samples", w.samples}, {"window_seconds", o.window_seconds}, {"efficiency", p.efficiency}};
+    nlohmann::json j = {{"samples", w.samples}, {"window_seconds", o.window_seconds}, {"efficiency", p.efficiency},
+                        {"peak_calibration_ratio", o.peak_calibration_ratio}};
     j["candidates"] = nlohmann::json::array();
     for (const plan_candidate& c : p.candidates) j["candidates"].push_back(candidate_json(c));
     j["chosen"] = p.chosen ? candidate_json(*p.chosen) : nlohmann::json(nullptr);
@@ -240,6 +248,14 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
               std::string(to_string(o.states.impl)).c_str(), static_cast<int>(o.stage),
               static_cast<unsigned long long>(o.data_parallel), 100.0 * p.efficiency,
               r.measured_sps > 0.0 ? " (calibrated from the measured throughput)" : "");
+  if (calibration) {
+    std::printf("Memory calibrated: measured %s at microbatch %llu against the model's %s for %s, recompute %s: every "
+                "candidate's phases x %.4f\n",
+                format_bytes(calibration->measured_bytes, byte_unit::gb, 3).c_str(),
+                static_cast<unsigned long long>(r.measured_microbatch),
+                format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), r.policy_name.c_str(),
+                std::string(to_string(r.mode)).c_str(), calibration->ratio);
+  }
   std::printf("  %-18s %-9s %6s %6s %7s %9s %-9s %9s %9s %10s %8s %9s %s\n", "policy", "recompute", "micro", "steps",
               "batch", "peak GB", "limit", "headrm GB", "TFLOP/s", "ms/sample", "total h", "margin h", "");
   for (const plan_candidate& c : p.candidates) {

@@ -238,7 +238,6 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     r.measured_peak_bytes = parse_bytes(*s, "measured-peak");
     if (r.measured_peak_bytes == 0) throw error("measured-peak", "'" + *s + "'", "> 0 bytes (torch.cuda.max_memory_allocated())");
     if (!r.parameters) throw error("measured-peak", "'" + *s + "'", "a model to calibrate (--params or a transformer shape)");
-    if (get("window")) throw error("measured-peak", "'" + *s + "' with --window", "a step report (without --window)");
   }
   if (auto c = count("measured-microbatch", 1e9)) {
     if (r.measured_peak_bytes == 0) throw error("measured-microbatch", std::to_string(*c), "only with --measured-peak");

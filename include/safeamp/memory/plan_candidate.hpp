@@ -24,7 +24,7 @@ namespace safeamp {
 /// `tokens_per_sample` and `activation_bytes_per_sample` (a measured or estimated figure, used for every policy).
 struct workload {
   std::optional<transformer_shape> shape{};
-  std::uint64_t parameters = 0;                   // from the shape when one is given
+  std::uint64_t parameters = 0;                   // 0 with a shape: its parameter_count (a given count overrides it)
   std::uint64_t tokens_per_sample = 1;            // from the shape (its sequence) when one is given
   std::uint64_t activation_bytes_per_sample = 0;  // only without a shape
   std::uint64_t largest_layer_parameters = 0;     // ZeRO-3's gathered layer; from the shape when one is given
@@ -47,6 +47,8 @@ struct planner_options {
   accumulation_rounding rounding = accumulation_rounding::ceil;
   double price_per_hour = 0.0;     // optional: device price, for a cost per sample in money
   offload_link link{};             // PCIe and host bandwidth of an offloaded optimizer step
+  /// Measured over modelled peak (calibrate_peak) applied to every candidate's phases; 1 = the model as it is.
+  double peak_calibration_ratio = 1.0;
   /// Policies a `safeamp sim` parity gate passed (verified) or failed; a failed policy is never chosen.
   std::vector<precision_policy> verified_policies{};
   std::vector<precision_policy> failed_policies{};
@@ -184,7 +186,8 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   const auto needs_for = [&](bool accumulating) {
     step_inputs in = step_inputs_for(w.parameters, p.policy, states, stage, data_parallel, stored, peak, accumulating, full);
     in.gathered_bytes = gathered;
-    return step_needs_for(in);
+    const step_needs n = step_needs_for(in);
+    return o.peak_calibration_ratio == 1.0 ? n : scaled(n, o.peak_calibration_ratio);
   };
   c.needs = needs_for(false);
   phase_fit fit = fit_phases(pool, c.needs);

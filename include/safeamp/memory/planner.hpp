@@ -62,6 +62,10 @@ inline void check_options(const planner_options& o) {
   if (o.data_parallel == 0 || o.data_parallel > 1'000'000) {
     throw error("data_parallel devices", std::to_string(o.data_parallel), "1 .. 1000000");
   }
+  if (!std::isfinite(o.peak_calibration_ratio) || o.peak_calibration_ratio < 1.0 / max_calibration_ratio ||
+      o.peak_calibration_ratio > max_calibration_ratio) {
+    throw error("peak calibration ratio", std::to_string(o.peak_calibration_ratio), "1/4 .. 4 (measured over modelled)");
+  }
 }
 
 /// Efficiency implied by a measured throughput of `measured_policy` without recomputation. A value above the
@@ -139,7 +143,7 @@ inline std::vector<std::string> window_remedies(const workload& w, const planner
 [[nodiscard]] inline plan_result plan(workload w, planner_options o) {
   if (w.shape) {
     validate(*w.shape);
-    w.parameters = parameter_count(*w.shape);
+    if (w.parameters == 0) w.parameters = parameter_count(*w.shape);  // a given count overrides the estimate
     w.tokens_per_sample = w.shape->sequence;
   }
   validate(w);

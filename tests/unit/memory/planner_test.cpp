@@ -213,6 +213,28 @@ TEST_CASE("when one device cannot fit at all, the closest combination is listed 
   CHECK_THAT(r.remedies[1], Catch::Contains("ZeRO stage 3 over 2 devices (NEEDS 2 devices; planned for 1): fits"));
 }
 
+TEST_CASE("a measured peak's ratio scales every candidate's phases") {
+  // bf16-mixed on the toy: backward 1.6 GB states + 0.2 GB weight copies + 1 GB per sample: floor(8.2) = 8. With
+  // the model 10% low (ratio 1.1): 1.98 GB + 1.1 GB per sample: floor(8.02 / 1.1) = floor(7.29) = 7.
+  planner_options o = toy_options(7200);
+  o.policies = {{"bf16-mixed", presets::bf16_mixed}};
+  o.recompute_modes = {recompute::none};
+  CHECK(plan(toy_workload(), o).candidates[0].max_microbatch == 8);
+  o.peak_calibration_ratio = 1.1;
+  CHECK(plan(toy_workload(), o).candidates[0].max_microbatch == 7);
+  o.peak_calibration_ratio = 5.0;
+  CHECK_THROWS_WITH(plan(toy_workload(), o), Catch::Contains("peak calibration ratio"));
+}
+
+TEST_CASE("a given parameter count overrides the shape's estimate in the planner") {
+  planner_options o = fp8_options();
+  o.policies = {{"bf16-mixed", presets::bf16_mixed}};
+  workload w{.shape = round_shape, .samples = 100};
+  CHECK(plan(w, o).candidates[0].state_bytes == 16 * parameter_count(round_shape));
+  w.parameters = 200'000'000;
+  CHECK(plan(w, o).candidates[0].state_bytes == 3'200'000'000ULL);
+}
+
 TEST_CASE("a measured throughput calibrates the efficiency, and an impossible one is rejected") {
   planner_options o = toy_options(7200);
   // bf16 at 25 samples/s = 25 x 6e11 = 15 TFLOP/s of 40: efficiency 0.375.
