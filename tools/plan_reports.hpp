@@ -1,5 +1,6 @@
-// `safeamp plan`: the budget report (breakdown, largest microbatch, headroom, accumulation, what would fit) and the
-// nightly-planner report (every configuration, the chosen plan, the runner-up, or what fails by how much).
+// `safeamp plan`: the budget report for given state and per-sample bytes (breakdown, largest microbatch, headroom,
+// accumulation) and the nightly-planner report (every configuration, the chosen plan, the runner-up, the fastest
+// verified one, or what fails by how much and what would make it fit).
 #pragma once
 
 #include <cstdio>
@@ -83,109 +84,6 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
   std::printf("Nothing fits: microbatch 1 is short by %s (%s).\n",
               format_bytes(static_cast<std::uint64_t>(-headroom_bytes(b, 1)), byte_unit::gb, 3).c_str(),
               format_bytes(static_cast<std::uint64_t>(-headroom_bytes(b, 1)), byte_unit::gib, 3).c_str());
-  return exit_check_failed;
-}
-
-/// The step of a known model (--params or a shape) phase by phase: forward, backward and optimizer-step peaks with
-/// what each holds, the largest microbatch every phase fits, or what fails and the combined remedies.
-inline int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
-  auto [w, o] = planner_inputs(r);
-  const named_policy policy{r.policy_name, r.policy};
-  plan_candidate c = detail::evaluate(w, o, policy, r.mode, o.efficiency, o.states, o.stage, o.data_parallel);
-  const std::uint64_t usable = detail::phase_pool_bytes(o.budget);
-  std::optional<peak_calibration> calibration;
-  std::optional<phase_fit> model_fit;
-  if (r.measured_peak_bytes > 0) {  // the model's needs scaled to the measurement, then fitted again
-    calibration = calibrate_peak(c.needs, r.measured_microbatch, r.measured_peak_bytes);
-    model_fit = phase_fit{.max_microbatch = c.max_microbatch, .limiting = c.limiting_phase, .shortfall_bytes = c.shortfall_bytes};
-    c.needs = scaled(c.needs, calibration->ratio);
-    const phase_fit f = fit_phases(usable, c.needs);
-    c.max_microbatch = f.max_microbatch;
-    c.limiting_phase = f.limiting;
-    c.shortfall_bytes = f.shortfall_bytes;
-    if (f.max_microbatch >= 1) {
-      c.accumulation = r.global_batch > 0 ? accumulation_for(r.global_batch, f.max_microbatch,
-                                                             static_cast<std::int64_t>(r.data_parallel), r.rounding)
-                                          : accumulation_plan{.microbatch = f.max_microbatch, .steps = 1,
-                                                              .global_batch = f.max_microbatch};
-      c.headroom_bytes = phase_headroom_bytes(usable, c.needs, static_cast<std::uint64_t>(c.accumulation.microbatch));
-    }
-  }
-  const bool fits = c.max_microbatch >= 1;
-  const auto micro = static_cast<std::uint64_t>(fits ? c.accumulation.microbatch : 1);
-  std::vector<std::string> remedies;
-  if (!fits) {
-    for (const remedy& m : memory_remedies(w, o, c, o.efficiency)) remedies.push_back(m.text());
-  }
-  if (json) {
-    nlohmann::json j = {{"usable_bytes", usable},
-                        {"parameters", w.parameters},
-                        {"policy", r.policy_name},
-                        {"optimizer", std::string(to_string(r.states.optimizer))},
-                        {"optimizer_impl", std::string(to_string(r.states.impl))},
-                        {"recompute", std::string(to_string(r.mode))},
-                        {"max_microbatch", c.max_microbatch},
-                        {"limiting_phase", std::string(to_string(c.limiting_phase))},
-                        {"microbatch", micro},
-                        {"phases", phases_json(c.needs, micro)}};
-    if (calibration) {
-      j["calibration"] = {{"measured_bytes", calibration->measured_bytes}, {"predicted_bytes", calibration->predicted_bytes},
-                          {"measured_microbatch", r.measured_microbatch}, {"ratio", calibration->ratio},
-                          {"model_max_microbatch", model_fit->max_microbatch}};
-    }
-    if (fits) {
-      j["headroom_bytes"] = c.headroom_bytes;
-      j["accumulation"] = {{"target_global_batch", r.global_batch}, {"microbatch", c.accumulation.microbatch},
-                           {"steps", c.accumulation.steps}, {"global_batch", c.accumulation.global_batch},
-                           {"rounding", std::string(to_string(r.rounding))}};
-    } else {
-      j["shortfall_bytes"] = c.shortfall_bytes;
-      j["what_would_fit"] = remedies;
-    }
-    out["device"] = device_json(r.device);
-    out["step"] = j;
-    return fits ? exit_ok : exit_check_failed;
-  }
-  print_device(r.device, r.capacity_given);
-  if (r.states_ledger) print_states_ledger(r);
-  if (r.shape && r.params_given) {
-    std::printf("  (--params %llu overrides the shape's estimate of %llu parameters)\n",
-                static_cast<unsigned long long>(w.parameters),
-                static_cast<unsigned long long>(parameter_count(*r.shape)));
-  }
-  if (r.shape) print_activation_ledger(*r.shape, r.mode, storage_bytes(r.policy.output));
-  print_pool(o.budget);
-  if (calibration) {
-    std::printf("Calibration: measured %s at microbatch %llu against the model's %s: every phase x %.4f (the model alone: "
-                "largest microbatch %lld)\n",
-                format_bytes(calibration->measured_bytes, byte_unit::gb, 3).c_str(),
-                static_cast<unsigned long long>(r.measured_microbatch),
-                format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), calibration->ratio,
-                static_cast<long long>(model_fit->max_microbatch));
-  }
-  print_phases(c.needs, micro, usable);
-  if (fits) {
-    std::printf("Largest microbatch: %lld, set by the %s phase; headroom %s (%s)\n", static_cast<long long>(c.max_microbatch),
-                std::string(to_string(c.limiting_phase)).c_str(),
-                format_bytes(static_cast<std::uint64_t>(c.headroom_bytes), byte_unit::gb, 3).c_str(),
-                format_bytes(static_cast<std::uint64_t>(c.headroom_bytes), byte_unit::gib, 3).c_str());
-    if (r.global_batch > 0) {
-      std::printf("Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %llu device(s) = %lld samples\n",
-                  std::string(to_string(r.rounding)).c_str(), static_cast<long long>(r.global_batch),
-                  static_cast<long long>(c.accumulation.microbatch), static_cast<long long>(c.accumulation.steps),
-                  static_cast<unsigned long long>(r.data_parallel), static_cast<long long>(c.accumulation.global_batch));
-    }
-    return exit_ok;
-  }
-  std::printf("Does not fit: at microbatch 1 the %s phase is short by %s (%s).\n",
-              std::string(to_string(c.limiting_phase)).c_str(),
-              format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gb, 3).c_str(),
-              format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gib, 3).c_str());
-  if (!remedies.empty()) {
-    std::printf("What would fit (combined, cheapest first%s):\n",
-                calibration ? "; the model before calibration: re-measure after the change" : "");
-  }
-  for (const std::string& s : remedies) std::printf("  - %s\n", s.c_str());
   return exit_check_failed;
 }
 
