@@ -1,8 +1,8 @@
 // What would make a configuration fit memory: the single-device levers (recomputation, a fused optimizer, an 8-bit
 // optimizer, LoRA, QLoRA) searched together, every combination evaluated at the largest microbatch it allows (smaller
 // microbatches with accumulation are part of every evaluation), least intrusive first, then fastest, each with its
-// time cost; more devices only as a last, labelled resort. SGD is never offered: it changes the training algorithm, and transformers are trained with
-// Adam-type optimizers.
+// time cost; more devices only as a last, labelled resort. SGD is never offered: it changes the training algorithm, and
+// transformers are trained with Adam-type optimizers.
 #pragma once
 
 #include <algorithm>
@@ -18,16 +18,16 @@ namespace safeamp {
 struct remedy {
   std::vector<std::string> changes{};  // e.g. {"recompute full", "fused AdamW"}
   plan_candidate result{};
-  std::string time_cost{};             // what the changes cost in time
-  std::uint64_t devices = 1;           // > 1: needs that many devices (ZeRO stage 3)
-  int intrusiveness = 0;               // the most intrusive change: 1 recompute, 2 fused, 4 8-bit, 5 LoRA, 6 QLoRA
+  std::string time_cost{};    // what the changes cost in time
+  std::uint64_t devices = 1;  // > 1: needs that many devices (ZeRO stage 3)
+  int intrusiveness = 0;      // the most intrusive change: 1 recompute, 2 fused, 4 8-bit, 5 LoRA, 6 QLoRA, 7 offload
   [[nodiscard]] std::string text() const {
     std::string s;
     for (const std::string& c : changes) s += (s.empty() ? "" : " + ") + c;
-    s += result.fits_memory() ? ": fits, microbatch " + std::to_string(result.accumulation.microbatch) + " x " +
-                                    std::to_string(result.accumulation.steps) + " accumulation step(s)"
-                              : ": still short by " + format_bytes(static_cast<std::uint64_t>(result.shortfall_bytes),
-                                                                   byte_unit::gb);
+    s += result.fits_memory()
+             ? ": fits, microbatch " + std::to_string(result.accumulation.microbatch) + " x " +
+                   std::to_string(result.accumulation.steps) + " accumulation step(s)"
+             : ": still short by " + format_bytes(static_cast<std::uint64_t>(result.shortfall_bytes), byte_unit::gb);
     if (!time_cost.empty()) s += "; time: " + time_cost;
     return s;
   }
@@ -59,8 +59,10 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
   if (mode != from.mode) {
     r.changes.push_back("recompute " + std::string(to_string(mode)));
     if (w.shape) {
-      const double extra = training_flops_per_sample(*w.shape, mode) / training_flops_per_sample(*w.shape, from.mode) - 1.0;
-      cost += percent_text(extra) + " FLOPs (" + (mode == recompute::full ? "one more forward pass" : "attention core again") + ")";
+      const double extra =
+          training_flops_per_sample(*w.shape, mode) / training_flops_per_sample(*w.shape, from.mode) - 1.0;
+      cost += percent_text(extra) + " FLOPs (" +
+              (mode == recompute::full ? "one more forward pass" : "attention core again") + ")";
     }
   }
   if (mode != from.mode) r.intrusiveness = 1;
@@ -75,10 +77,10 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
   }
   if (states.offload_optimizer != from.states.offload_optimizer) {
     r.changes.push_back("offload the optimizer to the CPU (ZeRO-Offload, " +
-                        format_bytes(r.result.host_bytes, byte_unit::gb) +
-                        " of host memory)");
+                        format_bytes(r.result.host_bytes, byte_unit::gb) + " of host memory)");
     char buf[96];
-    std::snprintf(buf, sizeof buf, "+%.3g s per optimizer step over PCIe and the CPU", r.result.offload_seconds_per_step);
+    std::snprintf(buf, sizeof buf, "+%.3g s per optimizer step over PCIe and the CPU",
+                  r.result.offload_seconds_per_step);
     cost += std::string(cost.empty() ? "" : ", ") + buf;
     r.intrusiveness = 7;
   }
@@ -90,7 +92,8 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
             "fine-tune: quality unverified";
     r.intrusiveness = states.base_4bit ? 6 : 5;
   }
-  if (r.result.fits_memory() && r.result.seconds_per_sample > 0.0) cost += (cost.empty() ? "" : "; ") + ms_text(r.result.seconds_per_sample);
+  if (r.result.fits_memory() && r.result.seconds_per_sample > 0.0)
+    cost += (cost.empty() ? "" : "; ") + ms_text(r.result.seconds_per_sample);
   r.time_cost = cost;
   return r;
 }
@@ -124,8 +127,8 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
       fused.impl = optimizer_impl::fused;
       optimizers.push_back(fused);
     }
-    optimizers.push_back({.optimizer = optimizer_kind::adam_8bit, .optimizer_state_format = fp32,
-                          .impl = optimizer_impl::fused});
+    optimizers.push_back(
+        {.optimizer = optimizer_kind::adam_8bit, .optimizer_state_format = fp32, .impl = optimizer_impl::fused});
   }
   if (from.states.optimizer == optimizer_kind::adam && from.states.adapter_parameters == 0 &&
       !offloaded) {  // ZeRO-Offload: CPU Adam in fp32

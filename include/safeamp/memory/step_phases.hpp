@@ -57,14 +57,14 @@ using step_needs = std::array<phase_need, 3>;  // forward, backward, optimizer s
 
 /// Inputs of the per-phase model, all per device.
 struct step_inputs {
-  model_states states{};                      // weights, gradients, master copy, optimizer states
-  std::uint64_t weight_copy_bytes = 0;        // compute-format copies of the weights (autocast), see below
+  model_states states{};                        // weights, gradients, master copy, optimizer states
+  std::uint64_t weight_copy_bytes = 0;          // compute-format copies of the weights (autocast), see below
   std::uint64_t optimizer_temporary_bytes = 0;  // allocated by the optimizer step (optimizer_temporary_bytes_per_param)
   std::uint64_t forward_bytes_per_sample = 0;   // activations held at the end of the forward pass (ledger's stored)
   std::uint64_t backward_bytes_per_sample = 0;  // activation peak of the backward pass (ledger's peak, >= stored)
-  std::uint64_t gathered_bytes = 0;           // ZeRO stage 3: one layer's gathered parameters and gradients
-  bool accumulating = false;                  // more than one microbatch per optimizer step
-  bool full_recompute = false;                // every layer checkpointed
+  std::uint64_t gathered_bytes = 0;             // ZeRO stage 3: one layer's gathered parameters and gradients
+  bool accumulating = false;                    // more than one microbatch per optimizer step
+  bool full_recompute = false;                  // every layer checkpointed
 };
 
 /// Bytes per parameter of the compute-format weight copies that autocast makes. Under torch.autocast a weight
@@ -131,7 +131,8 @@ struct step_inputs {
                                                         const precision_policy& policy, zero_stage stage,
                                                         std::uint64_t data_parallel) {
   if (stage != zero_stage::parameters || data_parallel < 2) return 0;
-  const double per = storage_bytes(policy.param) + storage_bytes(policy.master_weights ? policy.gradient : policy.param);
+  const double per =
+      storage_bytes(policy.param) + storage_bytes(policy.master_weights ? policy.gradient : policy.param);
   return bytes_from_real(per * static_cast<double>(largest_layer_parameters), "gathered layer bytes");
 }
 
@@ -151,7 +152,8 @@ struct step_inputs {
   const double copies = options.base_4bit ? 0.0 : weight_copy_bytes_per_param(policy);
   const double trained = options.adapter_parameters > 0 ? static_cast<double>(options.adapter_parameters) : psi;
   in.weight_copy_bytes = bytes_from_real(copies * psi / (s >= 3 ? n : 1.0), "weight copies");
-  const double temporaries = options.offload_optimizer ? 0.0 : optimizer_temporary_bytes_per_param(options);  // CPU side
+  const double temporaries =
+      options.offload_optimizer ? 0.0 : optimizer_temporary_bytes_per_param(options);  // CPU side
   in.optimizer_temporary_bytes = bytes_from_real(temporaries * trained / (s >= 1 ? n : 1.0), "optimizer temporaries");
   in.forward_bytes_per_sample = forward_bytes_per_sample;
   in.backward_bytes_per_sample = backward_bytes_per_sample;
@@ -162,9 +164,9 @@ struct step_inputs {
 
 /// The largest microbatch every phase fits in, and which phase limits it.
 struct phase_fit {
-  std::int64_t max_microbatch = 0;           // 0: microbatch 1 does not fit
+  std::int64_t max_microbatch = 0;            // 0: microbatch 1 does not fit
   step_phase limiting = step_phase::forward;  // the phase that sets the limit (or is furthest over at microbatch 1)
-  std::int64_t shortfall_bytes = 0;          // bytes missing at microbatch 1 in the limiting phase (0 when it fits)
+  std::int64_t shortfall_bytes = 0;           // bytes missing at microbatch 1 in the limiting phase (0 when it fits)
 };
 
 /// Largest microbatch cap when no phase grows with the batch (a measured per-sample figure of 0 is rejected
@@ -192,7 +194,8 @@ inline constexpr std::int64_t max_phase_microbatch = std::int64_t{1} << 40;
       fit.max_microbatch = allowed;
       fit.limiting = p.phase;
     }
-    const std::int64_t shortfall = static_cast<std::int64_t>(p.bytes_at(1)) - static_cast<std::int64_t>(available_bytes);
+    const std::int64_t shortfall =
+        static_cast<std::int64_t>(p.bytes_at(1)) - static_cast<std::int64_t>(available_bytes);
     if (shortfall > worst_shortfall) {
       worst_shortfall = shortfall;
       worst = p.phase;
@@ -248,12 +251,14 @@ inline constexpr double max_calibration_ratio = 4.0;
 /// The needs with every allocation multiplied by `ratio` (to the nearest byte): the model calibrated to a
 /// measurement, on the assumption that its error is proportional (the same in every phase and per sample).
 [[nodiscard]] inline step_needs scaled(const step_needs& needs, double ratio) {
-  if (!(ratio > 0.0) || !std::isfinite(ratio)) throw error("calibration ratio", std::to_string(ratio), "a finite number > 0");
+  if (!(ratio > 0.0) || !std::isfinite(ratio))
+    throw error("calibration ratio", std::to_string(ratio), "a finite number > 0");
   step_needs out = needs;
   for (phase_need& p : out) {
     for (phase_item& i : p.items) {
       i.fixed_bytes = bytes_from_real(std::round(static_cast<double>(i.fixed_bytes) * ratio), "calibrated bytes");
-      i.bytes_per_sample = bytes_from_real(std::round(static_cast<double>(i.bytes_per_sample) * ratio), "calibrated bytes");
+      i.bytes_per_sample =
+          bytes_from_real(std::round(static_cast<double>(i.bytes_per_sample) * ratio), "calibrated bytes");
     }
   }
   return out;

@@ -26,25 +26,26 @@ enum class attention_kernel : std::uint8_t { eager, flash };
 [[nodiscard]] inline attention_kernel parse_attention_kernel(std::string_view s) {
   if (s == "eager" || s == "math") return attention_kernel::eager;
   if (s == "flash" || s == "sdpa" || s == "flash-attention") return attention_kernel::flash;
-  throw error("attention", "'" + std::string(s) + "'", "eager (softmax(QK^T) stored) or flash (flash/SDPA: no s^2 stored)");
+  throw error("attention", "'" + std::string(s) + "'",
+              "eager (softmax(QK^T) stored) or flash (flash/SDPA: no s^2 stored)");
 }
 
 /// Shape of a GPT-style transformer: s, h, a, L, v in Korthikanti et al.'s notation, plus tensor-parallel size t and
 /// whether sequence parallelism splits the non-tensor-parallel regions too. The architecture options default to
 /// GPT-2/GPT-3's: multi-head attention, an MLP of width 4h with GeLU, tied embeddings.
 struct transformer_shape {
-  std::uint64_t sequence = 0;    // s: tokens per sample
-  std::uint64_t hidden = 0;      // h
-  std::uint64_t heads = 0;       // a
-  std::uint64_t layers = 0;      // L
-  std::uint64_t vocabulary = 0;  // v
+  std::uint64_t sequence = 0;         // s: tokens per sample
+  std::uint64_t hidden = 0;           // h
+  std::uint64_t heads = 0;            // a
+  std::uint64_t layers = 0;           // L
+  std::uint64_t vocabulary = 0;       // v
   std::uint64_t tensor_parallel = 1;  // t
   bool sequence_parallel = false;
   attention_kernel attention = attention_kernel::eager;  // not a shape, but it decides what attention stores
-  std::uint64_t kv_heads = 0;     // grouped-query attention (Ainslie et al. 2023): K/V heads; 0 = a (multi-head)
-  std::uint64_t ffn_hidden = 0;   // f, the MLP's inner width; 0 = 4h
-  bool gated_mlp = false;         // SwiGLU (Shazeer 2020): gate and up h x f, down f x h, instead of h x f, f x h
-  bool tied_embeddings = true;    // the output layer shares the input embedding's v x h
+  std::uint64_t kv_heads = 0;    // grouped-query attention (Ainslie et al. 2023): K/V heads; 0 = a (multi-head)
+  std::uint64_t ffn_hidden = 0;  // f, the MLP's inner width; 0 = 4h
+  bool gated_mlp = false;        // SwiGLU (Shazeer 2020): gate and up h x f, down f x h, instead of h x f, f x h
+  bool tied_embeddings = true;   // the output layer shares the input embedding's v x h
   friend constexpr bool operator==(const transformer_shape&, const transformer_shape&) = default;
 };
 
@@ -89,8 +90,8 @@ inline void validate(const transformer_shape& t) {
 /// Parameters of the shape: L layer_parameters + v h (embedding; x 2 when the output layer is untied), biases and
 /// norms neglected (Korthikanti Appendix A; Kaplan et al. 2020): 12 L h^2 + v h for GPT.
 [[nodiscard]] constexpr std::uint64_t parameter_count(const transformer_shape& t) {
-  const std::uint64_t embeddings = checked_mul(t.tied_embeddings ? 1 : 2, checked_mul(t.vocabulary, t.hidden, "parameters"),
-                                               "parameters");
+  const std::uint64_t embeddings =
+      checked_mul(t.tied_embeddings ? 1 : 2, checked_mul(t.vocabulary, t.hidden, "parameters"), "parameters");
   return checked_add(checked_mul(layer_parameters(t), t.layers, "parameters"), embeddings, "parameters");
 }
 

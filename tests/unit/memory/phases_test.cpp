@@ -2,9 +2,8 @@
 // foreach AdamW against fused and 8-bit AdamW, autocast's weight copies, gradients held while accumulating, and the
 // issue's headline case worked by hand: a 1.3B GPT full fine-tune on a 24 GB RTX 4090 at microbatch 1 does not fit
 // with foreach AdamW and fits with fused or 8-bit AdamW.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
 
 #include "safeamp/memory/planner.hpp"
@@ -19,7 +18,8 @@ TEST_CASE("optimizer-step temporaries: foreach AdamW copies the second moments, 
   CHECK(optimizer_temporary_bytes_per_param({.optimizer = optimizer_kind::adam, .impl = optimizer_impl::fused}) == 0.0);
   CHECK(optimizer_temporary_bytes_per_param({.optimizer = optimizer_kind::adam_8bit}) == 0.0);
   CHECK(optimizer_temporary_bytes_per_param({.optimizer = optimizer_kind::sgd_momentum}) == 0.0);
-  CHECK(optimizer_temporary_bytes_per_param({.optimizer = optimizer_kind::adam, .optimizer_state_format = bf16}) == 2.0);
+  CHECK(optimizer_temporary_bytes_per_param({.optimizer = optimizer_kind::adam, .optimizer_state_format = bf16}) ==
+        2.0);
   CHECK(1.3e9 * optimizer_temporary_bytes_per_param({}) == 5.2e9);
   CHECK(parse_optimizer_impl("fused") == optimizer_impl::fused);
   CHECK_THROWS_WITH(parse_optimizer_impl("apex"), Catch::Contains("optimizer-impl") && Catch::Contains("foreach"));
@@ -75,9 +75,9 @@ TEST_CASE("the largest microbatch is the smallest any phase allows; the step can
   CHECK(f.limiting == step_phase::optimizer_step);
   CHECK(f.shortfall_bytes == 100'000'000LL);
   // Fused AdamW: the step holds 16 GB; backward allows floor((19.9 - 18) / 1.5) = 1.
-  const step_needs fused = step_needs_for(step_inputs_for(1'000'000'000ULL, presets::bf16_mixed,
-                                                          {.impl = optimizer_impl::fused}, zero_stage::none, 1,
-                                                          1'000'000'000ULL, 1'500'000'000ULL, false, false));
+  const step_needs fused =
+      step_needs_for(step_inputs_for(1'000'000'000ULL, presets::bf16_mixed, {.impl = optimizer_impl::fused},
+                                     zero_stage::none, 1, 1'000'000'000ULL, 1'500'000'000ULL, false, false));
   CHECK(fused[2].fixed_bytes() == 16 * gb);
   CHECK(fit_phases(19'900'000'000ULL, fused).max_microbatch == 1);
 }
@@ -94,8 +94,11 @@ constexpr std::uint64_t p_1_3b = 1'310'885'888ULL;
 planner_options rtx4090_options(state_options states) {
   planner_options o;
   o.device = find_device("RTX 4090");
-  o.budget = {.device_bytes = o.device.capacity_bytes, .reserve_fraction = 0.05, .context_bytes = 512ULL << 20,
-              .workspace_bytes = 32ULL << 20, .fragmentation_fraction = 0.05};
+  o.budget = {.device_bytes = o.device.capacity_bytes,
+              .reserve_fraction = 0.05,
+              .context_bytes = 512ULL << 20,
+              .workspace_bytes = 32ULL << 20,
+              .fragmentation_fraction = 0.05};
   o.window_seconds = 1e9;
   o.policies = {{"bf16-mixed", presets::bf16_mixed}};
   o.recompute_modes = {recompute::full};
@@ -177,7 +180,9 @@ TEST_CASE("a target batch that needs accumulation puts the gradients into the fo
   o.window_seconds = 1e9;
   const state_options fused{.impl = optimizer_impl::fused};
   const named_policy p{"fp16-pure-master", presets::fp16_pure_master};
-  workload w{.parameters = 1'000'000'000ULL, .tokens_per_sample = 100, .activation_bytes_per_sample = 1'500'000'000ULL,
+  workload w{.parameters = 1'000'000'000ULL,
+             .tokens_per_sample = 100,
+             .activation_bytes_per_sample = 1'500'000'000ULL,
              .samples = 8};
   plan_candidate c = detail::evaluate(w, o, p, recompute::none, 0.4, fused, zero_stage::none, 1);
   CHECK(c.max_microbatch == 2);  // (20 - 16) / 1.5
@@ -223,7 +228,8 @@ TEST_CASE("LoRA and QLoRA: a frozen base keeps only its weights; the adapters tr
   CHECK(model_states_for(1'000'000'000ULL, presets::bf16_mixed, qlora).weight_bytes == 515'869'141ULL + 40'000'000ULL);
   // Phases: LoRA keeps autocast's copies of the fp32 base (2 bytes); QLoRA dequantizes per matmul (none);
   // foreach's temporaries cover the adapters only (4 x 1e7).
-  const step_inputs li = step_inputs_for(1'000'000'000ULL, presets::bf16_mixed, lora, zero_stage::none, 1, 1, 1, false, false);
+  const step_inputs li =
+      step_inputs_for(1'000'000'000ULL, presets::bf16_mixed, lora, zero_stage::none, 1, 1, 1, false, false);
   CHECK(li.weight_copy_bytes == 2'000'000'000ULL);
   CHECK(li.optimizer_temporary_bytes == 40'000'000ULL);
   CHECK(step_inputs_for(1'000'000'000ULL, presets::bf16_mixed, qlora, zero_stage::none, 1, 1, 1, false, false)
@@ -246,7 +252,8 @@ TEST_CASE("a frozen base skips the weight-gradient GEMMs: 2 passes instead of 3 
   CHECK(full.linear == Approx(7.26e11).epsilon(1e-12));
   CHECK(full.other == Approx(2.2e11).epsilon(1e-12));
   // Without a shape: 4PD + 6AD.
-  CHECK(training_flops_per_sample(1'000'000'000ULL, 100, recompute::none, 1'000'000) == Approx(4e11 + 6e8).epsilon(1e-12));
+  CHECK(training_flops_per_sample(1'000'000'000ULL, 100, recompute::none, 1'000'000) ==
+        Approx(4e11 + 6e8).epsilon(1e-12));
 }
 
 TEST_CASE("optimizer offload: the device keeps weights and gradients; the CPU holds 16 bytes per parameter") {
@@ -258,11 +265,14 @@ TEST_CASE("optimizer offload: the device keeps weights and gradients; the CPU ho
   CHECK(m.total_bytes() == 8'000'000'000ULL);
   CHECK(m.host_bytes == 16'000'000'000ULL);
   CHECK(step_inputs_for(1'000'000'000ULL, presets::bf16_mixed, {.offload_optimizer = true}, zero_stage::none, 1, 1, 1,
-                        false, false).optimizer_temporary_bytes == 0);  // the CPU runs the update
+                        false, false)
+            .optimizer_temporary_bytes == 0);  // the CPU runs the update
   // One step: P (g + w) / 32 GB/s = 8e9 / 32e9 = 0.25 s over PCIe, P (12 + 2 x 8) / 50 GB/s = 0.56 s on the CPU.
-  CHECK(offload_step_seconds(1'000'000'000ULL, bytes_per_param(presets::bf16_mixed), {}) == Approx(0.81).epsilon(1e-12));
-  CHECK_THROWS_WITH(model_states_for(1000, presets::fp32, {.optimizer = optimizer_kind::adam_8bit, .offload_optimizer = true}),
-                    Catch::Contains("offload"));
+  CHECK(offload_step_seconds(1'000'000'000ULL, bytes_per_param(presets::bf16_mixed), {}) ==
+        Approx(0.81).epsilon(1e-12));
+  CHECK_THROWS_WITH(
+      model_states_for(1000, presets::fp32, {.optimizer = optimizer_kind::adam_8bit, .offload_optimizer = true}),
+      Catch::Contains("offload"));
 }
 
 TEST_CASE("ZeRO stage 3 gathers the largest layer: DeepSpeed's 4 x largest-layer term and 18/N (t5-3b, 8 GPUs)") {
@@ -286,8 +296,11 @@ TEST_CASE("ZeRO stage 3 gathers the largest layer: DeepSpeed's 4 x largest-layer
   o.device = find_device("A100");
   o.budget = {.device_bytes = 40 * gb, .reserve_fraction = 0.0};
   o.window_seconds = 1e9;
-  const workload w{.parameters = p, .tokens_per_sample = 512, .activation_bytes_per_sample = gb,
-                   .largest_layer_parameters = largest, .samples = 1};
+  const workload w{.parameters = p,
+                   .tokens_per_sample = 512,
+                   .activation_bytes_per_sample = gb,
+                   .largest_layer_parameters = largest,
+                   .samples = 1};
   const plan_candidate c = detail::evaluate(w, o, {"fp16-pure-master", presets::fp16_pure_master}, recompute::none, 0.4,
                                             ds, zero_stage::parameters, 8);
   for (std::size_t phase : {0, 1}) {
