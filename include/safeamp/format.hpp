@@ -3,6 +3,7 @@
 #pragma once
 
 #include "safeamp/format/block_format.hpp"
+#include "safeamp/format/block_kernels.hpp"
 #include "safeamp/format/block_names.hpp"
 #include "safeamp/format/block_quantize.hpp"
 #include "safeamp/format/block_reference.hpp"

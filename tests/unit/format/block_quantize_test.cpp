@@ -94,13 +94,13 @@ TEST_CASE("MXFP4, hand-worked blocks: ties, the clamp just below a power of two,
   // Block 3: amax 2^-130: shared exp -132 clamps to -127 (E8M0's smallest), X = 2^-127: 2^-130 / X = 1/8 -> 0.
   std::vector<float> in(4 * 32, 0.0f);
   const float b0[] = {6.5f, 5.0f, 2.5f, 0.3f, 0.25f, -1.75f};
-  for (int j = 0; j < 6; ++j) in[j] = b0[j];
+  for (std::size_t j = 0; j < 6; ++j) in[j] = b0[j];
   in[32] = 7.9f;
   in[64] = 8.0f, in[65] = 1.0f, in[66] = 0.4f;
   in[96] = std::ldexp(1.0f, -130);
   const quantized q = both(safeamp::mxfp4, in);
   const float want0[] = {6.0f, 4.0f, 2.0f, 0.5f, 0.0f, -2.0f};
-  for (int j = 0; j < 6; ++j) CHECK(q.out[j] == want0[j]);
+  for (std::size_t j = 0; j < 6; ++j) CHECK(q.out[j] == want0[j]);
   CHECK(q.scales[0] == 1.0f);
   CHECK(q.out[32] == 6.0f);
   CHECK(q.scales[1] == 1.0f);
@@ -114,7 +114,7 @@ TEST_CASE("MXFP4, hand-worked blocks: ties, the clamp just below a power of two,
   // An all-zero block gets the smallest scale; a NaN or an infinity makes the scale NaN and the block NaN,
   // and leaves the other blocks alone.
   std::vector<float> special(3 * 32, 1.0f);
-  for (int j = 0; j < 32; ++j) special[j] = 0.0f;
+  for (std::size_t j = 0; j < 32; ++j) special[j] = 0.0f;
   special[40] = std::numeric_limits<float>::quiet_NaN();
   special[70] = -std::numeric_limits<float>::infinity();
   const quantized s = both(safeamp::mxfp4, special);
