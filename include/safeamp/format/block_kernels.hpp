@@ -134,18 +134,4 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void copy_out(float* out, const float* buffer, std:
   for (std::size_t i = 0; i < n; ++i) out[i] = buffer[i];
 }
 
-/// out = P X for n elements (a NaN scale: NaN) and the counts the kernel cannot see.
-SAFEAMP_DETAIL_ALWAYS_INLINE void scale_up(const float* in, const float* __restrict y, float* out, std::size_t n,
-                                           block_scale sc, bool mx, cast_stats& extra) noexcept {
-  if (sc.x != sc.x) {
-    for (std::size_t j = 0; j < n; ++j) out[j] = sc.x;
-    extra.nan += n;
-    return;
-  }
-  if (!mx && sc.x == 0.0f) {
-    for (std::size_t j = 0; j < n; ++j) extra.underflow += in[j] != 0.0f ? 1u : 0u;
-  }
-  for (std::size_t j = 0; j < n; ++j) out[j] = y[j] * sc.x;
-}
-
 }  // namespace safeamp::detail

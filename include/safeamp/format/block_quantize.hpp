@@ -81,7 +81,8 @@ void quantize_strip(const block_format& b, float tensor_scale, const float* in, 
       float* o = out + r * cols + start;
       for (std::size_t j = 0; j < len; ++j) scale_down(x + j, buffer + j, 1, column_scales[start + j], mx);
       round_scaled<R, Named, F>(b.element, buffer, len, key, first_index + r * cols + start, c);
-      for (std::size_t j = 0; j < len; ++j) scale_up(x + j, buffer + j, o + j, 1, column_scales[start + j], mx, extra);
+      for (std::size_t j = 0; j < len; ++j) scale_up_in_place(x + j, buffer + j, 1, column_scales[start + j], mx, extra);
+      copy_out(o, buffer, len, false);
     }
   }
 }
