@@ -137,6 +137,45 @@ inline std::vector<std::string> window_remedies(const workload& w, const planner
   }
   return out;
 }
+/// Memory remedies for the night: the combined search (memory_remedies) from each policy's closest configuration,
+/// the fitting ones merged and sorted like memory_remedies' (least intrusive, then fastest, then fewest changes), one
+/// per set of changes, three at most, each naming its policy and quality. When none fits on the planned devices, the
+/// remedies of the overall closest configuration (`closest`, with the labelled ZeRO-3 fallback).
+inline std::vector<std::string> planner_memory_remedies(const workload& w, const planner_options& o,
+                                                        const std::vector<plan_candidate>& candidates,
+                                                        const plan_candidate& closest, double efficiency) {
+  std::vector<remedy> fitting;
+  for (const named_policy& p : o.policies) {
+    const auto c = std::find_if(candidates.begin(), candidates.end(), [&](const plan_candidate& x) {
+      return x.supported && x.policy_name == p.name;  // sorted: the first is this policy's closest
+    });
+    if (c == candidates.end() || c->quality == quality_status::failed) continue;
+    for (const remedy& m : memory_remedies(w, o, *c, efficiency)) {
+      if (m.result.fits_memory() && m.devices == 1) fitting.push_back(m);
+    }
+  }
+  std::stable_sort(fitting.begin(), fitting.end(), [](const remedy& a, const remedy& b) {
+    if (a.intrusiveness != b.intrusiveness) return a.intrusiveness < b.intrusiveness;
+    if (a.result.seconds_per_sample != b.result.seconds_per_sample) {
+      return a.result.seconds_per_sample < b.result.seconds_per_sample;
+    }
+    return a.changes.size() < b.changes.size();
+  });
+  std::vector<std::string> out;
+  std::vector<std::vector<std::string>> listed;
+  for (const remedy& m : fitting) {
+    if (out.size() == 3 || std::find(listed.begin(), listed.end(), m.changes) != listed.end()) continue;
+    listed.push_back(m.changes);
+    const bool recompute_changed = std::any_of(m.changes.begin(), m.changes.end(), [](const std::string& c) {
+      return c.rfind("recompute ", 0) == 0;
+    });
+    out.push_back("with " + m.result.policy_name + " (" + std::string(to_string(m.result.quality)) + ")" +
+                  (recompute_changed ? "" : ", recompute " + std::string(to_string(m.result.mode))) + ": " + m.text());
+  }
+  if (!out.empty()) return out;
+  for (const remedy& m : memory_remedies(w, o, closest, efficiency)) out.push_back(m.text());
+  return out;
+}
 }  // namespace detail
 
 /// Plans the night. Throws safeamp::error on bad input; a configuration that does not fit is a result, not an error.
@@ -203,7 +242,7 @@ inline std::vector<std::string> window_remedies(const workload& w, const planner
                        detail::gb_text(static_cast<double>(detail::phase_pool_bytes(o.budget))) +
                        " usable (after context, reserve, fragmentation and workspace): short by " +
                        detail::gb_text(static_cast<double>(c.shortfall_bytes)));
-  for (const remedy& m : memory_remedies(w, o, c, r.efficiency)) r.remedies.push_back(m.text());
+  r.remedies = detail::planner_memory_remedies(w, o, r.candidates, c, r.efficiency);
   return r;
 }
 
