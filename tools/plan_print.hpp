@@ -85,10 +85,13 @@ inline std::string policy_label(const plan_request& r) {
 
 inline void print_states_ledger(const plan_request& r) {
   const model_states& m = *r.states_ledger;
-  const state_bytes_per_param b = bytes_per_param(r.policy, r.states);
-  std::printf("Model states: %.4g parameters, %s, ZeRO stage %d over %llu device(s): %.4g bytes/param unpartitioned\n",
+  // Per parameter on the device, unpartitioned: the policy's count, or what a frozen base / offload leaves there.
+  const double per_param = static_cast<double>(model_states_for(m.parameter_count, r.policy, r.states).total_bytes()) /
+                           static_cast<double>(m.parameter_count);
+  std::printf("Model states: %.4g parameters, %s, ZeRO stage %d over %llu device(s): %.4g bytes/param on the device "
+              "unpartitioned\n",
               static_cast<double>(m.parameter_count), policy_label(r).c_str(), static_cast<int>(r.stage),
-              static_cast<unsigned long long>(r.data_parallel), b.total() + (r.states.fp32_gradient_copy ? 4.0 : 0.0));
+              static_cast<unsigned long long>(r.data_parallel), per_param);
   std::printf("  %-42s %12s %12s\n", "", "GB (10^9)", "GiB (2^30)");
   if (r.states.adapter_parameters > 0) {
     std::printf("  %s: the %.4g base parameters are frozen (%s), %llu adapter parameters train in fp32\n",
