@@ -1,10 +1,12 @@
 // Binary checkpoints with checksum, written atomically (see checkpoint.hpp).
 #include "safeamp/sim/checkpoint.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -89,6 +91,9 @@ class reader {
   std::size_t pos_ = 0;
 };
 
+// A name read from the file, shortened for an error message.
+std::string bounded_name(const std::string& s) { return s.size() <= 64 ? s : s.substr(0, 64) + "..."; }
+
 // Every value of a tensor is finite (and, for the AdamW second moment, not negative: its square root
 // divides the update). A NaN or inf loaded from a file would poison every later step.
 void check_values(const std::string& path, const std::string& what, const matrix& m, bool non_negative) {
@@ -104,7 +109,17 @@ void check_values(const std::string& path, const std::string& what, const matrix
 // The largest file a checkpoint of this model can be: header, names and shapes, the parameters and up to
 // three optimizer tensors each, the update count, plus room for the loss scaler's JSON (a few hundred bytes).
 constexpr std::uintmax_t scaler_json_allowance_bytes = std::uintmax_t{1} << 20;
-std::uintmax_t max_checkpoint_bytes(const parameter_list& params) {
+
+// Bytes of one step record: step, loss, scale, found_inf, skipped, two norms, seconds, the counter count,
+// then per counter its name and five counts (at most one counter per parameter plus the loss gradient).
+constexpr std::uintmax_t record_fixed_bytes = 8 + 8 + 4 + 1 + 1 + 8 + 8 + 8 + 8;
+std::uintmax_t max_record_bytes(const parameter_list& params) {
+  std::uintmax_t longest = std::string_view(loss_gradient_name).size();
+  for (const parameter& p : params) longest = std::max<std::uintmax_t>(longest, p.name.size());
+  return record_fixed_bytes + (params.size() + 1) * (8 + longest + 5 * 8);
+}
+
+std::uintmax_t max_checkpoint_bytes(const parameter_list& params, std::int64_t max_next_step) {
   constexpr std::uintmax_t word = sizeof(std::uint64_t);
   constexpr std::uintmax_t optimizer_tensor_kinds = 3;  // first moment, second moment, master weights
   std::uintmax_t total = sizeof magic + sizeof(std::uint32_t) + 3 * word;  // magic, version, print, step, count
@@ -114,7 +129,104 @@ std::uintmax_t max_checkpoint_bytes(const parameter_list& params) {
   }
   total += optimizer_tensor_kinds * word + word;  // tensor counts, update count
   total += word + scaler_json_allowance_bytes + word;  // scaler JSON and checksum
-  return total;
+  // The history: one record per step before next_step (saturating: a huge step count caps nothing less).
+  const std::uintmax_t record = max_record_bytes(params);
+  const auto steps = static_cast<std::uintmax_t>(std::max<std::int64_t>(max_next_step, 0));
+  const std::uintmax_t room = std::numeric_limits<std::uintmax_t>::max() - total - word;
+  return steps > room / record ? std::numeric_limits<std::uintmax_t>::max() : total + word + steps * record;
+}
+
+void put_history(writer& w, const std::vector<step_record>& history) {
+  w.put(static_cast<std::uint64_t>(history.size()));
+  for (const step_record& r : history) {
+    w.put(r.step);
+    w.put(r.loss);
+    w.put(r.scale);
+    w.put(static_cast<std::uint8_t>(r.found_inf ? 1 : 0));
+    w.put(static_cast<std::uint8_t>(r.skipped ? 1 : 0));
+    w.put(r.grad_norm_before_clip);
+    w.put(r.grad_norm_after_clip);
+    w.put(r.step_seconds);
+    w.put(static_cast<std::uint64_t>(r.grads.size()));
+    for (const layer_counts& g : r.grads) {
+      w.put_string(g.name);
+      for (const std::uint64_t v : {g.elements, g.overflow, g.underflow, g.subnormal, g.nan}) w.put(v);
+    }
+  }
+}
+
+bool read_flag(reader& r, const std::string& path, const std::string& what) {
+  const auto v = r.get<std::uint8_t>();
+  if (v > 1) throw error("checkpoint '" + path + "' " + what, std::to_string(v), "0 or 1");
+  return v == 1;
+}
+
+// The records of steps 0 .. next_step-1, each checked: its number, a positive finite scale, a skip only with
+// a non-finite gradient, counters named after the loss gradient or a parameter, none above its elements.
+std::vector<step_record> get_history(reader& r, const std::string& path, std::int64_t next_step,
+                                     const parameter_list& params) {
+  const auto count = r.get<std::uint64_t>();
+  if (count != static_cast<std::uint64_t>(next_step)) {
+    throw error("checkpoint '" + path + "' step records", std::to_string(count),
+                std::to_string(next_step) + " (one per step before the checkpoint's next step)");
+  }
+  std::vector<step_record> out;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::string at = "step record " + std::to_string(i);
+    step_record rec;
+    rec.step = r.get<std::int64_t>();
+    if (rec.step != static_cast<std::int64_t>(i)) {
+      throw error("checkpoint '" + path + "' " + at + " step", std::to_string(rec.step), std::to_string(i));
+    }
+    rec.loss = r.get<double>();
+    rec.scale = r.get<float>();
+    if (!std::isfinite(rec.scale) || !(rec.scale > 0.0f)) {
+      throw error("checkpoint '" + path + "' " + at + " scale", std::to_string(rec.scale), "a finite number > 0");
+    }
+    rec.found_inf = read_flag(r, path, at + " found_inf");
+    rec.skipped = read_flag(r, path, at + " skipped");
+    if (rec.skipped && !rec.found_inf) {
+      throw error("checkpoint '" + path + "' " + at + " skipped", "true with found_inf false",
+                  "a step skipped only because its gradient was not finite");
+    }
+    rec.grad_norm_before_clip = r.get<double>();
+    rec.grad_norm_after_clip = r.get<double>();
+    rec.step_seconds = r.get<double>();
+    if (!std::isfinite(rec.step_seconds) || rec.step_seconds < 0.0) {
+      throw error("checkpoint '" + path + "' " + at + " seconds", std::to_string(rec.step_seconds),
+                  "a finite number >= 0");
+    }
+    const auto grads = r.get<std::uint64_t>();
+    if (grads > params.size() + 1) {
+      throw error("checkpoint '" + path + "' " + at + " gradient counters", std::to_string(grads),
+                  "0 to " + std::to_string(params.size() + 1) + " (the loss gradient and each parameter)");
+    }
+    for (std::uint64_t k = 0; k < grads; ++k) {
+      layer_counts g;
+      g.name = r.get_string();
+      const bool known =
+          g.name == loss_gradient_name ||
+          std::any_of(params.begin(), params.end(), [&](const parameter& p) { return p.name == g.name; });
+      if (!known) {
+        throw error("checkpoint '" + path + "' " + at + " counter name", "'" + bounded_name(g.name) + "'",
+                    std::string(loss_gradient_name) + " or a parameter of this model");
+      }
+      g.elements = r.get<std::uint64_t>();
+      g.overflow = r.get<std::uint64_t>();
+      g.underflow = r.get<std::uint64_t>();
+      g.subnormal = r.get<std::uint64_t>();
+      g.nan = r.get<std::uint64_t>();
+      for (const std::uint64_t v : {g.overflow, g.underflow, g.subnormal, g.nan}) {
+        if (v > g.elements) {
+          throw error("checkpoint '" + path + "' " + at + " counters of " + g.name, std::to_string(v),
+                      "at most the " + std::to_string(g.elements) + " elements counted");
+        }
+      }
+      rec.grads.push_back(std::move(g));
+    }
+    out.push_back(std::move(rec));
+  }
+  return out;
 }
 
 void put_matrices(writer& w, const std::vector<matrix>& ms) {
@@ -151,6 +263,7 @@ void save_checkpoint(const std::string& path, const checkpoint_data& meta, const
   put_matrices(w, opt.master);
   w.put(opt.updates);
   w.put_string(meta.scaler_json);
+  put_history(w, meta.history);
   w.put(fnv1a(w.bytes.data(), w.bytes.size()));
 
   // Temp file + fsync + rename: a failed or interrupted save never replaces a good checkpoint.
@@ -160,7 +273,8 @@ void save_checkpoint(const std::string& path, const checkpoint_data& meta, const
 
 checkpoint_data load_checkpoint(const std::string& path, parameter_list& params, optimizer_state& opt,
                                 std::int64_t max_next_step) {
-  const std::string text = read_input_file(std::filesystem::path(path), "checkpoint", max_checkpoint_bytes(params));
+  const std::string text =
+      read_input_file(std::filesystem::path(path), "checkpoint", max_checkpoint_bytes(params, max_next_step));
   const std::vector<std::uint8_t> bytes(text.begin(), text.end());
   constexpr std::size_t min_size = sizeof magic + sizeof(std::uint32_t) + sizeof(std::uint64_t);
   if (bytes.size() < min_size || std::memcmp(bytes.data(), magic, sizeof magic) != 0) {
@@ -177,7 +291,9 @@ checkpoint_data load_checkpoint(const std::string& path, parameter_list& params,
   for (std::size_t i = 0; i < sizeof magic; ++i) (void)r.get<char>();
   const auto version = r.get<std::uint32_t>();
   if (version != checkpoint_version) {
-    throw error("checkpoint '" + path + "' version", std::to_string(version), std::to_string(checkpoint_version));
+    throw error("checkpoint '" + path + "' version", std::to_string(version),
+                std::to_string(checkpoint_version) +
+                    " (a checkpoint of another safeamp version cannot be resumed; run without it to start over)");
   }
   checkpoint_data meta;
   meta.config_fingerprint = r.get<std::uint64_t>();
@@ -193,7 +309,9 @@ checkpoint_data load_checkpoint(const std::string& path, parameter_list& params,
   std::vector<matrix> values;
   for (const parameter& p : params) {
     const std::string name = r.get_string();
-    if (name != p.name) throw error("checkpoint '" + path + "' parameter", "'" + name + "'", "'" + p.name + "'");
+    if (name != p.name) {
+      throw error("checkpoint '" + path + "' parameter", "'" + bounded_name(name) + "'", "'" + p.name + "'");
+    }
     values.push_back(r.get_matrix(name, p.value.rows(), p.value.cols()));
   }
   optimizer_state loaded;
@@ -202,6 +320,7 @@ checkpoint_data load_checkpoint(const std::string& path, parameter_list& params,
   loaded.master = get_matrices(r, "master weights", params);
   loaded.updates = r.get<std::int64_t>();
   meta.scaler_json = r.get_string();
+  meta.history = get_history(r, path, meta.next_step, params);
   if (r.position() != body) {
     throw error("checkpoint '" + path + "'", "has " + std::to_string(body - r.position()) + " unexpected trailing bytes",
                 "a file written by this version");

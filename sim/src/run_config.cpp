@@ -109,8 +109,11 @@ void validate(const run_config& c) {
     }
   }
   const checkpoint_options& k = c.checkpoint;
-  require(k.save_path.empty() || (k.save_after_step >= 0 && k.save_after_step < c.steps), "checkpoint save_after_step",
-          std::to_string(k.save_after_step), "0..steps-1 when save_path is set");
+  require(k.save_every >= 0, "checkpoint save_every", std::to_string(k.save_every), ">= 0 (0: off)");
+  require(k.save_path.empty() || (k.save_after_step >= 0 && k.save_after_step < c.steps) ||
+              (k.save_after_step == -1 && k.save_every > 0),
+          "checkpoint save_after_step", std::to_string(k.save_after_step),
+          "0..steps-1 when save_path is set (or -1 with save_every > 0)");
   require(k.stop_after_steps >= -1, "checkpoint stop_after_steps", std::to_string(k.stop_after_steps), ">= -1");
 }
 

@@ -489,143 +489,39 @@ run_config candidate_config(const scenario& s, const candidate_spec& cand) {
   return c;
 }
 
-namespace {
-
-std::string rounding_name(rounding r) {
-  switch (r) {
-    case rounding::nearest_even: return "nearest_even";
-    case rounding::toward_zero: return "toward_zero";
-    case rounding::toward_pos_inf: return "toward_pos_inf";
-    case rounding::toward_neg_inf: return "toward_neg_inf";
-    case rounding::stochastic: return "stochastic";
-  }
-  return "?";
-}
-
-std::string scaler_setting(const scaler_choice& sc) {
-  switch (sc.kind) {
-    case scaler_kind::none: return "none";
-    case scaler_kind::static_scale: return "static scale=" + manifest_number(sc.static_scale);
-    case scaler_kind::dynamic: {
-      const scaler_config& d = sc.dynamic;
-      return "dynamic init_scale=" + manifest_number(d.init_scale) +
-             " growth_factor=" + manifest_number(d.growth_factor) +
-             " backoff_factor=" + manifest_number(d.backoff_factor) +
-             " growth_interval=" + std::to_string(d.growth_interval) + " hysteresis=" + std::to_string(d.hysteresis) +
-             " min_scale=" + manifest_number(d.min_scale) + " max_scale=" + manifest_number(d.max_scale) +
-             " max_overflows_at_min=" + std::to_string(d.max_overflows_at_min);
-    }
-  }
-  return "?";
-}
-
-/// "0-39" for a run of consecutive steps, "3,7" otherwise (in the order given).
-std::string step_list(const std::vector<std::int64_t>& steps) {
-  std::string out;
-  for (std::size_t i = 0; i < steps.size();) {
-    std::size_t j = i;
-    while (j + 1 < steps.size() && steps[j + 1] == steps[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(steps[i]);
-    if (j > i) out.append("-").append(std::to_string(steps[j]));
-    i = j + 1;
-  }
-  return out;
-}
-
-/// The fault kind as the scenario file spells it ("gradient_inf").
-std::string fault_setting_name(fault_kind k) {
-  switch (k) {
-    case fault_kind::gradient_inf: return "gradient_inf";
-    case fault_kind::gradient_nan: return "gradient_nan";
-    case fault_kind::loss_spike: return "loss_spike";
-    case fault_kind::tiny_loss: return "tiny_loss";
-    case fault_kind::input_nan: return "input_nan";
-  }
-  return "?";
-}
-
-std::string faults_setting(const std::vector<fault_spec>& faults) {
-  if (faults.empty()) return "none";
-  std::string out;
-  for (const fault_spec& f : faults) {
-    if (!out.empty()) out += "; ";
-    out += fault_setting_name(f.kind) + " factor=" + manifest_number(f.factor) + " target='" + f.target +
-           "' steps=" + step_list(f.steps);
-  }
-  return out;
-}
-
-}  // namespace
-
 run_manifest manifest_for(const scenario& s, const run_config& c) {
-  using enum manifest_scope;
   run_manifest m;
   m.scenario = s.name;
-  const auto set = [&m](std::string field, std::string value, manifest_scope scope = shared) {
-    m.settings.push_back({std::move(field), std::move(value), scope});
-  };
+  m.settings = run_settings(c);
   const auto num = [](double v) { return manifest_number(v); };
   const auto integer = [](std::int64_t v) { return std::to_string(v); };
-  // Model: the kind and every shape of that kind.
-  set("model.kind", to_string(c.model));
   std::string data_bytes;
   if (c.model == model_kind::transformer) {
     const auto& t = c.transformer;
-    set("model.context", integer(t.context));
-    set("model.width", integer(t.width));
-    set("model.heads", integer(t.heads));
-    set("model.layers", integer(t.layers));
-    set("model.ffn_multiplier", integer(t.ffn_multiplier));
     m.model = "transformer context=" + integer(t.context) + " width=" + integer(t.width) +
               " heads=" + integer(t.heads) + " layers=" + integer(t.layers) +
               " ffn_multiplier=" + integer(t.ffn_multiplier);
     const std::string corpus = read_input_file(c.data.corpus_path, "data.corpus_path");
-    set("data.corpus_path", c.data.corpus_path);
-    set("data.corpus_bytes", std::to_string(corpus.size()));
-    set("data.eval_fraction", num(c.data.eval_fraction));
+    // Right after data.corpus_path: the data fingerprint below hashes the data.* fields in this order.
+    const auto path_field = std::find_if(m.settings.begin(), m.settings.end(),
+                                         [](const manifest_setting& x) { return x.field == "data.corpus_path"; });
+    m.settings.insert(path_field == m.settings.end() ? path_field : path_field + 1,
+                      {"data.corpus_bytes", std::to_string(corpus.size()), manifest_scope::shared});
     m.data = "corpus " + c.data.corpus_path + " (" + std::to_string(corpus.size()) +
              " bytes) eval_fraction=" + num(c.data.eval_fraction) + " eval_samples=" + integer(c.data.eval_samples);
     data_bytes = corpus;
   } else {
     const auto& p = c.mlp;
-    set("model.input_dim", integer(p.input_dim));
-    set("model.hidden_dim", integer(p.hidden_dim));
-    set("model.hidden_layers", integer(p.hidden_layers));
-    set("model.classes", integer(p.classes));
-    set("model.activation", to_string(p.activation));
     m.model = "mlp input_dim=" + integer(p.input_dim) + " hidden_dim=" + integer(p.hidden_dim) +
               " hidden_layers=" + integer(p.hidden_layers) + " classes=" + integer(p.classes) +
               " activation=" + to_string(p.activation);
-    set("data.train_samples", integer(c.data.train_samples));
-    set("data.cluster_spread", num(c.data.cluster_spread));
-    set("data.input_scale", num(c.data.input_scale));
     m.data = "gaussian clusters train=" + integer(c.data.train_samples) + " eval=" + integer(c.data.eval_samples) +
              " spread=" + num(c.data.cluster_spread) + " input_scale=" + num(c.data.input_scale);
   }
-  set("data.eval_samples", integer(c.data.eval_samples));
-  set("data.probe_rows", integer(c.data.probe_rows));  // known before the run, unlike probe_logits.rows
-  // Training and optimizer: every hyper-parameter, whether or not this optimizer kind reads it (a changed
-  // value the run ignores refuses too, which is cheaper than missing one it reads).
-  set("training.clip_norm", num(c.clip_norm));
-  set("training.loss_multiplier", num(s.loss_multiplier));
-  set("training.loss_weight", num(c.loss_weight));
+  // The scenario's loss multiplier reaches the run as a tiny_loss fault (in reference.faults); recorded here
+  // under its own name too, so a changed multiplier is named as such.
+  m.settings.push_back({"training.loss_multiplier", num(s.loss_multiplier), manifest_scope::shared});
   const optimizer_config& o = c.optimizer;
-  set("optimizer.kind", to_string(o.kind));
-  set("optimizer.learning_rate", num(o.learning_rate));
-  set("optimizer.momentum", num(o.momentum));
-  set("optimizer.beta1", num(o.beta1));
-  set("optimizer.beta2", num(o.beta2));
-  set("optimizer.epsilon", num(o.epsilon));
-  set("optimizer.weight_decay", num(o.weight_decay));
-  set("optimizer.stochastic_write_back", o.stochastic_write_back ? "true" : "false");
-  // The run's own numerics: a candidate sets its own, so these refuse only the reuse of a lock.
-  set("optimizer.master_weights", to_string(o.master_weights), reference_only);
-  set("rounding.mode", rounding_name(c.rounding.mode), reference_only);
-  set("rounding.overflow", c.rounding.on_overflow == overflow::saturate ? "saturate" : "to_infinity", reference_only);
-  set("rounding.flush_subnormals", c.rounding.flush_subnormals ? "true" : "false", reference_only);
-  set("reference.scaler", scaler_setting(c.scaler), reference_only);
-  set("reference.faults", faults_setting(c.faults), reference_only);  // the loss multiplier is a tiny_loss fault
   m.optimizer = to_string(o.kind) + " lr=" + num(o.learning_rate) + " clip=" + num(c.clip_norm) +
                 " loss_multiplier=" + num(s.loss_multiplier);
 

@@ -39,49 +39,6 @@ any_scaler make_scaler(const scaler_choice& s) {
   return noop_loss_scaler();
 }
 
-// The fields a checkpoint must agree with to be resumed: model, policy, optimizer and every one of its
-// hyper-parameters, scaler kind, seeds, batch, clip and steps (not threads, label, faults or checkpointing).
-// Numbers are written losslessly (integers in full, doubles in their shortest round-trip form), so a
-// learning rate changed in the last bit still changes the fingerprint.
-std::uint64_t fingerprint(const run_config& c) {
-  std::string s = to_string(c.model) + "|" + to_string(c.policy) + "|" + to_string(c.optimizer.kind) + "|" +
-                  to_string(c.scaler.kind);
-  const auto add_int = [&s](std::int64_t v) {
-    s += '|';
-    s += std::to_string(v);
-  };
-  const auto add_real = [&s](double v) {
-    s += '|';
-    s += manifest_number(v);
-  };
-  if (c.model == model_kind::mlp) {
-    for (const std::int64_t v : {c.mlp.input_dim, c.mlp.hidden_dim, c.mlp.hidden_layers, c.mlp.classes}) add_int(v);
-    add_int(static_cast<std::int64_t>(c.mlp.activation));
-  } else {
-    for (const std::int64_t v : {c.transformer.context, c.transformer.width, c.transformer.heads, c.transformer.layers,
-                                 c.transformer.ffn_multiplier}) {
-      add_int(v);
-    }
-  }
-  s += '|' + std::to_string(c.seed) + '|' + std::to_string(c.data.seed);
-  add_int(c.batch_size);
-  add_int(keeps_master_weights(c) ? 1 : 0);
-  const optimizer_config& o = c.optimizer;
-  for (const double v : {o.learning_rate, o.momentum, o.beta1, o.beta2, o.epsilon, o.weight_decay}) add_real(v);
-  add_int(static_cast<std::int64_t>(o.master_weights));
-  add_int(o.stochastic_write_back ? 1 : 0);
-  add_real(c.clip_norm);
-  add_int(c.steps);
-  s += '|';
-  s += c.data.corpus_path;
-  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the text
-  for (const char ch : s) {
-    h ^= static_cast<std::uint8_t>(ch);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 bool fault_at(const run_config& cfg, fault_kind kind, std::int64_t step) {
   for (const fault_spec& f : cfg.faults) {
     if (f.kind == kind && std::find(f.steps.begin(), f.steps.end(), step) != f.steps.end()) return true;
@@ -184,21 +141,23 @@ run_result train(const run_config& cfg) {
   optimizer opt(cfg.optimizer, pol, master, params);
   any_scaler scaler = make_scaler(cfg.scaler);
   std::int64_t start = 0;
-  const std::uint64_t config_print = fingerprint(cfg);
+  std::vector<step_record> history;
+  const std::uint64_t config_print = run_fingerprint(cfg);
   if (!cfg.checkpoint.resume_path.empty()) {
     // Load into copies first so a bad file leaves nothing half-restored.
     parameter_list loaded_params = params;
     optimizer_state loaded_opt = opt.state();
-    const checkpoint_data meta = load_checkpoint(cfg.checkpoint.resume_path, loaded_params, loaded_opt, cfg.steps);
+    checkpoint_data meta = load_checkpoint(cfg.checkpoint.resume_path, loaded_params, loaded_opt, cfg.steps);
     if (meta.config_fingerprint != config_print) {
-      throw error("checkpoint '" + cfg.checkpoint.resume_path + "' configuration",
-                  "a different model/policy/optimizer/clip/steps/seed",
-                  "the run_config the checkpoint was saved from (threads, label, faults may differ)");
+      throw error("checkpoint '" + cfg.checkpoint.resume_path + "' configuration", "saved by a run with other settings",
+                  "a checkpoint of this run: the same model, data, policy, rounding, scaler, optimizer, faults, "
+                  "clip, loss weight, steps, batch and seeds (only threads and the label may differ)");
     }
     if (auto* dyn = std::get_if<loss_scaler>(&scaler)) dyn->load_json(meta.scaler_json);
     params = std::move(loaded_params);
     opt.state() = std::move(loaded_opt);
     start = meta.next_step;
+    history = std::move(meta.history);
   }
 
   exec_context ctx{.rounding = cfg.rounding, .seed = cfg.seed, .step = 0, .cast_site = 0, .threads = cfg.threads,
@@ -206,6 +165,7 @@ run_result train(const run_config& cfg) {
   run_result result;
   result.label = cfg.label;
   result.policy = pol;
+  result.steps = std::move(history);  // a resumed run reports the steps before its checkpoint too
 
   std::vector<std::span<float>> buffers;
   for (parameter& p : params) buffers.push_back(span_of(p.grad));
@@ -271,8 +231,11 @@ run_result train(const run_config& cfg) {
     result.steps.push_back(std::move(rec));
     ++steps_run;
 
-    if (!cfg.checkpoint.save_path.empty() && step == cfg.checkpoint.save_after_step) {
-      checkpoint_data meta{.config_fingerprint = config_print, .next_step = step + 1, .scaler_json = {}};
+    const checkpoint_options& k = cfg.checkpoint;
+    const bool periodic = k.save_every > 0 && ((step + 1) % k.save_every == 0 || step + 1 == cfg.steps);
+    if (!k.save_path.empty() && (step == k.save_after_step || periodic)) {
+      checkpoint_data meta{
+          .config_fingerprint = config_print, .next_step = step + 1, .scaler_json = {}, .history = result.steps};
       if (const auto* dyn = std::get_if<loss_scaler>(&scaler)) meta.scaler_json = dyn->save_json();
       save_checkpoint(cfg.checkpoint.save_path, meta, params, opt.state());
     }

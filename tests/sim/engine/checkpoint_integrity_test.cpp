@@ -1,7 +1,8 @@
 // Hostile or corrupt checkpoints (issue 12, integrity): a real checkpoint from a short run is patched field
 // by field (next step, update count, NaN/inf/negative values in weights, moments and master weights), its
 // checksum recomputed, and the resume must throw a safeamp::error naming the field before any step runs.
-// Resuming with a changed optimizer hyper-parameter, clip or step count is refused by the fingerprint.
+// Resuming with a changed optimizer hyper-parameter, clip, step count, loss weight, rounding, data, scaler
+// or faults is refused by the fingerprint. The stored step history is checked record by record.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -65,11 +66,19 @@ void put_at(std::string& b, std::size_t pos, T v) {
 // Byte offsets of the fields, walked with the layout of save_checkpoint: magic[16], u32 version,
 // u64 fingerprint, i64 next_step, u64 count, count x (u64 len + name, i64 rows, i64 cols, float[rows*cols]),
 // then first/second/master as (u64 n, n x (i64 rows, i64 cols, float[...])), i64 updates, scaler string,
+// the history (u64 n, n x (i64 step, f64 loss, f32 scale, u8 found_inf, u8 skipped, f64 norm before clip,
+// f64 norm after, f64 seconds, u64 k, k x (u64 len + name, u64 elements, overflow, underflow, subnormal, nan))),
 // u64 FNV-1a of everything before it.
+struct record_at {
+  std::size_t step = 0, scale = 0, found_inf = 0, skipped = 0, seconds = 0, counters = 0;
+  std::size_t first_name = 0, first_elements = 0, first_overflow = 0;  // of counter 0
+};
 struct layout {
   std::size_t next_step = 0;
   std::size_t updates = 0;
   std::size_t first_value[4] = {};  // parameters, first moment, second moment, master: first element of tensor 0
+  std::size_t history_count = 0;
+  std::vector<record_at> records;
 };
 
 layout walk(const std::string& b) {
@@ -95,6 +104,32 @@ layout walk(const std::string& b) {
     for (std::uint64_t i = 0; i < n; ++i) skip_matrix(l.first_value[kind]);
   }
   l.updates = pos;
+  pos += word;
+  pos += word + get_at<std::uint64_t>(b, pos);  // scaler JSON
+  l.history_count = pos;
+  const auto records = get_at<std::uint64_t>(b, pos);
+  pos += word;
+  for (std::uint64_t i = 0; i < records; ++i) {
+    record_at r;
+    r.step = pos;
+    r.scale = pos + 16;
+    r.found_inf = r.scale + 4;
+    r.skipped = r.found_inf + 1;
+    r.seconds = r.skipped + 1 + 16;
+    r.counters = r.seconds + word;
+    pos = r.counters + word;
+    const auto k = get_at<std::uint64_t>(b, r.counters);
+    for (std::uint64_t c = 0; c < k; ++c) {
+      const auto len = get_at<std::uint64_t>(b, pos);
+      if (c == 0) {
+        r.first_name = pos + word;
+        r.first_elements = pos + word + len;
+        r.first_overflow = r.first_elements + word;
+      }
+      pos += word + len + 5 * word;
+    }
+    l.records.push_back(r);
+  }
   return l;
 }
 
@@ -147,6 +182,14 @@ saved_checkpoint save_good() {
   REQUIRE(get_at<std::int64_t>(s.bytes, s.fields.next_step) == save_after_step + 1);
   REQUIRE(get_at<std::int64_t>(s.bytes, s.fields.updates) == save_after_step + 1);
   for (const std::size_t f : s.fields.first_value) REQUIRE(f != 0);
+  // The walk found one record per step, numbered, each with the loss gradient's and every parameter's counter.
+  REQUIRE(s.fields.records.size() == static_cast<std::size_t>(save_after_step + 1));
+  for (std::size_t i = 0; i < s.fields.records.size(); ++i) {
+    REQUIRE(get_at<std::int64_t>(s.bytes, s.fields.records[i].step) == static_cast<std::int64_t>(i));
+    REQUIRE(get_at<std::uint64_t>(s.bytes, s.fields.records[i].counters) ==
+            7);  // loss.dlogits + fc0, fc1, head (weight, bias)
+  }
+  REQUIRE(s.bytes.substr(s.fields.records[0].first_name, 12) == "loss.dlogits");
   return s;
 }
 
@@ -160,6 +203,14 @@ std::string with_step(const saved_checkpoint& s, std::int64_t next_step) {
 std::string with_updates(const saved_checkpoint& s, std::int64_t updates) {
   std::string b = s.bytes;
   put_at(b, s.fields.updates, updates);
+  reseal(b);
+  return b;
+}
+
+template <class T>
+std::string with(const saved_checkpoint& s, std::size_t pos, T v) {
+  std::string b = s.bytes;
+  put_at(b, pos, v);
   reseal(b);
   return b;
 }
@@ -183,7 +234,48 @@ TEST_CASE("a next step below 0 or beyond the run's steps is refused by name") {
   const saved_checkpoint s = save_good();
   CHECK_THAT(refused_field(with_step(s, -1), s.dir), Catch::Contains("next step"));
   CHECK_THAT(refused_field(with_step(s, run_steps + 1), s.dir), Catch::Contains("next step"));
-  CHECK(refused_field(with_step(s, run_steps), s.dir).empty());  // nothing left to run: accepted
+  // In range but without a record for every step before it.
+  CHECK_THAT(refused_field(with_step(s, run_steps), s.dir), Catch::Contains("step records"));
+  std::filesystem::remove_all(s.dir);
+}
+
+TEST_CASE("a checkpoint saved after the last step resumes to the same result without running a step") {
+  const auto dir = temp_dir();
+  auto cfg = adamw_config();
+  const run_result full = train(cfg);
+  cfg.checkpoint.save_path = (dir / "last.ckpt").string();
+  cfg.checkpoint.save_after_step = run_steps - 1;
+  (void)train(cfg);
+  auto resume = adamw_config();
+  resume.checkpoint.resume_path = cfg.checkpoint.save_path;
+  const run_result again = train(resume);
+  REQUIRE(again.steps.size() == full.steps.size());
+  for (std::size_t i = 0; i < full.steps.size(); ++i) CHECK(again.steps[i] == full.steps[i]);
+  CHECK(again.weights_hash == full.weights_hash);
+  CHECK(again.final_eval == full.final_eval);
+  CHECK(again.probe_logits == full.probe_logits);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a step history that does not match the steps run is refused by name") {
+  const saved_checkpoint s = save_good();
+  const auto& r0 = s.fields.records[0];
+  const auto& r1 = s.fields.records[1];
+  CHECK_THAT(refused_field(with(s, s.fields.history_count, std::uint64_t{2}), s.dir), Catch::Contains("step records"));
+  CHECK_THAT(refused_field(with(s, r1.step, std::int64_t{5}), s.dir), Catch::Contains("step record 1 step"));
+  CHECK_THAT(refused_field(with(s, r0.scale, std::numeric_limits<float>::quiet_NaN()), s.dir),
+             Catch::Contains("scale"));
+  CHECK_THAT(refused_field(with(s, r0.scale, 0.0f), s.dir), Catch::Contains("scale"));
+  CHECK_THAT(refused_field(with(s, r0.scale, -2.0f), s.dir), Catch::Contains("scale"));
+  CHECK(refused_field(with(s, r0.scale, 2.0f), s.dir).empty());  // another valid scale: accepted
+  CHECK_THAT(refused_field(with(s, r0.found_inf, std::uint8_t{2}), s.dir), Catch::Contains("found_inf"));
+  CHECK_THAT(refused_field(with(s, r0.skipped, std::uint8_t{1}), s.dir), Catch::Contains("skipped"));
+  CHECK_THAT(refused_field(with(s, r0.seconds, -1.0), s.dir), Catch::Contains("seconds"));
+  CHECK_THAT(refused_field(with(s, r0.counters, std::uint64_t{8}), s.dir), Catch::Contains("gradient counters"));
+  CHECK_THAT(refused_field(with(s, r0.first_name, 'L'), s.dir), Catch::Contains("counter name"));
+  const auto elements = get_at<std::uint64_t>(s.bytes, r0.first_elements);
+  CHECK_THAT(refused_field(with(s, r0.first_overflow, elements + 1), s.dir), Catch::Contains("counters of"));
+  CHECK(refused_field(with(s, r0.first_overflow, elements), s.dir).empty());
   std::filesystem::remove_all(s.dir);
 }
 
@@ -242,5 +334,16 @@ TEST_CASE("a resume with a changed optimizer hyper-parameter or clip or step cou
   CHECK(refused([](run_config& c) { c.optimizer.stochastic_write_back = true; }));
   CHECK(refused([](run_config& c) { c.clip_norm = 1.0; }));
   CHECK(refused([](run_config& c) { c.steps = run_steps + 4; }));
+  // Settings the fingerprint of version 1 left out.
+  CHECK(refused([](run_config& c) { c.loss_weight = 2.0; }));
+  CHECK(refused([](run_config& c) { c.rounding.mode = rounding::stochastic; }));
+  CHECK(refused([](run_config& c) { c.rounding.flush_subnormals = true; }));
+  CHECK(refused([](run_config& c) { c.data.cluster_spread = 0.5; }));
+  CHECK(refused([](run_config& c) { c.data.eval_samples = 100; }));
+  CHECK(refused([](run_config& c) { c.scaler.dynamic.growth_interval = 7; }));
+  CHECK(refused([](run_config& c) {
+    c.faults = {{.kind = fault_kind::gradient_nan, .steps = {4}, .target = "", .factor = 1.0}};
+  }));
+  CHECK_FALSE(refused([](run_config& c) { c.label = "renamed"; }));
   std::filesystem::remove_all(s.dir);
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "safeamp/sim/run_config.hpp"
 #include "safeamp/sim/run_result.hpp"
 
 namespace safeamp::sim {
@@ -39,6 +40,23 @@ struct manifest_setting {
   manifest_scope scope = manifest_scope::shared;
   friend bool operator==(const manifest_setting&, const manifest_setting&) = default;
 };
+
+/// Every setting of a run that changes its numbers, one field each with its scope and canonical text: the
+/// model's shape, the data, training.clip_norm and .loss_weight, every optimizer hyper-parameter, the
+/// rounding, the scaler and the faults. The one list both the manifest (manifest_for) and the checkpoint
+/// fingerprint (run_fingerprint) are built from. Seeds, steps, batch size and policy are not in it (the
+/// manifest keeps them as typed members); label, threads, checkpointing and record_layer_counts change no
+/// number and are left out. The transformer's corpus appears by path (manifest_for adds its size and bytes).
+[[nodiscard]] std::vector<manifest_setting> run_settings(const run_config& c);
+
+/// FNV-1a over run_settings(c) plus the seeds, steps, batch size, policy and whether master weights are
+/// kept: a checkpoint resumes only a run whose fingerprint it carries.
+[[nodiscard]] std::uint64_t run_fingerprint(const run_config& c);
+
+/// Canonical names used in run_settings (and in reports).
+[[nodiscard]] std::string rounding_name(rounding r);                              // "nearest_even", ..., "stochastic"
+[[nodiscard]] std::string scaler_setting(const scaler_choice& s);                 // "dynamic init_scale=65536 ..."
+[[nodiscard]] std::string faults_setting(const std::vector<fault_spec>& faults);  // "none" or "<kind> ..."
 
 /// What ran and where. The typed members are the ones the report shows; `settings` holds every other
 /// hyper-parameter, one field each. Each field's scope says where it refuses (manifest_scope).

@@ -99,6 +99,8 @@ struct fault_spec {
 struct checkpoint_options {
   std::string save_path;             // written (atomically) after step save_after_step; empty: never
   std::int64_t save_after_step = -1;
+  std::int64_t save_every = 0;       // with save_path: also after every save_every-th step and after the last
+                                     // step (each save replaces the previous one); 0: only save_after_step
   std::string resume_path;           // when set, the run starts from this checkpoint
   std::int64_t stop_after_steps = -1;  // stop early after this many steps (simulates an interruption); -1: run all
   friend bool operator==(const checkpoint_options&, const checkpoint_options&) = default;

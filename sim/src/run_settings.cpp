@@ -1,0 +1,156 @@
+// The settings of a run that change its numbers (see run_settings in reference.hpp): one list for the
+// manifest of a locked reference and for the fingerprint of a checkpoint.
+#include <string>
+#include <vector>
+
+#include "safeamp/policy/precision_policy.hpp"
+#include "safeamp/sim/reference.hpp"
+#include "safeamp/sim/report_files.hpp"
+
+namespace safeamp::sim {
+namespace {
+
+/// The fault kind as the scenario file spells it ("gradient_inf").
+std::string fault_setting_name(fault_kind k) {
+  switch (k) {
+    case fault_kind::gradient_inf:
+      return "gradient_inf";
+    case fault_kind::gradient_nan:
+      return "gradient_nan";
+    case fault_kind::loss_spike:
+      return "loss_spike";
+    case fault_kind::tiny_loss:
+      return "tiny_loss";
+    case fault_kind::input_nan:
+      return "input_nan";
+  }
+  return "?";
+}
+
+/// "0-39" for a run of consecutive steps, "3,7" otherwise (in the order given).
+std::string step_list(const std::vector<std::int64_t>& steps) {
+  std::string out;
+  for (std::size_t i = 0; i < steps.size();) {
+    std::size_t j = i;
+    while (j + 1 < steps.size() && steps[j + 1] == steps[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(steps[i]);
+    if (j > i) out.append("-").append(std::to_string(steps[j]));
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string rounding_name(rounding r) {
+  switch (r) {
+    case rounding::nearest_even:
+      return "nearest_even";
+    case rounding::toward_zero:
+      return "toward_zero";
+    case rounding::toward_pos_inf:
+      return "toward_pos_inf";
+    case rounding::toward_neg_inf:
+      return "toward_neg_inf";
+    case rounding::stochastic:
+      return "stochastic";
+  }
+  return "?";
+}
+
+std::string scaler_setting(const scaler_choice& sc) {
+  switch (sc.kind) {
+    case scaler_kind::none:
+      return "none";
+    case scaler_kind::static_scale:
+      return "static scale=" + manifest_number(sc.static_scale);
+    case scaler_kind::dynamic: {
+      const scaler_config& d = sc.dynamic;
+      return "dynamic init_scale=" + manifest_number(d.init_scale) +
+             " growth_factor=" + manifest_number(d.growth_factor) +
+             " backoff_factor=" + manifest_number(d.backoff_factor) +
+             " growth_interval=" + std::to_string(d.growth_interval) + " hysteresis=" + std::to_string(d.hysteresis) +
+             " min_scale=" + manifest_number(d.min_scale) + " max_scale=" + manifest_number(d.max_scale) +
+             " max_overflows_at_min=" + std::to_string(d.max_overflows_at_min);
+    }
+  }
+  return "?";
+}
+
+std::string faults_setting(const std::vector<fault_spec>& faults) {
+  if (faults.empty()) return "none";
+  std::string out;
+  for (const fault_spec& f : faults) {
+    if (!out.empty()) out += "; ";
+    out += fault_setting_name(f.kind) + " factor=" + manifest_number(f.factor) + " target='" + f.target +
+           "' steps=" + step_list(f.steps);
+  }
+  return out;
+}
+
+std::vector<manifest_setting> run_settings(const run_config& c) {
+  using enum manifest_scope;
+  std::vector<manifest_setting> v;
+  const auto set = [&v](std::string field, std::string value, manifest_scope scope = shared) {
+    v.push_back({std::move(field), std::move(value), scope});
+  };
+  const auto num = [](double x) { return manifest_number(x); };
+  const auto integer = [](std::int64_t x) { return std::to_string(x); };
+  // Model: the kind and every shape of that kind; then the data of that kind.
+  set("model.kind", to_string(c.model));
+  if (c.model == model_kind::transformer) {
+    const transformer_shape& t = c.transformer;
+    set("model.context", integer(t.context));
+    set("model.width", integer(t.width));
+    set("model.heads", integer(t.heads));
+    set("model.layers", integer(t.layers));
+    set("model.ffn_multiplier", integer(t.ffn_multiplier));
+    set("data.corpus_path", c.data.corpus_path);
+    set("data.eval_fraction", num(c.data.eval_fraction));
+  } else {
+    const mlp_shape& p = c.mlp;
+    set("model.input_dim", integer(p.input_dim));
+    set("model.hidden_dim", integer(p.hidden_dim));
+    set("model.hidden_layers", integer(p.hidden_layers));
+    set("model.classes", integer(p.classes));
+    set("model.activation", to_string(p.activation));
+    set("data.train_samples", integer(c.data.train_samples));
+    set("data.cluster_spread", num(c.data.cluster_spread));
+    set("data.input_scale", num(c.data.input_scale));
+  }
+  set("data.eval_samples", integer(c.data.eval_samples));
+  set("data.probe_rows", integer(c.data.probe_rows));
+  // Training and optimizer: every hyper-parameter, whether or not this optimizer kind reads it (a changed
+  // value the run ignores refuses too, which is cheaper than missing one it reads).
+  set("training.clip_norm", num(c.clip_norm));
+  set("training.loss_weight", num(c.loss_weight));
+  const optimizer_config& o = c.optimizer;
+  set("optimizer.kind", to_string(o.kind));
+  set("optimizer.learning_rate", num(o.learning_rate));
+  set("optimizer.momentum", num(o.momentum));
+  set("optimizer.beta1", num(o.beta1));
+  set("optimizer.beta2", num(o.beta2));
+  set("optimizer.epsilon", num(o.epsilon));
+  set("optimizer.weight_decay", num(o.weight_decay));
+  set("optimizer.stochastic_write_back", o.stochastic_write_back ? "true" : "false");
+  // The run's own numerics: a candidate sets its own, so these refuse only the reuse of a lock.
+  set("optimizer.master_weights", to_string(o.master_weights), reference_only);
+  set("rounding.mode", rounding_name(c.rounding.mode), reference_only);
+  set("rounding.overflow", c.rounding.on_overflow == overflow::saturate ? "saturate" : "to_infinity", reference_only);
+  set("rounding.flush_subnormals", c.rounding.flush_subnormals ? "true" : "false", reference_only);
+  set("reference.scaler", scaler_setting(c.scaler), reference_only);
+  set("reference.faults", faults_setting(c.faults), reference_only);
+  return v;
+}
+
+std::uint64_t run_fingerprint(const run_config& c) {
+  std::string text;
+  for (const manifest_setting& s : run_settings(c)) text.append(s.field).append("=").append(s.value).append("|");
+  text += "training.seed=" + std::to_string(c.seed) + "|data.seed=" + std::to_string(c.data.seed) +
+          "|training.steps=" + std::to_string(c.steps) + "|training.batch_size=" + std::to_string(c.batch_size) +
+          "|policy=" + to_string(c.policy) + "|master_weights_kept=" + (keeps_master_weights(c) ? "1" : "0");
+  return fnv1a64(text);
+}
+
+}  // namespace safeamp::sim
