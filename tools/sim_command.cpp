@@ -1,8 +1,12 @@
 // `safeamp sim`: runs a scenario (the embedded default, or --scenario file.json): locks (or reuses) the
 // fp32 reference, trains every candidate, applies the parity gate, names fallbacks, prints the summary and
 // writes report.html, summary.json, telemetry/*.jsonl, reference/, known_good.json and decisions.jsonl.
+// Every run checkpoints into checkpoints/ as it goes; --resume continues an interrupted invocation from them
+// (bit-identical results), and a finished invocation removes them.
 // Exit codes: 0 every verdict as the scenario expects, 1 some verdict is not, 2 bad input.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -12,8 +16,11 @@
 
 #include "command_registry.hpp"
 #include "safeamp/error.hpp"
+#include "safeamp/memory/bytes.hpp"
+#include "safeamp/sim/datasets.hpp"
 #include "safeamp/sim/parity.hpp"
 #include "safeamp/sim/parity_fallback.hpp"
+#include "safeamp/sim/preflight.hpp"
 #include "safeamp/sim/progress.hpp"
 #include "safeamp/sim/reference.hpp"
 #include "safeamp/sim/report.hpp"
@@ -34,8 +41,162 @@ struct sim_options {
   std::optional<double> dollars_per_hour;
   bool json = false;
   bool relock = false;
+  bool resume = false;
+  std::optional<std::int64_t> checkpoint_every;
+  std::string memory_budget;  // a size ("8GB", "512MiB"); empty: the machine's available memory
+  std::string time_budget = "24h";
   bool print_default = false;
 };
+
+// "90", "90s", "15m", "8h", "2d": seconds. Throws safeamp::error naming --time-budget otherwise.
+double parse_duration(const std::string& text) {
+  const char* accepted = "a duration: a number followed by s, m, h or d (e.g. 90s, 15m, 8h), greater than 0";
+  std::size_t used = 0;
+  double v = 0.0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw error("--time-budget", "'" + text + "'", accepted);
+  }
+  const std::string unit = text.substr(used);
+  double factor = 0.0;
+  if (unit.empty() || unit == "s") factor = 1.0;
+  if (unit == "m") factor = 60.0;
+  if (unit == "h") factor = 3600.0;
+  if (unit == "d") factor = 86400.0;
+  if (factor == 0.0 || !std::isfinite(v) || !(v > 0.0)) throw error("--time-budget", "'" + text + "'", accepted);
+  return v * factor;
+}
+
+std::string mib(double bytes) {
+  char buf[64];
+  if (bytes >= 1024.0 * 1024.0 * 1024.0) {
+    std::snprintf(buf, sizeof buf, "%.3g GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g MiB", bytes / (1024.0 * 1024.0));
+  }
+  return buf;
+}
+
+std::string duration_text(double seconds) {
+  char buf[64];
+  if (seconds < 120.0) {
+    std::snprintf(buf, sizeof buf, "%.2g s", seconds);
+  } else if (seconds < 7200.0) {
+    std::snprintf(buf, sizeof buf, "%.3g min", seconds / 60.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g h", seconds / 3600.0);
+  }
+  return buf;
+}
+
+// Before anything trains: every run's configuration is valid, every fault target names a parameter, and the
+// estimated memory and time fit the budgets; the estimate is printed and kept for the summary.
+preflight_record preflight(const sim_options& o, const std::vector<run_config>& runs, bool reference_reused) {
+  for (const run_config& c : runs) validate(c);
+  preflight_inputs in;
+  in.base_bytes = static_cast<double>(current_rss_bytes());
+  const run_config& ref = runs.front();
+  if (ref.model == model_kind::transformer) {
+    const corpus_data data(ref.transformer, ref.data);  // reads and checks the corpus
+    in.vocab = data.vocab_size();
+    std::error_code ec;
+    in.corpus_bytes = static_cast<std::int64_t>(fs::file_size(ref.data.corpus_path, ec));
+    in.eval_sequences = data.eval_set().samples;
+  }
+  for (const run_config& c : runs) check_fault_targets(c, in.vocab);
+
+  preflight_record r;
+  r.memory_budget_bytes = o.memory_budget.empty()
+                              ? static_cast<double>(available_memory_bytes())
+                              : static_cast<double>(parse_bytes(o.memory_budget, "--memory-budget"));
+  r.time_budget_seconds = parse_duration(o.time_budget);
+  in.flops_per_second = measure_training_rate();
+  r.training_flops_per_second = in.flops_per_second;
+  const preflight_estimate e = estimate_runs(runs, reference_reused, in);
+  r.estimated_peak_bytes = e.peak_bytes;
+  r.estimated_seconds = e.seconds;
+  std::fprintf(stderr,
+               "safeamp sim: preflight: %zu run(s) of %lld parameters, about %s of memory (budget %s) and %s "
+               "(budget %s)\n",
+               runs.size() - (reference_reused ? 1 : 0), static_cast<long long>(e.parameters),
+               mib(e.peak_bytes).c_str(), r.memory_budget_bytes > 0.0 ? mib(r.memory_budget_bytes).c_str() : "unknown",
+               duration_text(e.seconds).c_str(), duration_text(r.time_budget_seconds).c_str());
+  if (r.memory_budget_bytes > 0.0 && e.peak_bytes > r.memory_budget_bytes) {
+    const estimate_term& top = e.terms.front();
+    throw error("scenario memory",
+                "an estimated " + mib(e.peak_bytes) + ", most of it " + top.what + " (" + mib(top.bytes) + ")",
+                "at most the memory budget " + mib(r.memory_budget_bytes) +
+                    (o.memory_budget.empty() ? " (the machine's available memory)" : " (--memory-budget)") +
+                    ": reduce " + top.fields + ", or raise --memory-budget");
+  }
+  if (e.seconds > r.time_budget_seconds) {
+    throw error("scenario time",
+                "an estimated " + duration_text(e.seconds) + " (" + std::to_string(e.flops) +
+                    " floating-point operations at a measured " + std::to_string(in.flops_per_second / 1e9) +
+                    " GFLOP/s)",
+                "at most the time budget " + duration_text(r.time_budget_seconds) + " (--time-budget): reduce " +
+                    e.time_fields + ", or raise --time-budget");
+  }
+  return r;
+}
+
+// Checkpoints of the runs of one invocation: checkpoints/<slug of the run's label>.ckpt, saved every
+// `every` steps and after the last step; resumed from when --resume finds them.
+class run_checkpoints {
+ public:
+  run_checkpoints(fs::path dir, std::int64_t every, bool resume)
+      : dir_(std::move(dir)), every_(every), resume_(resume) {}
+
+  // Trains `cfg` with checkpointing, continuing from its checkpoint when resuming and one exists.
+  run_result train_run(run_config cfg) {
+    const fs::path file = dir_ / (file_slug(cfg.label) + ".ckpt");
+    std::error_code ec;
+    if (every_ > 0) {
+      cfg.checkpoint.save_path = file.string();
+      cfg.checkpoint.save_every = every_;
+    }
+    if (resume_ && fs::is_regular_file(file, ec)) {
+      cfg.checkpoint.resume_path = file.string();
+      ++resumed_;
+      std::fprintf(stderr, "safeamp sim: --resume: %s continues from %s\n", cfg.label.c_str(), file.string().c_str());
+    }
+    return train(cfg);
+  }
+
+  // Removes every checkpoint file of the folder (stale ones of an invocation not resumed, or all of them
+  // once this invocation has finished); returns how many.
+  std::size_t clear() const {
+    std::size_t removed = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.find(".ckpt") == std::string::npos) continue;  // <slug>.ckpt and its temporaries
+      std::error_code rm;
+      if (fs::remove(it->path(), rm)) ++removed;
+    }
+    return removed;
+  }
+
+  [[nodiscard]] int resumed() const noexcept { return resumed_; }
+
+ private:
+  fs::path dir_;
+  std::int64_t every_;
+  bool resume_;
+  int resumed_ = 0;
+};
+
+// --checkpoint-every, or by default about ten checkpoints per run.
+std::int64_t checkpoint_interval(const sim_options& o, const scenario& s) {
+  if (o.checkpoint_every) {
+    if (*o.checkpoint_every < 0) {
+      throw error("--checkpoint-every", std::to_string(*o.checkpoint_every), "a step count >= 1, or 0 for none");
+    }
+    return *o.checkpoint_every;
+  }
+  return std::max<std::int64_t>(1, (s.base.steps + 9) / 10);
+}
 
 std::string g(double v) {
   char buf[32];
@@ -87,20 +248,47 @@ int run_sim(const sim_options& o) {
     if (!(*o.dollars_per_hour >= 0.0)) throw error("--dollars-per-hour", g(*o.dollars_per_hour), "a number >= 0");
     s.dollars_per_hour = *o.dollars_per_hour;
   }
-  // Every check of the output folder and of the data happens before minutes of training.
+  // Every check of the configurations, the budgets, the output folder and the data happens before minutes
+  // of training.
   const fs::path out = o.out_dir;
+  const fs::path ref_file = out / "reference" / "reference.json";
+  const run_config ref_cfg = reference_config(s);
+  const std::int64_t every = checkpoint_interval(o, s);
+  std::vector<run_config> runs = {ref_cfg};
+  for (const candidate_spec& c : s.candidates) runs.push_back(candidate_config(s, c));
+  for (run_config& c : runs) {
+    if (every > 0) {  // as run_checkpoints will set it, so the estimate counts the checkpoints
+      c.checkpoint.save_path = "checkpoint";
+      c.checkpoint.save_every = every;
+    }
+  }
+  std::error_code exists_ec;
+  const preflight_record pre = preflight(o, runs, !o.relock && fs::exists(ref_file, exists_ec));
   prepare_output_folder(out);
   prepare_output_folder(out / "reference");
   prepare_output_folder(out / "telemetry");
-  const fs::path ref_file = out / "reference" / "reference.json";
-  const run_config ref_cfg = reference_config(s);
+  prepare_output_folder(out / "checkpoints");
+  // A killed writer's temporaries are removed when their file is written again; these folders may hold
+  // some whose file this run does not rewrite (a reused reference's telemetry), so sweep them all now.
+  for (const fs::path& dir : {out, out / "reference", out / "telemetry", out / "checkpoints"}) {
+    (void)remove_stale_temporaries_in(dir);
+  }
   const run_manifest ref_manifest = manifest_for(s, ref_cfg);
   const std::optional<known_good_record> last_good = read_known_good(out / "known_good.json");
+  run_checkpoints checkpoints(out / "checkpoints", every, o.resume);
+  if (!o.resume) {
+    if (const std::size_t stale = checkpoints.clear(); stale > 0) {
+      std::fprintf(stderr,
+                   "safeamp sim: removed %zu checkpoint file(s) of an interrupted run (--resume continues one)\n",
+                   stale);
+    }
+  }
 
   sim_summary summary;
   summary.scenario = s.name;
   summary.description = s.description;
   summary.dollars_per_hour = s.dollars_per_hour;
+  summary.preflight = pre;
 
   progress_bar bar(static_cast<std::int64_t>(s.candidates.size()) + 1, stderr, stream_is_terminal(stderr));
   std::error_code ec;
@@ -115,7 +303,7 @@ int run_sim(const sim_options& o) {
     summary.reference_reused = true;
   } else {
     bar.update(0, ref_cfg.label);
-    const run_result ref_run = train(ref_cfg);
+    const run_result ref_run = checkpoints.train_run(ref_cfg);
     summary.reference = lock_reference(ref_run, ref_manifest);
     // --relock never deletes a reference: only now that the new one is trained and checked, the old file is
     // kept beside it under its id and lock time, then reference.json is replaced atomically.
@@ -138,7 +326,7 @@ int run_sim(const sim_options& o) {
     k.scaler = scaler_text(c.scaler);
     k.faults = faults_text(c.faults);
     k.expect = c.expect;
-    k.run = train(cfg);
+    k.run = checkpoints.train_run(cfg);
     run_manifest m = manifest_for(s, cfg);
     m.probe_rows = k.run.probe_rows;
     m.probe_cols = k.run.probe_cols;
@@ -173,6 +361,14 @@ int run_sim(const sim_options& o) {
   const std::string json_text = render_summary_json(summary);
   write_file_atomically(out / "summary.json", json_text);
   write_file_atomically(out / "report.html", render_html_report(summary));
+  // Everything is written: the checkpoints of this invocation have served their purpose (and their folder,
+  // when nothing else is in it).
+  (void)checkpoints.clear();
+  std::error_code rm_ec;
+  fs::remove(out / "checkpoints", rm_ec);
+  if (o.resume && checkpoints.resumed() == 0) {
+    std::fputs("safeamp sim: --resume: no checkpoint was found, every run started from its first step\n", stderr);
+  }
   const std::string files = "wrote " + (out / "report.html").string() + ", " + (out / "summary.json").string() +
                             ", " + (out / "telemetry").string() + "/*.jsonl, " + ref_file.string() + ", " +
                             (out / "decisions.jsonl").string() + "\n";
@@ -202,6 +398,17 @@ const register_command reg{tool_command{
       cmd->add_flag("--relock", o->relock,
                     "record a new reference even when the output folder holds one; the old reference.json is "
                     "kept beside it as reference/reference-<id>-<locked time>.json");
+      cmd->add_flag("--resume", o->resume,
+                    "continue an interrupted invocation with the same scenario and --out: runs with a checkpoint in "
+                    "<out>/checkpoints continue from it, bit-identically to an uninterrupted run");
+      cmd->add_option("--checkpoint-every", o->checkpoint_every,
+                      "steps between the checkpoints of each run (default: about ten per run; 0: none)");
+      cmd->add_option("--memory-budget", o->memory_budget,
+                      "refuse a scenario whose estimated peak memory exceeds this size (e.g. 8GB, 512MiB; default: "
+                      "the machine's available memory)");
+      cmd->add_option("--time-budget", o->time_budget,
+                      "refuse a scenario whose estimated training time exceeds this (e.g. 90s, 15m, 8h)")
+          ->capture_default_str();
       cmd->add_flag("--print-default-scenario", o->print_default, "print the embedded default scenario and exit");
       cmd->callback([o, &exit_code] { exit_code = run_sim(*o); });
     }}};

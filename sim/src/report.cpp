@@ -268,6 +268,12 @@ std::string render_summary_json(const sim_summary& s) {
                  {"samples_per_second", r.samples_per_second}}},
                {"candidates", cands},
                {"peak_rss_bytes", s.peak_rss_bytes},
+               {"preflight",
+                {{"estimated_peak_bytes", s.preflight.estimated_peak_bytes},
+                 {"estimated_seconds", s.preflight.estimated_seconds},
+                 {"memory_budget_bytes", s.preflight.memory_budget_bytes},
+                 {"time_budget_seconds", s.preflight.time_budget_seconds},
+                 {"training_flops_per_second", s.preflight.training_flops_per_second}}},
                {"dollars_per_hour", s.dollars_per_hour},
                {"total_wall_seconds", s.total_wall_seconds},
                {"exit_code", s.exit_code}};

@@ -66,6 +66,24 @@ std::size_t remove_stale_temporaries(const fs::path& path) noexcept {
   return removed;
 }
 
+std::size_t remove_stale_temporaries_in(const fs::path& dir) noexcept {
+  std::size_t removed = 0;
+  try {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      const std::size_t at = name.rfind(".tmp-");
+      if (at == std::string::npos || at == 0) continue;
+      const long long pid = temporary_owner(name, std::string_view(name).substr(0, at));
+      if (pid < 0 || pid == static_cast<long long>(::getpid()) || !process_is_gone(pid)) continue;
+      std::error_code rm;
+      if (it->is_regular_file(rm) && fs::remove(it->path(), rm)) ++removed;
+    }
+  } catch (...) {  // cleaning up litter must never fail a run
+  }
+  return removed;
+}
+
 void write_file_atomically(const fs::path& path, std::string_view content, std::string_view field) {
   remove_stale_temporaries(path);
   safeamp::write_file_atomically(path.string(), content, field);

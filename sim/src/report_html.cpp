@@ -223,8 +223,14 @@ std::string section_cost(const sim_summary& s) {
   row(s.reference.label + (s.reference_reused ? " (at lock time)" : ""), s.reference.wall_seconds,
       s.reference.samples_per_second);
   for (const candidate_outcome& k : s.candidates) row(k.name, k.run.wall_seconds, k.run.samples_per_second);
-  out += "</table>\n<p>Peak resident memory of the process: " + fmt("%.1f", static_cast<double>(s.peak_rss_bytes) / 1048576.0) +
-         " MiB. Total wall time " + fmt("%.1f", s.total_wall_seconds) + " s.</p>\n";
+  out += "</table>\n<p>Peak resident memory of the process: " +
+         fmt("%.1f", static_cast<double>(s.peak_rss_bytes) / 1048576.0) + " MiB. Total wall time " +
+         fmt("%.1f", s.total_wall_seconds) + " s.";
+  if (s.preflight.estimated_peak_bytes > 0.0) {
+    out += " Estimated before training (preflight): " + fmt("%.1f", s.preflight.estimated_peak_bytes / 1048576.0) +
+           " MiB and " + fmt("%.1f", s.preflight.estimated_seconds) + " s.";
+  }
+  out += "</p>\n";
   out += "<p>Method: samples/s is training samples (sequences or examples) of a run divided by that run's wall "
          "time on a steady clock, measured by the simulator around the whole run (data, forward, backward, "
          "emulated casts, optimizer). Peak memory is VmHWM from /proc/self/status at the end of the process "

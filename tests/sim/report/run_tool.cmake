@@ -1,7 +1,8 @@
 cmake_minimum_required(VERSION 3.20)
 # Runs `safeamp sim` for a CTest case and checks its exit code, its output and the files it leaves.
 #   TOOL, ARGS (separated by |), OUT (fresh output folder, passed as --out unless ARGS has one), EXPECT_RC, EXPECT_REGEX,
-#   NO_REFERENCE=1 (no reference may exist afterwards), CHECK_FILES=1 (report, summary, telemetry exist),
+#   NO_REFERENCE=1 (no reference may exist afterwards), CHECK_FILES=1 (report, summary, telemetry exist, no
+#   checkpoint is left, the preflight estimate is at least the measured peak memory unless SANITIZED is set),
 #   RESEED=1 (rerun with --seed 12345 into the same folder: must exit 2 naming 'seed', reference unchanged),
 #   CHANGED=<scenario file> with CHANGED_REGEX: after the run, rerun with CHANGED into the same folder (must exit 2
 #   with output matching CHANGED_REGEX, reference unchanged), then with CHANGED and --relock (must exit 0 or 1, the
@@ -34,6 +35,21 @@ if(CHECK_FILES OR RESEED)
   list(LENGTH telemetry n)
   if(n LESS 2)
     message(FATAL_ERROR "expected telemetry files, found ${n}")
+  endif()
+endif()
+# A finished run leaves no checkpoint, and its preflight estimate bounds its measured peak memory.
+if(CHECK_FILES OR RESEED)
+  file(GLOB left "${OUT}/checkpoints/*")
+  if(left)
+    message(FATAL_ERROR "a finished run left checkpoints: ${left}")
+  endif()
+  file(READ "${OUT}/summary.json" summary)
+  string(JSON estimated GET "${summary}" preflight estimated_peak_bytes)
+  string(JSON measured GET "${summary}" peak_rss_bytes)
+  message("preflight: estimated peak ${estimated} bytes, measured ${measured}")
+  # A sanitizer build's resident memory (shadow memory, quarantine) is not what the estimate models.
+  if(NOT SANITIZED AND (estimated LESS measured OR estimated EQUAL 0))
+    message(FATAL_ERROR "the preflight estimated ${estimated} bytes, below the measured peak ${measured}")
   endif()
 endif()
 if(RESEED)

@@ -29,6 +29,15 @@ struct candidate_outcome {
   std::string telemetry_file;  // relative to the output folder
 };
 
+/// What the preflight estimated before training (0: no estimate was made), and the budgets it checked.
+struct preflight_record {
+  double estimated_peak_bytes = 0.0;
+  double estimated_seconds = 0.0;
+  double memory_budget_bytes = 0.0;
+  double time_budget_seconds = 0.0;
+  double training_flops_per_second = 0.0;  // the measured rate the time estimate used
+};
+
 struct sim_summary {
   std::string scenario;
   std::string description;
@@ -38,6 +47,7 @@ struct sim_summary {
   std::vector<candidate_outcome> candidates;
   double dollars_per_hour = 0.0;
   std::uint64_t peak_rss_bytes = 0;                    // VmHWM of this process
+  preflight_record preflight;
   double total_wall_seconds = 0.0;
   int exit_code = 0;
 };

@@ -27,6 +27,11 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
 /// returns how many were removed. Other files, and temporaries of live processes, are never touched.
 std::size_t remove_stale_temporaries(const std::filesystem::path& path) noexcept;
 
+/// Removes every stale temporary in folder `dir` (`<name>.tmp-<pid>` or `<name>.tmp-<pid>-<n>` whose <pid> no
+/// longer runs on this machine), whatever file it was meant to replace: the litter of a killed writer whose
+/// target is not rewritten later. Returns how many were removed; never throws.
+std::size_t remove_stale_temporaries_in(const std::filesystem::path& dir) noexcept;
+
 /// The whole file as bytes, for outside input. Accepts a regular file (or a link to one) of at most
 /// `max_bytes`; a directory, FIFO, socket or device (/dev/zero) is refused before any byte is read, and
 /// reading stops at the cap, so a growing file cannot exhaust memory. Throws safeamp::error naming `field`,

@@ -1,0 +1,275 @@
+// Preflight estimates of memory and time (see preflight.hpp). The memory model counts what the engine
+// holds, per row of a batch: every layer caches its input for the backward pass (linear, activation, layer
+// norm, attention with its probabilities), the GEMM rounds copies of its operands, the loss keeps logits,
+// probabilities and their gradient. Per run it adds parameters, gradients, optimizer moments and master
+// weights, the step records every run keeps until the report is written, and a checkpoint's serialised
+// copy. The sum is multiplied by a margin (1.5) for allocator overhead and temporaries not itemised, so
+// that it bounds the measured peak from above (checked against the peak RSS of real scenarios in tests).
+#include "safeamp/sim/preflight.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "safeamp/error.hpp"
+#include "safeamp/policy/policy_presets.hpp"
+#include "safeamp/sim/run_result.hpp"
+#include "safeamp/sim/trainer.hpp"
+
+namespace safeamp::sim {
+namespace {
+
+constexpr double float_bytes = 4.0;
+constexpr double margin = 1.5;  // allocator overhead and temporaries not itemised
+
+double d(std::int64_t v) { return static_cast<double>(v); }
+
+// Floats cached or allocated per row (MLP sample, transformer token) by one forward and backward pass.
+double floats_per_row(const run_config& c, std::int64_t vocab) {
+  if (c.model == model_kind::mlp) {
+    const mlp_shape& m = c.mlp;
+    const double widest = std::max({d(m.input_dim), d(m.hidden_dim), d(m.classes)});
+    // linear inputs and the input batch, activation inputs and outputs, logits/probabilities/gradient,
+    // the GEMM's rounded operand copy and the backward's two input-gradient buffers.
+    return 2.0 * d(m.input_dim) + 4.0 * d(m.hidden_layers) * d(m.hidden_dim) + 4.0 * d(m.classes) + 4.0 * widest;
+  }
+  const transformer_shape& t = c.transformer;
+  const double w = d(t.width), f = d(t.ffn_multiplier) * w, v = d(vocab);
+  // Per layer: LN inputs and normalised values, QKV output and the attention's copies of Q, K, V, its
+  // scores and probabilities (heads x context per token), projection and MLP inputs and outputs.
+  const double layer = 13.0 * w + 4.0 * f + 2.0 * d(t.heads) * d(t.context);
+  const double widest = std::max({3.0 * w, f, v});
+  return d(t.layers) * layer + 4.0 * w + 3.0 * v + 2.0 * widest;
+}
+
+// Rows of one training batch and of the held-out pass.
+double train_rows(const run_config& c) {
+  return c.model == model_kind::mlp ? d(c.batch_size) : d(c.batch_size) * d(c.transformer.context);
+}
+double held_out_rows(const run_config& c, const preflight_inputs& in) {
+  return c.model == model_kind::mlp ? d(c.data.eval_samples) : d(in.eval_sequences) * d(c.transformer.context);
+}
+
+// Multiply-adds x 2 of one training step (forward 2, backward 4 per weight and row) and of one forward pass
+// over `rows` rows (2 per weight and row), attention's two context x context products included.
+struct step_flops {
+  double train = 0.0;
+  double forward_per_row = 0.0;
+};
+
+// An element a layer writes costs the emulated rounding of its value besides the arithmetic: counted as
+// this many floating-point operations (the transformer, with its layer norms, softmax and attention
+// probabilities, writes many more elements per GEMM operation than the MLP the rate is measured on).
+constexpr double element_cost_flops = 20.0;
+
+step_flops flops_of(const run_config& c, std::int64_t vocab) {
+  const std::vector<parameter_shape> shapes = parameter_shapes(c, vocab);
+  double weights = 0.0;  // GEMM weights (matrices with more than one row; embeddings are lookups)
+  for (const parameter_shape& p : shapes) {
+    if (p.rows > 1 && p.name.find("embed.") != 0) weights += d(p.rows) * d(p.cols);
+  }
+  step_flops f;
+  f.forward_per_row = 2.0 * weights + element_cost_flops * floats_per_row(c, vocab);
+  if (c.model == model_kind::transformer) {
+    const transformer_shape& t = c.transformer;
+    f.forward_per_row += d(t.layers) * 4.0 * d(t.context) * d(t.width);  // QK^T and PV per token
+  }
+  f.train = 3.0 * f.forward_per_row * train_rows(c);
+  return f;
+}
+
+std::string model_fields(const run_config& c) {
+  return c.model == model_kind::mlp ? "model.hidden_dim, model.hidden_layers, model.input_dim, model.classes"
+                                    : "model.width, model.layers, model.ffn_multiplier, the corpus's vocabulary";
+}
+
+std::string row_fields(const run_config& c) {
+  return c.model == model_kind::mlp ? "model.hidden_dim, model.hidden_layers"
+                                    : "model.width, model.layers, model.context, model.heads";
+}
+
+}  // namespace
+
+std::vector<parameter_shape> parameter_shapes(const run_config& c, std::int64_t vocab) {
+  std::vector<parameter_shape> out;
+  const auto linear = [&out](const std::string& name, std::int64_t in, std::int64_t n) {
+    out.push_back({name + ".weight", in, n});
+    out.push_back({name + ".bias", 1, n});
+  };
+  const auto norm = [&out](const std::string& name, std::int64_t width) {
+    out.push_back({name + ".gain", 1, width});
+    out.push_back({name + ".bias", 1, width});
+  };
+  if (c.model == model_kind::mlp) {
+    const mlp_shape& m = c.mlp;
+    std::int64_t in = m.input_dim;
+    for (std::int64_t i = 0; i < m.hidden_layers; ++i) {
+      linear("fc" + std::to_string(i), in, m.hidden_dim);
+      in = m.hidden_dim;
+    }
+    linear("head", in, m.classes);
+    return out;
+  }
+  const transformer_shape& t = c.transformer;
+  const std::int64_t w = t.width;
+  out.push_back({"embed.tokens", vocab, w});
+  out.push_back({"embed.positions", t.context, w});
+  for (std::int64_t l = 0; l < t.layers; ++l) {
+    const std::string p = "block" + std::to_string(l) + ".";
+    norm(p + "ln1", w);
+    linear(p + "qkv", w, 3 * w);
+    linear(p + "proj", w, w);
+    norm(p + "ln2", w);
+    linear(p + "fc1", w, t.ffn_multiplier * w);
+    linear(p + "fc2", t.ffn_multiplier * w, w);
+  }
+  norm("final_ln", w);
+  linear("head", w, vocab);
+  return out;
+}
+
+void check_fault_targets(const run_config& c, std::int64_t vocab) {
+  const std::vector<parameter_shape> shapes = parameter_shapes(c, vocab);
+  for (const fault_spec& f : c.faults) {
+    if (f.target.empty()) continue;
+    if (std::any_of(shapes.begin(), shapes.end(), [&f](const parameter_shape& p) { return p.name == f.target; })) {
+      continue;
+    }
+    std::string names;
+    for (const parameter_shape& p : shapes) names += (names.empty() ? "" : ", ") + p.name;
+    const std::string shown = f.target.size() <= 64 ? f.target : f.target.substr(0, 64) + "...";
+    throw error("candidate '" + c.label + "' fault target", "'" + shown + "'", "a parameter of the model: " + names);
+  }
+}
+
+preflight_estimate estimate_runs(const std::vector<run_config>& runs, bool reference_reused,
+                                 const preflight_inputs& in) {
+  preflight_estimate e;
+  if (runs.empty()) return e;
+  double largest_run = 0.0;
+  std::vector<estimate_term> largest_terms;
+  double kept = 0.0;  // what every finished run leaves until the report is written
+  double kept_records = 0.0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const run_config& c = runs[i];
+    const std::vector<parameter_shape> shapes = parameter_shapes(c, in.vocab);
+    double elements = 0.0;
+    for (const parameter_shape& p : shapes) elements += d(p.rows) * d(p.cols);
+    e.parameters = static_cast<std::int64_t>(std::min(elements, 9.0e18));
+    const double moments = c.optimizer.kind == optimizer_kind::adamw ? 2.0 : 1.0;
+    const double tensors = 2.0 + moments + (keeps_master_weights(c) ? 1.0 : 0.0);  // value, gradient, ...
+    const double states = elements * float_bytes * tensors;
+    const double row = floats_per_row(c, in.vocab) * float_bytes;
+    const double train = row * train_rows(c);
+    const double eval = row * held_out_rows(c, in);
+    // Step records (kept for the report) and, per checkpoint, a copy of them and of the tensors serialised.
+    const double counters = d(static_cast<std::int64_t>(shapes.size()) + 1);
+    const double record = d(sizeof(step_record)) + counters * (d(sizeof(layer_counts)) + 32.0);
+    const double records = d(c.steps) * record;
+    const double telemetry_text = d(c.steps) * (200.0 + counters * 100.0);
+    const bool checkpoints = !c.checkpoint.save_path.empty();
+    const double checkpoint_records = checkpoints ? 2.0 * records : 0.0;  // the history copied and serialised
+    const double data = c.model == model_kind::transformer ? 5.0 * d(in.corpus_bytes) : 0.0;
+    const double report = 2.0 * 1048576.0 + d(c.steps) * 200.0;  // summary, report and its charts
+    std::vector<estimate_term> terms = {
+        {"parameters, gradients and optimizer state (" + std::to_string(e.parameters) + " parameters)", model_fields(c),
+         states},
+        {"activations of a training batch", "training.batch_size, " + row_fields(c), train},
+        {"activations of the held-out pass", "data.eval_samples, " + row_fields(c), eval},
+        {"step records, telemetry and the report", "training.steps",
+         records + telemetry_text + checkpoint_records + report},
+    };
+    if (checkpoints) {
+      terms.push_back({"a checkpoint's serialised copy of the parameters and optimizer state",
+                       model_fields(c) + " (or --checkpoint-every 0)", states});
+    }
+    if (data > 0.0) terms.push_back({"corpus and its token ids", "data.corpus_path", data});
+    double run_bytes = 0.0;
+    for (const estimate_term& t : terms) run_bytes += t.bytes;
+    // The training batch and the held-out pass never coexist: count only the larger.
+    run_bytes -= std::min(train, eval);
+    if (run_bytes > largest_run) {
+      largest_run = run_bytes;
+      largest_terms = terms;
+    }
+    const double eval_predictions = held_out_rows(c, in) * 9.0;  // loss, correct, slice per prediction
+    const double probe = d(c.data.probe_rows) * 1024.0 * float_bytes;
+    kept += records + eval_predictions + probe;
+    kept_records += records;
+
+    const step_flops f = flops_of(c, in.vocab);
+    const double run_flops = d(c.steps) * f.train + f.forward_per_row * (held_out_rows(c, in) + d(c.data.probe_rows));
+    if (!(i == 0 && reference_reused)) e.flops += run_flops;
+  }
+  e.peak_bytes = in.base_bytes + margin * (largest_run + kept);
+  largest_terms.push_back({"step records kept for the report (every run)", "training.steps", kept_records});
+  std::stable_sort(largest_terms.begin(), largest_terms.end(),
+                   [](const estimate_term& a, const estimate_term& b) { return a.bytes > b.bytes; });
+  e.terms = std::move(largest_terms);
+  const int threads = std::max(1, runs.front().threads);
+  const double cores = std::max(1.0, d(static_cast<std::int64_t>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)))));
+  const double parallel = std::min(d(threads), cores);
+  e.seconds = e.flops / (std::max(in.flops_per_second, 1.0) * parallel);
+  e.time_fields = "training.steps, training.batch_size, " + model_fields(runs.front()) + ", the number of candidates";
+  return e;
+}
+
+double measure_training_rate() {
+  run_config c;
+  c.label = "preflight calibration";
+  c.model = model_kind::mlp;
+  c.mlp = mlp_shape{
+      .input_dim = 32, .hidden_dim = 128, .hidden_layers = 2, .classes = 8, .activation = activation_kind::gelu};
+  c.data.train_samples = 512;
+  c.data.eval_samples = 64;
+  c.data.probe_rows = 4;
+  c.policy = presets::fp16_mixed;
+  c.steps = 8;
+  c.batch_size = 128;
+  c.threads = 1;
+  const step_flops f = flops_of(c, 0);
+  const double flops = d(c.steps) * f.train + f.forward_per_row * d(c.data.eval_samples + c.data.probe_rows);
+  double best = 0.0;
+  for (int i = 0; i < 2; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)train(c);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 0.0) best = std::max(best, flops / s);
+  }
+  return best > 0.0 ? best : 1e9;
+}
+
+namespace {
+
+// The number of kB of a "<key>:   <n> kB" line of a /proc file; 0 when absent.
+std::uint64_t proc_kb(const char* file, const char* key) noexcept {
+  try {
+    std::ifstream in(file);
+    std::string line;
+    const std::size_t n = std::strlen(key);
+    while (std::getline(in, line)) {
+      if (line.compare(0, n, key) == 0) return std::stoull(line.substr(n)) * 1024ull;
+    }
+  } catch (...) {
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::uint64_t available_memory_bytes() noexcept {
+  if (const std::uint64_t b = proc_kb("/proc/meminfo", "MemAvailable:"); b > 0) return b;
+  const long pages = ::sysconf(_SC_AVPHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
+}
+
+std::uint64_t current_rss_bytes() noexcept { return proc_kb("/proc/self/status", "VmRSS:"); }
+
+}  // namespace safeamp::sim
