@@ -15,6 +15,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/scaling/grad_clip.hpp"
 #include "safeamp/scaling/scale_rules.hpp"
+#include "safeamp/scaling/scaler_block.hpp"
 #include "safeamp/scaling/scaler_checkpoint.hpp"
 #include "safeamp/scaling/step_report.hpp"
 #include "safeamp/scaling/unscale.hpp"
@@ -25,8 +26,34 @@ namespace safeamp {
 /// recorded), stepped (step() ran; only update() is allowed next).
 enum class scaler_stage : std::uint8_t { ready, unscaled, stepped };
 
+namespace detail {
+/// The error max_overflows_at_min = k raises after `overflows` consecutive overflows at min_scale.
+[[nodiscard]] inline error floor_error(std::int32_t overflows, float min_scale, std::int32_t k) {
+  return error("loss_scaler: " + std::to_string(overflows) +
+               " consecutive overflows with the scale already at min_scale (" + number_text(min_scale) +
+               "); gradients are not finite even unscaled. max_overflows_at_min is " + std::to_string(k) +
+               " (0 disables this error)");
+}
+/// The memory a new scaler starts with: the dynamic rule's state, empty flags and counters.
 template <class Rule>
-class basic_loss_scaler {
+[[nodiscard]] scaler_block make_block(const Rule& rule) noexcept {
+  scaler_block b{};
+  if constexpr (requires { rule.state; }) b.state = rule.state;
+  return b;
+}
+}  // namespace detail
+
+/// Where a scaler keeps its memory (scaler_block) and its gradients: host_memory runs every pass inline on
+/// std::span<float> buffers. A device memory space (safeamp::cuda::device_memory) is another argument of the
+/// same template, specialised in deferred_loss_scaler.hpp.
+struct host_memory {};
+
+template <class Rule, class Memory = host_memory>
+class basic_loss_scaler;
+
+/// The host scaler: every pass runs inline, update() throws at once on max_overflows_at_min.
+template <class Rule>
+class basic_loss_scaler<Rule, host_memory> {
  public:
   basic_loss_scaler() = default;
   explicit basic_loss_scaler(Rule rule) : rule_(std::move(rule)) {}
@@ -53,8 +80,7 @@ class basic_loss_scaler {
     }
     const bool bad = unscale_and_check(grads, inverse_scale(rule_.scale()));
     unscaled_.push_back({grads.data(), grads.size()});
-    found_inf_ = found_inf_ || bad;
-    gradient_inf_ = gradient_inf_ || bad;
+    if (bad) block_.found_inf = block_.gradient_inf = 1;
     stage_ = scaler_stage::unscaled;
     return bad;
   }
@@ -64,8 +90,7 @@ class basic_loss_scaler {
     if (stage_ == scaler_stage::stepped) {
       throw error("loss_scaler: record_found_inf() called after step() in the same step; call update() first");
     }
-    found_inf_ = found_inf_ || found_inf;
-    gradient_inf_ = gradient_inf_ || found_inf;
+    if (found_inf) block_.found_inf = block_.gradient_inf = 1;
     stage_ = scaler_stage::unscaled;
   }
 
@@ -84,12 +109,9 @@ class basic_loss_scaler {
       }
     }
     const clip_result r = safeamp::clip_grad_norm(buffers, max_norm);
-    norm_before_ = r.norm_before;
-    norm_after_ = r.norm_after;
-    if (!r.finite) {
-      found_inf_ = true;
-      norm_non_finite_ = true;
-    }
+    block_.norm_before = r.norm_before;
+    block_.norm_after = r.norm_after;
+    if (!r.finite) block_.found_inf = block_.norm_non_finite = 1;
     return r;
   }
   clip_result clip_grad_norm(std::span<float> buffer, double max_norm) {
@@ -107,9 +129,9 @@ class basic_loss_scaler {
           "loss_scaler: step() with no inf check recorded in this step; call unscale(grads) for every "
           "gradient buffer (or record_found_inf) first");
     }
-    if (!found_inf_) std::forward<Apply>(apply)();
+    if (!found_inf()) std::forward<Apply>(apply)();
     stage_ = scaler_stage::stepped;
-    return make_report(rule_.preview(found_inf_), true);
+    return make_step_report(block_, rule_.scale(), rule_.preview(found_inf()), true);
   }
 
   /// Advances the scale (the transition) and the counters, and starts the next step.
@@ -121,30 +143,29 @@ class basic_loss_scaler {
           "loss_scaler: update() with no inf check recorded since the last update(); call unscale(grads) "
           "and step(apply) first");
     }
-    const scale_transition t = rule_.preview(found_inf_);
-    last_ = make_report(t, stage_ == scaler_stage::stepped);
+    const scale_transition t = rule_.preview(found_inf());
+    std::int32_t k = 0;
+    if constexpr (requires { rule_.config.max_overflows_at_min; }) k = rule_.config.max_overflows_at_min;
+    finish_step(block_, rule_.scale(), t, stage_ == scaler_stage::stepped, k);
     rule_.commit(t);
-    count(last_, t);
+    if constexpr (requires { rule_.state; }) block_.state = rule_.state;
     reset_step();
-    if constexpr (requires { rule_.config.max_overflows_at_min; }) {
-      const std::int32_t k = rule_.config.max_overflows_at_min;
-      if (k > 0 && t.next.overflows_at_min >= k) {
-        throw error("loss_scaler: " + std::to_string(t.next.overflows_at_min) +
-                    " consecutive overflows with the scale already at min_scale (" +
-                    detail::number_text(rule_.config.min_scale) +
-                    "); gradients are not finite even unscaled. max_overflows_at_min is " + std::to_string(k) +
-                    " (0 disables this error)");
+    if constexpr (requires { rule_.config.min_scale; }) {
+      if (k > 0 && block_.floor_error_step == block_.last.step) {
+        throw detail::floor_error(block_.last.overflows_at_min, rule_.config.min_scale, k);
       }
     }
-    return last_;
+    return block_.last;
   }
 
-  [[nodiscard]] const step_report& last_report() const noexcept { return last_; }
-  [[nodiscard]] const scaler_stats& stats() const noexcept { return stats_; }
+  [[nodiscard]] const step_report& last_report() const noexcept { return block_.last; }
+  [[nodiscard]] const scaler_stats& stats() const noexcept { return block_.stats; }
+  /// The scaler's memory: state, this step's flags and norms, last report, counters.
+  [[nodiscard]] const scaler_block& block() const noexcept { return block_; }
   [[nodiscard]] const Rule& rule() const noexcept { return rule_; }
   [[nodiscard]] scaler_stage stage() const noexcept { return stage_; }
   /// Overflow recorded so far in this step.
-  [[nodiscard]] bool found_inf() const noexcept { return found_inf_; }
+  [[nodiscard]] bool found_inf() const noexcept { return block_.found_inf != 0; }
 
   // ---- checkpoints (dynamic rule only) ----------------------------------------------------------------
   /// Every config and state field and the counters. Only between steps (after update()).
@@ -152,7 +173,7 @@ class basic_loss_scaler {
     if (stage_ != scaler_stage::ready)
       throw error("loss_scaler: checkpoint() in the middle of a step; call update() first");
     return scaler_checkpoint{
-        .version = scaler_checkpoint_version, .config = rule_.config, .state = rule_.state, .stats = stats_};
+        .version = scaler_checkpoint_version, .config = rule_.config, .state = rule_.state, .stats = block_.stats};
   }
   /// Restores a checkpoint (validated first; on any error the scaler keeps its previous state).
   void restore(const scaler_checkpoint& c) requires std::same_as<Rule, dynamic_scale_rule> {
@@ -161,7 +182,9 @@ class basic_loss_scaler {
     validate(c);
     rule_.config = c.config;
     rule_.state = c.state;
-    stats_ = c.stats;
+    block_ = scaler_block{};  // no step in flight, no floor error from before the restore
+    block_.state = c.state;
+    block_.stats = c.stats;
   }
   [[nodiscard]] std::string save_json() const requires std::same_as<Rule, dynamic_scale_rule> {
     return to_json(checkpoint());
@@ -192,80 +215,14 @@ class basic_loss_scaler {
     }
     return false;
   }
-  /// The norm overflowed while every gradient check was finite (the only case reported as non_finite_norm).
-  [[nodiscard]] bool norm_only_overflow() const noexcept { return norm_non_finite_ && !gradient_inf_; }
-  [[nodiscard]] step_report make_report(const scale_transition& t, bool stepped) const noexcept {
-    step_report r;
-    r.step = stats_.steps;
-    r.applied = stepped && !found_inf_;
-    r.found_inf = found_inf_;
-    r.reason = !found_inf_            ? (stepped ? skip_reason::none : skip_reason::not_stepped)
-               : norm_only_overflow() ? skip_reason::non_finite_norm
-                                      : skip_reason::found_inf;
-    r.scale_before = rule_.scale();
-    r.scale_after = t.next.scale;
-    r.growth_tracker = t.next.growth_tracker;
-    r.hysteresis_tracker = t.next.hysteresis_tracker;
-    r.overflows_at_min = t.next.overflows_at_min;
-    r.event = t.event;
-    r.grad_norm_before_clip = norm_before_;
-    r.grad_norm_after_clip = norm_after_;
-    return r;
-  }
-  void count(const step_report& r, const scale_transition& t) noexcept {
-    ++stats_.steps;
-    if (r.applied) {
-      ++stats_.applied_steps;
-      stats_.consecutive_skips = 0;
-    } else {
-      ++stats_.skipped_steps;
-      ++stats_.consecutive_skips;
-    }
-    if (r.found_inf) stats_.last_overflow_step = r.step;
-    if (norm_only_overflow()) ++stats_.non_finite_norms;
-    switch (t.event) {
-      case scale_event::grew:
-        ++stats_.growth_events;
-        break;
-      case scale_event::growth_refused:
-        ++stats_.growth_refusals;
-        break;
-      case scale_event::absorbed:
-        ++stats_.absorbed_overflows;
-        break;
-      case scale_event::backed_off:
-        ++stats_.backoff_events;
-        break;
-      case scale_event::clamped_at_min:
-        ++stats_.backoff_events;
-        break;
-      case scale_event::none:
-        break;
-    }
-    // overflows_at_min only grows on a non-absorbed overflow at the floor (a clean step resets it).
-    if (r.found_inf && t.event != scale_event::absorbed && t.next.overflows_at_min > 0) {
-      ++stats_.floor_hits;
-    }
-  }
   void reset_step() noexcept {
     stage_ = scaler_stage::ready;
-    found_inf_ = false;
-    gradient_inf_ = false;
-    norm_non_finite_ = false;
-    norm_before_ = -1.0;
-    norm_after_ = -1.0;
     unscaled_.clear();
   }
 
   Rule rule_{};
-  scaler_stats stats_{};
-  step_report last_{};
+  scaler_block block_ = detail::make_block(rule_);
   scaler_stage stage_ = scaler_stage::ready;
-  bool found_inf_ = false;        // any overflow in this step: a gradient check or the norm
-  bool gradient_inf_ = false;     // unscale() or record_found_inf() saw inf/NaN
-  bool norm_non_finite_ = false;  // clip_grad_norm() computed an inf/NaN norm
-  double norm_before_ = -1.0;
-  double norm_after_ = -1.0;
   std::vector<buffer_range> unscaled_;
 };
 
