@@ -1,12 +1,16 @@
-// Device kernels of the scaler path: multi-tensor unscale with a device found_inf flag, loss scaling,
-// the single-thread scale update (the core transition, unchanged), SGD predicated on the flag.
+// Device kernels of the scaler path on a scaler_block in device memory: multi-tensor unscale with the block's
+// found_inf flag, loss scaling, the global norm and clip, the single-thread advance (the core advance_step,
+// unchanged), SGD and AdamW predicated on the flag.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "check.hpp"
 #include "safeamp/cuda/amp_ops.hpp"
+#include "safeamp/error.hpp"
+#include "safeamp/scaling/scaler_block.hpp"
 #include "safeamp/scaling/unscale.hpp"
 #include "safeamp/scaling/update_scale.hpp"
 
@@ -24,8 +28,8 @@ struct tensor_list {
 
 // Each block walks every tensor of the list with a grid-stride loop, four floats at a time where the
 // pointer is 16-byte aligned. The flag is raised once per block that saw a non-finite result.
-__global__ void unscale_kernel(tensor_list list, device_amp_state* state) {
-  const float inv = safeamp::inverse_scale(state->scaler.scale);
+__global__ void unscale_kernel(tensor_list list, scaler_block* state) {
+  const float inv = safeamp::inverse_scale(state->state.scale);
   std::uint32_t bad = 0;
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   const std::uint64_t first = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -50,34 +54,86 @@ __global__ void unscale_kernel(tensor_list list, device_amp_state* state) {
       bad |= safeamp::detail::non_finite_bit(y);
     }
   }
-  if (__syncthreads_or(static_cast<int>(bad)) && threadIdx.x == 0) atomicOr(&state->found_inf, 1);
+  if (__syncthreads_or(static_cast<int>(bad)) && threadIdx.x == 0) {
+    atomicOr(&state->found_inf, 1);
+    atomicOr(&state->gradient_inf, 1);
+  }
 }
 
-__global__ void reset_kernel(device_amp_state* state, scaler_state initial) {
-  *state = device_amp_state{};
-  state->scaler = initial;
+__global__ void write_block_kernel(scaler_block* state, scaler_block value) { *state = value; }
+
+__global__ void record_flag_kernel(scaler_block* state, const std::int32_t* flag) {
+  if (*flag != 0) {
+    state->found_inf = 1;
+    state->gradient_inf = 1;
+  }
 }
 
-__global__ void scale_loss_kernel(float* p, std::uint64_t n, const device_amp_state* state) {
-  const float s = state->scaler.scale;
+__global__ void scale_loss_kernel(float* p, std::uint64_t n, const scaler_block* state) {
+  const float s = state->state.scale;
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     p[i] *= s;
   }
 }
 
-__global__ void update_kernel(scaler_config cfg, device_amp_state* state) {
-  const bool found = state->found_inf != 0;
-  state->scaler = safeamp::update_scale(cfg, state->scaler, found);
-  state->last_found_inf = found ? 1 : 0;
-  state->steps += 1;
-  state->skipped_steps += found ? 1 : 0;
-  state->found_inf = 0;
+__global__ void advance_kernel(scaler_config cfg, scaler_block* state, bool stepped) {
+  safeamp::advance_step(cfg, *state, stepped);
+}
+
+__global__ void copy_report_kernel(const scaler_block* state, step_report* report) { *report = state->last; }
+
+constexpr unsigned norm_threads = 256;
+constexpr unsigned norm_blocks = static_cast<unsigned>(norm_scratch_per_buffer);
+
+// Per-block sums of squares in double, reduced in shared memory in a fixed tree order.
+__global__ void sum_squares_kernel(const float* p, std::uint64_t n, double* partial) {
+  __shared__ double s[norm_threads];
+  double acc = 0.0;
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const double v = static_cast<double>(p[i]);
+    acc = __dadd_rn(acc, __dmul_rn(v, v));
+  }
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) s[threadIdx.x] = __dadd_rn(s[threadIdx.x], s[threadIdx.x + half]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+
+__global__ void norm_finish_kernel(const double* partial, std::uint64_t count, double max_norm, scaler_block* state) {
+  double sum = 0.0;
+  for (std::uint64_t i = 0; i < count; ++i) sum = __dadd_rn(sum, partial[i]);
+  const double norm = sqrt(sum);
+  state->norm_before = norm;
+  if (max_norm > 0.0 && !isfinite(norm)) {
+    state->found_inf = 1;
+    state->norm_non_finite = 1;
+  }
+  if (max_norm > 0.0 && isfinite(norm) && norm > max_norm) {
+    const auto factor = static_cast<float>(max_norm / norm);
+    state->norm_after = norm * static_cast<double>(factor);
+  } else {
+    state->norm_after = norm;
+  }
+}
+
+__global__ void clip_kernel(float* p, std::uint64_t n, double max_norm, const scaler_block* state) {
+  const double norm = state->norm_before;
+  if (!(isfinite(norm) && norm > max_norm)) return;
+  const auto factor = static_cast<float>(max_norm / norm);
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    p[i] = __fmul_rn(p[i], factor);
+  }
 }
 
 // __fmul_rn / __fadd_rn are never contracted into an fma, so the arithmetic is the simulator's, op for op.
 __global__ void sgd_kernel(float* w, const float* g, float* v, std::uint64_t n, sgd_options o,
-                           const device_amp_state* state) {
+                           const scaler_block* state) {
   if (state->found_inf != 0) return;  // the step is skipped: weights and momentum stay as they are
   const float neg_lr = -o.learning_rate;
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
@@ -89,9 +145,9 @@ __global__ void sgd_kernel(float* w, const float* g, float* v, std::uint64_t n, 
 }
 
 __global__ void adamw_kernel(float* w, const float* g, float* m, float* v, std::uint64_t n, adamw_options o,
-                             const device_amp_state* state) {
+                             const scaler_block* state) {
   if (state->found_inf != 0) return;
-  const double t = static_cast<double>(state->steps - state->skipped_steps + 1);
+  const double t = static_cast<double>(state->stats.applied_steps + 1);
   const float c1 = static_cast<float>(1.0 / (1.0 - pow(o.beta1, t)));
   const float c2 = static_cast<float>(1.0 / (1.0 - pow(o.beta2, t)));
   const float b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2);
@@ -130,12 +186,16 @@ unsigned grid_for(std::uint64_t elements, unsigned threads) {
 
 }  // namespace detail
 
-void amp_reset(device_amp_state* state, const scaler_config& cfg, void* stream) {
-  detail::reset_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(state, initial_state(cfg));
+void amp_reset(scaler_block* state, const scaler_config& cfg, void* stream) {
+  write_block(state, initial_block(cfg), stream);
+}
+
+void write_block(scaler_block* state, const scaler_block& value, void* stream) {
+  detail::write_block_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(state, value);
   SAFEAMP_CUDA_CHECK(cudaGetLastError());
 }
 
-void multi_tensor_unscale(std::span<const tensor_span> buffers, device_amp_state* state, void* stream) {
+void multi_tensor_unscale(std::span<const tensor_span> buffers, scaler_block* state, void* stream) {
   std::size_t i = 0;
   while (i < buffers.size()) {
     detail::tensor_list list{};
@@ -156,7 +216,38 @@ void multi_tensor_unscale(std::span<const tensor_span> buffers, device_amp_state
   }
 }
 
-void scale_by_loss_scale(tensor_span data, const device_amp_state* state, void* stream) {
+void record_found_inf(scaler_block* state, const std::int32_t* flag, void* stream) {
+  detail::record_flag_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(state, flag);
+  SAFEAMP_CUDA_CHECK(cudaGetLastError());
+}
+
+void global_norm_and_clip(std::span<const tensor_span> buffers, double max_norm, double* scratch, scaler_block* state,
+                          void* stream) {
+  constexpr std::size_t max_buffers = 64;
+  if (buffers.size() > max_buffers) {
+    throw error("global_norm_and_clip buffers", std::to_string(buffers.size()), "at most 64");
+  }
+  const auto s = static_cast<cudaStream_t>(stream);
+  SAFEAMP_CUDA_CHECK(cudaMemsetAsync(scratch, 0, buffers.size() * norm_scratch_per_buffer * sizeof(double), s));
+  for (std::size_t t = 0; t < buffers.size(); ++t) {
+    if (buffers[t].elements == 0) continue;
+    detail::sum_squares_kernel<<<detail::norm_blocks, detail::norm_threads, 0, s>>>(
+        buffers[t].data, buffers[t].elements, scratch + t * norm_scratch_per_buffer);
+    SAFEAMP_CUDA_CHECK(cudaGetLastError());
+  }
+  detail::norm_finish_kernel<<<1, 1, 0, s>>>(scratch, buffers.size() * norm_scratch_per_buffer, max_norm, state);
+  SAFEAMP_CUDA_CHECK(cudaGetLastError());
+  if (max_norm > 0.0) {
+    for (const tensor_span& b : buffers) {
+      if (b.elements == 0) continue;
+      detail::clip_kernel<<<detail::grid_for(b.elements, detail::norm_threads), detail::norm_threads, 0, s>>>(
+          b.data, b.elements, max_norm, state);
+      SAFEAMP_CUDA_CHECK(cudaGetLastError());
+    }
+  }
+}
+
+void scale_by_loss_scale(tensor_span data, const scaler_block* state, void* stream) {
   if (data.elements == 0) return;
   constexpr unsigned threads = 256;
   detail::
@@ -165,13 +256,22 @@ void scale_by_loss_scale(tensor_span data, const device_amp_state* state, void* 
   SAFEAMP_CUDA_CHECK(cudaGetLastError());
 }
 
-void scale_update(const scaler_config& cfg, device_amp_state* state, void* stream) {
-  detail::update_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(cfg, state);
+void advance_scaler(const scaler_config& cfg, scaler_block* state, bool stepped, void* stream) {
+  detail::advance_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(cfg, state, stepped);
+  SAFEAMP_CUDA_CHECK(cudaGetLastError());
+}
+
+void scale_update(const scaler_config& cfg, scaler_block* state, void* stream) {
+  advance_scaler(cfg, state, true, stream);
+}
+
+void copy_last_report(const scaler_block* state, step_report* report, void* stream) {
+  detail::copy_report_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(state, report);
   SAFEAMP_CUDA_CHECK(cudaGetLastError());
 }
 
 void sgd_momentum_step(tensor_span weights, const float* gradients, float* velocity, const sgd_options& options,
-                       const device_amp_state* state, void* stream) {
+                       const scaler_block* state, void* stream) {
   if (weights.elements == 0) return;
   constexpr unsigned threads = 256;
   detail::sgd_kernel<<<detail::grid_for(weights.elements, threads), threads, 0, static_cast<cudaStream_t>(stream)>>>(
@@ -180,7 +280,7 @@ void sgd_momentum_step(tensor_span weights, const float* gradients, float* veloc
 }
 
 void adamw_step(tensor_span weights, const float* gradients, float* first_moment, float* second_moment,
-                const adamw_options& options, const device_amp_state* state, void* stream) {
+                const adamw_options& options, const scaler_block* state, void* stream) {
   if (weights.elements == 0) return;
   constexpr unsigned threads = 256;
   detail::adamw_kernel<<<detail::grid_for(weights.elements, threads), threads, 0, static_cast<cudaStream_t>(stream)>>>(

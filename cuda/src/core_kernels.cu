@@ -14,7 +14,8 @@ __device__ inline std::uint32_t random_word(const round_options& opt, const phil
 }
 
 __global__ void round_kernel(format_spec f, round_options opt, philox_key key, const float* in, float* out,
-                             std::uint64_t n) {
+                             std::uint64_t n, const std::int32_t* skip_if) {
+  if (skip_if != nullptr && *skip_if != 0) return;  // a skipped step writes nothing
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     out[i] = round_to(f, in[i], opt, random_word(opt, key, i));
@@ -62,7 +63,16 @@ int launch_round(format_spec f, round_options opt, philox_key key, const float* 
                  void* stream) {
   if (n == 0) return 0;
   detail::round_kernel<<<detail::cast_blocks(n), detail::cast_threads, 0, static_cast<cudaStream_t>(stream)>>>(
-      f, opt, key, in, out, n);
+      f, opt, key, in, out, n, nullptr);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int launch_round_unless(const std::int32_t* skip_if, format_spec f, round_options opt, philox_key key, const float* in,
+                        float* out, std::uint64_t n, void* stream) {
+  if (n == 0) return 0;
+  if (skip_if == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  detail::round_kernel<<<detail::cast_blocks(n), detail::cast_threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      f, opt, key, in, out, n, skip_if);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -1,12 +1,16 @@
-// cuBLASLt GEMM: one cached plan per gemm_problem (matmul descriptor, three layouts, the heuristic's
-// algorithm), a workspace owned by the engine, every status checked.
+// cuBLASLt GEMM: per stream, a workspace and a cache of plans (matmul descriptor, layouts, the heuristic's
+// algorithm) keyed by the problem and the operands' alignment, so two streams never share a workspace or a
+// descriptor whose pointer attributes are being set; every status checked.
 #include "safeamp/cuda/gemm.hpp"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 #include "check.hpp"
 #include "safeamp/cuda/memory_probe.hpp"
@@ -71,13 +75,31 @@ void set_desc(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, cons
 
 }  // namespace
 
+struct stream_slot {
+  device_buffer workspace;
+  plan_cache<lt_plan, plan_key, plan_key_hash> plans;
+};
+
 struct gemm_engine::impl {
   cublasLtHandle_t handle = nullptr;
-  device_buffer workspace;
-  plan_cache<lt_plan> plans;
+  std::size_t workspace_bytes = 0;
   int compute_capability = 0;
+  std::mutex mutex;  // guards `slots` (the map, not the plans: one stream is used by one host thread at a time)
+  std::unordered_map<void*, std::unique_ptr<stream_slot>> slots;
 
-  lt_plan make_plan(const gemm_problem& p) {
+  stream_slot& slot_for(void* stream) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    std::unique_ptr<stream_slot>& slot = slots[stream];
+    if (!slot) {
+      auto fresh = std::make_unique<stream_slot>();
+      fresh->workspace = device_buffer(workspace_bytes);
+      slot = std::move(fresh);
+    }
+    return *slot;
+  }
+
+  lt_plan make_plan(const plan_key& key, std::uint64_t ws) {
+    const gemm_problem& p = key.problem;
     const gemm_layouts l = describe(p);
     lt_plan plan;
     SAFEAMP_CUBLAS_CHECK(
@@ -100,11 +122,21 @@ struct gemm_engine::impl {
 
     cublasLtMatmulPreference_t pref = nullptr;
     SAFEAMP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    const std::uint64_t ws = workspace.size_bytes();
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     cublasStatus_t status =
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    // Only algorithms that work with these operands' alignment (an operand at an offset into a buffer).
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d}};
+    for (const auto& [attr, bytes] : alignments) {
+      if (status == CUBLAS_STATUS_SUCCESS) {
+        status = cublasLtMatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes));
+      }
+    }
     if (status == CUBLAS_STATUS_SUCCESS) {
       status =
           cublasLtMatmulAlgoGetHeuristic(handle, plan.op, plan.a, plan.b, plan.c, plan.d, pref, 1, &result, &found);
@@ -129,9 +161,10 @@ gemm_engine::gemm_engine(gemm_engine_options options) : impl_(std::make_unique<i
   SAFEAMP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   SAFEAMP_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   impl_->compute_capability = 10 * major + minor;
+  impl_->workspace_bytes = options.workspace_bytes;
   SAFEAMP_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
   try {
-    impl_->workspace = device_buffer(options.workspace_bytes);
+    (void)impl_->slot_for(nullptr);  // the default stream's workspace, allocated up front
   } catch (...) {
     (void)cublasLtDestroy(impl_->handle);
     throw;
@@ -140,7 +173,7 @@ gemm_engine::gemm_engine(gemm_engine_options options) : impl_(std::make_unique<i
 
 gemm_engine::~gemm_engine() {
   if (impl_ && impl_->handle != nullptr) {
-    impl_->plans.clear();
+    impl_->slots.clear();
     (void)cublasLtDestroy(impl_->handle);
   }
 }
@@ -160,7 +193,11 @@ void gemm_engine::run(const gemm_problem& p, const gemm_operands& o, void* strea
   if (p.types.tensor_scales && (o.a_scale == nullptr || o.b_scale == nullptr)) {
     throw error("gemm operands fp8 scales", "nullptr", "device pointers to A's and B's per-tensor scales");
   }
-  lt_plan& plan = impl_->plans.get_or_create(p, [this](const gemm_problem& q) { return impl_->make_plan(q); });
+  const void* c = o.c != nullptr ? o.c : o.d;
+  stream_slot& slot = impl_->slot_for(stream);
+  const std::uint64_t ws = slot.workspace.size_bytes();
+  lt_plan& plan = slot.plans.get_or_create(make_plan_key(p, o.a, o.b, c, o.d),
+                                           [this, ws](const plan_key& key) { return impl_->make_plan(key, ws); });
   if (has_bias(p.epi)) set_desc(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, o.bias);
   if (p.types.tensor_scales) {
     set_desc(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(o.a_scale));
@@ -173,13 +210,21 @@ void gemm_engine::run(const gemm_problem& p, const gemm_operands& o, void* strea
   const bool half_scale = p.types.scale == device_dtype::f16;
   const void* alpha = half_scale ? static_cast<const void*>(&alpha16) : static_cast<const void*>(&alpha32);
   const void* beta = half_scale ? static_cast<const void*>(&beta16) : static_cast<const void*>(&beta32);
-  const void* c = o.c != nullptr ? o.c : o.d;
   SAFEAMP_CUBLAS_CHECK(cublasLtMatmul(impl_->handle, plan.op, alpha, o.a, plan.a, o.b, plan.b, beta, c, plan.c, o.d,
-                                      plan.d, &plan.algo, impl_->workspace.data(), impl_->workspace.size_bytes(),
+                                      plan.d, &plan.algo, slot.workspace.data(), slot.workspace.size_bytes(),
                                       static_cast<cudaStream_t>(stream)));
 }
 
-plan_cache_stats gemm_engine::cache_stats() const noexcept { return impl_->plans.stats(); }
-std::size_t gemm_engine::workspace_bytes() const noexcept { return impl_->workspace.size_bytes(); }
+plan_cache_stats gemm_engine::cache_stats() const {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  plan_cache_stats total;
+  for (const auto& [stream, slot] : impl_->slots) total += slot->plans.stats();
+  return total;
+}
+std::size_t gemm_engine::workspace_bytes() const noexcept { return impl_->workspace_bytes; }
+std::size_t gemm_engine::streams() const {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->slots.size();
+}
 
 }  // namespace safeamp::cuda

@@ -1,9 +1,10 @@
 // The GPU trainer (see gpu_mlp_trainer.hpp). One step, in the library's order and with no host
 // synchronisation: forward under the policy (cuBLASLt GEMMs in the policy's matmul format, fp32 output,
 // bias + cast with the core rounding), fp32 loss, backward of scale * loss (the scale read on the device),
-// fused unscale + found_inf, norm + clip, optimizer predicated on the flag, parameter write-back cast,
-// device-side scale update, telemetry copied asynchronously every N steps. Step records stay on the device
-// until the end of the run.
+// fused unscale + found_inf, norm + clip, optimizer and parameter write-back cast predicated on the flag (a
+// skipped step writes nothing), device-side scale update, telemetry copied asynchronously every N steps; the
+// scaler is safeamp::cuda::device_loss_scaler (the core scaler over device memory). Step records stay on the
+// device until the end of the run.
 #include "gpu_mlp_trainer.hpp"
 
 #include <cuda_runtime_api.h>
@@ -14,16 +15,20 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "gpu_support.hpp"
+#include "layer_kernels.hpp"
+#include "optimizer_phase.hpp"
 #include "safeamp/cuda/amp_ops.hpp"
 #include "safeamp/cuda/core_kernels.hpp"
 #include "safeamp/cuda/device.hpp"
+#include "safeamp/cuda/device_scaler.hpp"
 #include "safeamp/cuda/gemm.hpp"
-#include "safeamp/cuda/layer_kernels.hpp"
 #include "safeamp/cuda/memory_probe.hpp"
+#include "safeamp/cuda/nvtx.hpp"
 #include "safeamp/cuda/status.hpp"
 #include "safeamp/cuda/telemetry_reader.hpp"
 #include "safeamp/sim/datasets.hpp"
@@ -160,6 +165,42 @@ struct stream_owner {
   stream_owner& operator=(const stream_owner&) = delete;
 };
 
+// The optimizer phase on the device: every kernel predicated on the scaler's found_inf flag.
+class device_optimizer_backend {
+ public:
+  device_optimizer_backend(const cu::sgd_options& sgd, const cu::adamw_options& adamw, format_spec param,
+                           round_options write_back, sim::exec_context& ctx, const scaler_block* state, void* stream)
+      : sgd_(sgd), adamw_(adamw), param_(param), write_back_(write_back), ctx_(ctx), state_(state), stream_(stream) {}
+  void sgd(float* w, const float* g, float* v, std::uint64_t n, const std::int32_t* skip_if) {
+    require_scaler_flag(skip_if);
+    cu::sgd_momentum_step({w, n}, g, v, sgd_, state_, stream_);
+  }
+  void adamw(float* w, const float* g, float* m, float* v, std::uint64_t n, const std::int32_t* skip_if) {
+    require_scaler_flag(skip_if);
+    cu::adamw_step({w, n}, g, m, v, adamw_, state_, stream_);
+  }
+  void write_back(const float* from, float* to, std::uint64_t n, const std::int32_t* skip_if) {
+    cu::check_status(cu::status_source::cuda_runtime,
+                     cu::launch_round_unless(skip_if, param_, write_back_, ctx_.next_key(), from, to, n, stream_),
+                     "launch_round_unless(write-back)", __FILE__, __LINE__);
+  }
+
+ private:
+  // The optimizer kernels read the flag from the scaler block; any other flag would be ignored.
+  void require_scaler_flag(const std::int32_t* skip_if) const {
+    if (skip_if != &state_->found_inf) {
+      throw error("optimizer predicate", "a flag other than the scaler's found_inf", "the scaler's found_inf flag");
+    }
+  }
+  cu::sgd_options sgd_;
+  cu::adamw_options adamw_;
+  format_spec param_;
+  round_options write_back_;
+  sim::exec_context& ctx_;
+  const scaler_block* state_;
+  void* stream_;
+};
+
 struct event_list {
   std::vector<cudaEvent_t> events;
   explicit event_list(std::size_t n) : events(n, nullptr) {
@@ -265,16 +306,16 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
   const std::size_t count_layers = 1 + params.size();  // loss.dlogits, then every parameter
   device_array<unsigned long long> counters(steps * count_layers * counter_slots);
   device_array<cu::device_step_record> records(steps);
+  device_array<step_report> reports(steps);
   device_array<double> norm_scratch(params.size() * cu::norm_scratch_per_buffer);
-  device_array<cu::device_amp_state> amp(1);
   SAFEAMP_GPU_TRAINER_CHECK(cudaMemset(counters.data(), 0, counters.size() * sizeof(unsigned long long)));
   SAFEAMP_GPU_TRAINER_CHECK(cudaMemset(records.data(), 0, records.size() * sizeof(cu::device_step_record)));
   SAFEAMP_GPU_TRAINER_CHECK(cudaDeviceSynchronize());  // setup done; the training loop below never waits
 
   stream_owner stream;
   void* const s = stream.s;
-  const scaler_config scaler = device_scaler_config(cfg.scaler);
-  cu::amp_reset(amp.data(), scaler, s);
+  cu::device_loss_scaler scaler(device_scaler_config(cfg.scaler), cu::device_memory(s));  // validated here, once
+  scaler_block* const amp = scaler.block_in_memory();
   matmul_runner mm(pol.format_for(op_class::matmul), act_count, std::max(max_weight, act_count), s);
   cu::telemetry_reader telemetry(options.telemetry_every);
   event_list marks(steps + 1);
@@ -323,6 +364,20 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
       .on_overflow = overflow::to_infinity,
       .flush_subnormals = false};
 
+  device_optimizer_backend optimizer(sgd, adamw, pol.param, write_back, ctx, amp, s);
+  std::vector<parameter_buffers> phase_params;
+  for (device_param& d : dev) {
+    phase_params.push_back(parameter_buffers{.value = d.value.data(),
+                                             .grad = d.grad.data(),
+                                             .first = d.first.data(),
+                                             .second = d.second.data(),
+                                             .master = master ? d.master.data() : nullptr,
+                                             .elements = d.n});
+  }
+  const optimizer_phase_options phase_options{.adamw = cfg.optimizer.kind == sim::optimizer_kind::adamw,
+                                              .master_weights = master,
+                                              .param_is_fp32 = pol.param == fp32};
+
   // ---- the training loop: enqueue only --------------------------------------------------------------------
   const auto enqueue_start = std::chrono::steady_clock::now();
   for (std::int64_t step = 0; step < cfg.steps; ++step) {
@@ -332,16 +387,20 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
     unsigned long long* step_counters = counters.data() + st * count_layers * counter_slots;
     cu::device_step_record* rec = records.data() + st;
 
+    // NVTX ranges: the step's phases on Nsight Systems' timeline (docs/cuda.md, "Profiling").
+    std::optional<cu::nvtx_range> phase(std::in_place, "forward");
     cu::check_status(cu::status_source::cuda_runtime,
                      cu::launch_round(pol.output, cfg.rounding, ctx.next_key(), features.data() + st * batch_floats,
                                       xs[0].data(), batch_floats, s),
                      "launch_round(input)", __FILE__, __LINE__);
     forward(batch_rows);
     cu::softmax_cross_entropy(zs[last].data(), targets.data() + st * static_cast<std::size_t>(batch_rows), batch_rows,
-                              classes, fl, loss_factor(cfg, step), amp.data(), row_loss.data(), nullptr, dlogits.data(),
-                              rec, s);
+                              classes, fl, loss_factor(cfg, step), amp, row_loss.data(), nullptr, dlogits.data(), rec,
+                              s);
     cast_counted(pol.gradient, dlogits.data(), static_cast<std::uint64_t>(batch_rows * classes), step_counters);
 
+    phase.reset();
+    phase.emplace("backward");
     // Backward: head first; d_a is the gradient of the current layer's input.
     const float* dy = dlogits.data();
     for (std::size_t i = layers.size(); i-- > 0;) {
@@ -376,30 +435,29 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
       }
     }
 
-    cu::multi_tensor_unscale(grads, amp.data(), s);
-    cu::global_norm_and_clip(grads, cfg.clip_norm, norm_scratch.data(), amp.data(), rec, s);
-    for (device_param& d : dev) {
-      float* w = master ? d.master.data() : d.value.data();
-      const cu::tensor_span ws{.data = w, .elements = d.n};
-      if (cfg.optimizer.kind == sim::optimizer_kind::sgd_momentum) {
-        cu::sgd_momentum_step(ws, d.grad.data(), d.first.data(), sgd, amp.data(), s);
-      } else {
-        cu::adamw_step(ws, d.grad.data(), d.first.data(), d.second.data(), adamw, amp.data(), s);
-      }
-      if (master || !(pol.param == fp32)) {  // the parameters: the (master) weights cast to the parameter format
-        cu::check_status(cu::status_source::cuda_runtime,
-                         cu::launch_round(pol.param, write_back, ctx.next_key(), w, d.value.data(), d.n, s),
-                         "launch_round(write-back)", __FILE__, __LINE__);
-      }
+    phase.reset();
+    phase.emplace("unscale+check+clip");
+    scaler.unscale(grads);
+    if (cfg.clip_norm > 0.0) {
+      scaler.clip_grad_norm(grads, cfg.clip_norm);
+    } else {  // no clip: the norm is still recorded, as the simulator does
+      cu::global_norm_and_clip(grads, 0.0, norm_scratch.data(), amp, s);
     }
-    cu::scale_update(scaler, amp.data(), s);
-    telemetry.on_step(step, amp.data(), s);
+    phase.reset();
+    phase.emplace("optimizer");
+    scaler.step([&] { optimizer_phase(optimizer, phase_params, phase_options, scaler.found_inf_flag()); });
+    phase.reset();
+    phase.emplace("scaler update");
+    scaler.update();
+    cu::copy_last_report(amp, reports.data() + st, s);
+    telemetry.on_step(step, amp, s);
     if (const auto snap = telemetry.poll()) {
       ++run.telemetry_snapshots;
       if (options.print_progress) {
         std::printf("gpu_trainer: snapshot of step %lld: scale %g, %lld of %lld steps skipped\n",
-                    static_cast<long long>(snap->requested_at_step), static_cast<double>(snap->state.scaler.scale),
-                    static_cast<long long>(snap->state.skipped_steps), static_cast<long long>(snap->state.steps));
+                    static_cast<long long>(snap->requested_at_step), static_cast<double>(snap->state.state.scale),
+                    static_cast<long long>(snap->state.stats.skipped_steps),
+                    static_cast<long long>(snap->state.stats.steps));
       }
     }
   }
@@ -411,6 +469,7 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
 
   // ---- step records -----------------------------------------------------------------------------------
   const std::vector<cu::device_step_record> recs = records.download(steps);
+  const std::vector<step_report> reps = reports.download(steps);
   const std::vector<unsigned long long> counts = counters.download(counters.size());
   sim::run_result& result = run.result;
   result.label = cfg.label;
@@ -423,10 +482,10 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
     r.step = static_cast<std::int64_t>(st);
     r.loss = recs[st].loss;
     r.scale = recs[st].scale;
-    r.found_inf = recs[st].found_inf != 0;
-    r.skipped = r.found_inf;
-    r.grad_norm_before_clip = recs[st].grad_norm_before_clip;
-    r.grad_norm_after_clip = recs[st].grad_norm_after_clip;
+    r.found_inf = reps[st].found_inf;
+    r.skipped = !reps[st].applied;
+    r.grad_norm_before_clip = reps[st].grad_norm_before_clip;
+    r.grad_norm_after_clip = reps[st].grad_norm_after_clip;
     r.step_seconds = static_cast<double>(ms) * 1e-3;  // device time of the step (CUDA events)
     if (cfg.record_layer_counts) {
       for (std::size_t l = 0; l < count_layers; ++l) {

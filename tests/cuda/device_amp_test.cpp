@@ -113,11 +113,11 @@ TEST_CASE("device scale update follows update_scale step by step", "[cuda][gpu][
     skipped += found ? 1 : 0;
     const device_amp_state d = read_state(state);
     INFO("step " << step);
-    REQUIRE(d.scaler == cpu);
+    REQUIRE(d.state == cpu);
     REQUIRE(d.found_inf == 0);
-    REQUIRE(d.last_found_inf == (found ? 1 : 0));
-    REQUIRE(d.steps == step + 1);
-    REQUIRE(d.skipped_steps == skipped);
+    REQUIRE(d.last.found_inf == found);
+    REQUIRE(d.stats.steps == step + 1);
+    REQUIRE(d.stats.skipped_steps == skipped);
   }
 }
 
@@ -186,7 +186,7 @@ TEST_CASE("AdamW runs only when the device flag is clear, with t counting applie
   CHECK(m.download() == m1);
   CHECK(v.download() == v1);
   CHECK(w.download() == w1);
-  CHECK(read_state(state).skipped_steps == 1);
+  CHECK(read_state(state).stats.skipped_steps == 1);
 }
 
 TEST_CASE("the scaler path enqueues without host synchronisation", "[cuda][gpu][amp]") {
@@ -227,16 +227,16 @@ TEST_CASE("the scaler path enqueues without host synchronisation", "[cuda][gpu][
   const auto snap = telemetry.poll();
   REQUIRE(snap.has_value());
   CHECK(snap->requested_at_step == 0);  // later copies were skipped while the first was in flight
-  CHECK(snap->state.steps == 1);        // the copy ran right after step 0's update
+  CHECK(snap->state.stats.steps == 1);  // the copy ran right after step 0's update
   CHECK(telemetry.copies_skipped_in_flight() == 4);
   // after the stream drained, the next due copy is enqueued and lands
   telemetry.on_step(50, state.data(), stream);
   TEST_CUDA_CHECK(cudaStreamSynchronize(stream));
   const auto later = telemetry.poll();
   REQUIRE(later.has_value());
-  CHECK(later->state.steps == steps);
-  CHECK(later->state.skipped_steps == 0);
-  CHECK(later->state.scaler.scale == 65536.0f * 32.0f);  // 50 clean steps, growth every 10
+  CHECK(later->state.stats.steps == steps);
+  CHECK(later->state.stats.skipped_steps == 0);
+  CHECK(later->state.state.scale == 65536.0f * 32.0f);  // 50 clean steps, growth every 10
   TEST_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 

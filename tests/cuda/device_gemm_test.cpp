@@ -156,14 +156,22 @@ TEST_CASE("cuBLASLt GEMMs match a double reference within the accumulation bound
   }
 }
 
-TEST_CASE("the plan cache runs the heuristic once per problem", "[cuda][gpu][gemm]") {
-  gemm_engine engine;
-  const std::int64_t m = 128, n = 64, k = 32;
+namespace {
+// D (m x n, fp32) = A (m x k, fp16) B (k x n, fp16), column-major, no transposes.
+gemm_problem fp16_problem(std::int64_t m, std::int64_t n, std::int64_t k) {
   gemm_problem p;
   p.m = m;
   p.n = n;
   p.k = k;
   p.types = gemm_types_for(fp16, fp16, fp32, fp32);
+  return p;
+}
+}  // namespace
+
+TEST_CASE("the plan cache runs the heuristic once per problem", "[cuda][gpu][gemm]") {
+  gemm_engine engine;
+  const std::int64_t m = 128, n = 64, k = 32;
+  gemm_problem p = fp16_problem(m, n, k);
   device_buffer a(static_cast<std::size_t>(m * k) * 2), b(static_cast<std::size_t>(k * n) * 2),
       d(static_cast<std::size_t>(m * n) * 4);
   TEST_CUDA_CHECK(cudaMemset(a.data(), 0, a.size_bytes()));
@@ -178,4 +186,30 @@ TEST_CASE("the plan cache runs the heuristic once per problem", "[cuda][gpu][gem
   gemm_operands missing = o;
   missing.d = nullptr;
   CHECK_THROWS_AS(engine.run(p, missing, nullptr), safeamp::error);
+}
+
+TEST_CASE("two streams get their own workspace and plans; offset operands their own plan", "[cuda][gpu][gemm]") {
+  gemm_engine engine;
+  const std::int64_t m = 64, n = 64, k = 64;
+  const gemm_problem p = fp16_problem(m, n, k);
+  // A at an offset of 2 bytes (one fp16) into a larger buffer: only 2-byte alignment
+  device_buffer a(static_cast<std::size_t>(m * k) * 2 + 256), b(static_cast<std::size_t>(k * n) * 2),
+      d1(static_cast<std::size_t>(m * n) * 4), d2(static_cast<std::size_t>(m * n) * 4);
+  TEST_CUDA_CHECK(cudaMemset(a.data(), 0, a.size_bytes()));
+  TEST_CUDA_CHECK(cudaMemset(b.data(), 0, b.size_bytes()));
+  cudaStream_t s1 = nullptr, s2 = nullptr;
+  TEST_CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  TEST_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  const gemm_operands aligned{.a = a.data(), .b = b.data(), .d = d1.data()};
+  const gemm_operands offset{.a = static_cast<const char*>(a.data()) + 2, .b = b.data(), .d = d2.data()};
+  for (int i = 0; i < 3; ++i) {
+    engine.run(p, aligned, s1);
+    engine.run(p, offset, s2);
+  }
+  TEST_CUDA_CHECK(cudaStreamSynchronize(s1));
+  TEST_CUDA_CHECK(cudaStreamSynchronize(s2));
+  CHECK(engine.streams() == 3);  // default stream + s1 + s2
+  CHECK(engine.cache_stats() == plan_cache_stats{.hits = 4, .misses = 2, .entries = 2});
+  TEST_CUDA_CHECK(cudaStreamDestroy(s1));
+  TEST_CUDA_CHECK(cudaStreamDestroy(s2));
 }

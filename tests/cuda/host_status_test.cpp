@@ -66,13 +66,15 @@ TEST_CASE("runtime device names map onto the device table", "[cuda][host]") {
   CHECK(row("NVIDIA RTX A5000") == "RTX A5000");
   CHECK(row("NVIDIA A10") == "A10");
   CHECK(row("NVIDIA L4") == "L4");
-  CHECK(row("NVIDIA L40S") == "(none)");                   // L4 must be a whole word
+  CHECK(row("NVIDIA L40S") == "L40S");                     // not L4: L4 must be a whole word
   CHECK(row("NVIDIA A100-SXM4-40GB") == "A100 40GB SXM");  // not A10
-  CHECK(row("NVIDIA A100-SXM4-80GB") == "(none)");         // the row is the 40 GB card
+  CHECK(row("NVIDIA A100-SXM4-80GB") == "A100 80GB SXM");  // the size picks the row
+  CHECK(row("NVIDIA A100 80GB PCIe") == "(none)");         // no PCIe A100 row: SXM figures would be wrong
   CHECK(row("NVIDIA H100 80GB HBM3") == "H100 SXM");
   CHECK(row("NVIDIA H200") == "H200 SXM");
-  CHECK(row("NVIDIA H100 PCIe") == "(none)");  // the row holds SXM figures
-  CHECK(row("NVIDIA H100 NVL") == "(none)");
+  CHECK(row("NVIDIA H100 PCIe") == "H100 PCIe");
+  CHECK(row("NVIDIA H100 NVL") == "(none)");  // neither the SXM nor the PCIe row's figures
+  CHECK(row("NVIDIA H200 NVL") == "H200 NVL");
   CHECK(row("Tesla T4") == "(none)");
 }
 

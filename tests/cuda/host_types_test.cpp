@@ -248,3 +248,36 @@ TEST_CASE("plan cache creates one plan per problem", "[cuda][host]") {
   cache.clear();
   CHECK(cache.stats().entries == 0);
 }
+
+TEST_CASE("plan keys: pointer alignment is part of the key", "[cuda][host]") {
+  alignas(256) static unsigned char buffer[1024];
+  CHECK(pointer_alignment(buffer) == 256);
+  CHECK(pointer_alignment(buffer + 16) == 16);
+  CHECK(pointer_alignment(buffer + 2) == 2);
+  CHECK(pointer_alignment(buffer + 1) == 1);
+  CHECK(pointer_alignment(buffer + 512) == 256);  // capped at cuBLASLt's largest requirement
+  CHECK(pointer_alignment(nullptr) == 256);
+
+  gemm_problem p;
+  p.m = 64;
+  p.n = 64;
+  p.k = 64;
+  const plan_key aligned = make_plan_key(p, buffer, buffer + 256, nullptr, buffer + 512);
+  const plan_key offset_a = make_plan_key(p, buffer + 8, buffer + 256, nullptr, buffer + 512);
+  CHECK(aligned.align_a == 256);
+  CHECK(offset_a.align_a == 8);
+  CHECK_FALSE(aligned == offset_a);
+  CHECK(plan_key_hash{}(aligned) != plan_key_hash{}(offset_a));
+  CHECK(make_plan_key(p, buffer + 256, buffer, nullptr, buffer) == aligned);  // same alignments: same plan
+
+  // The same problem at an offset gets a plan of its own; the aligned call reuses the first.
+  struct fake_plan {
+    std::uint32_t align_a;
+  };
+  plan_cache<fake_plan, plan_key, plan_key_hash> cache;
+  const auto make = [](const plan_key& k) { return fake_plan{k.align_a}; };
+  CHECK(cache.get_or_create(aligned, make).align_a == 256);
+  CHECK(cache.get_or_create(offset_a, make).align_a == 8);
+  CHECK(cache.get_or_create(aligned, make).align_a == 256);
+  CHECK(cache.stats() == plan_cache_stats{.hits = 1, .misses = 2, .entries = 2});
+}

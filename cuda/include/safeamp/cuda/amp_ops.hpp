@@ -1,24 +1,23 @@
-// The scaler path of a training step on the device, with no host synchronisation: a multi-tensor
-// unscale-in-place that raises a device-side found_inf flag, the optimizer step predicated on that flag,
-// and a single-thread kernel that runs the core update_scale transition. All launchers are asynchronous
-// on the given stream (a cudaStream_t as void*) and throw cuda_error only for launch failures.
+// The scaler path of a training step on the device, with no host synchronisation: kernels that act on a
+// scaler_block (include/safeamp/scaling/scaler_block.hpp) kept in device memory: a multi-tensor unscale that
+// raises its found_inf flag, the global norm and clip, the optimizer steps predicated on the flag, and a
+// single-thread kernel that runs the core advance_step (the transition, the report and the counters). These
+// are the passes of device_memory (device_scaler.hpp); use them directly only to build another scaler path.
+// All launchers are asynchronous on the given stream (a cudaStream_t as void*) and throw cuda_error only for
+// launch failures.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
+#include "safeamp/scaling/scaler_block.hpp"
 #include "safeamp/scaling/scaler_config.hpp"
 
 namespace safeamp::cuda {
 
-/// Scaler state kept in device memory (one per scaler). Plain data: copied to pinned memory for telemetry.
-struct device_amp_state {
-  scaler_state scaler{};            // the core state, advanced by update_scale on the device
-  std::int32_t found_inf = 0;       // raised by the unscale kernels, cleared by the update kernel
-  std::int32_t last_found_inf = 0;  // the previous step's flag (what telemetry reports as "skipped")
-  std::int64_t steps = 0;           // updates run
-  std::int64_t skipped_steps = 0;   // updates that found an overflow (the optimizer did not run)
-};
+/// The scaler's memory on the device: the core scaler_block (state, this step's flags and norms, the last
+/// report, the counters). The old name of the sync-free API, kept as an alias of the one block type.
+using device_amp_state = scaler_block;
 
 /// One gradient buffer (device pointer, element count).
 struct tensor_span {
@@ -26,19 +25,44 @@ struct tensor_span {
   std::uint64_t elements = 0;
 };
 
-/// Writes {initial_state(cfg), no flags, zero counters} into the device state (asynchronously).
-void amp_reset(device_amp_state* state, const scaler_config& cfg, void* stream);
+/// Writes initial_block(cfg) into the device block (asynchronously).
+void amp_reset(scaler_block* state, const scaler_config& cfg, void* stream);
 
-/// Multiplies every element of every buffer by inverse_scale(state->scaler.scale) in place and raises
-/// state->found_inf when any result is inf or NaN (the core unscale_and_check semantics). One launch per
-/// group of up to 64 buffers.
-void multi_tensor_unscale(std::span<const tensor_span> buffers, device_amp_state* state, void* stream);
+/// Writes `value` into the device block (asynchronously; a restore).
+void write_block(scaler_block* state, const scaler_block& value, void* stream);
 
-/// data[i] *= state->scaler.scale (scaling the loss gradient before backward).
-void scale_by_loss_scale(tensor_span data, const device_amp_state* state, void* stream);
+/// Multiplies every element of every buffer by inverse_scale(state->state.scale) in place and raises
+/// state->found_inf and state->gradient_inf when any result is inf or NaN (the core unscale_and_check
+/// semantics). One launch per group of up to 64 buffers.
+void multi_tensor_unscale(std::span<const tensor_span> buffers, scaler_block* state, void* stream);
 
-/// One thread: found = found_inf != 0; scaler = update_scale(cfg, scaler, found); counters; clears the flag.
-void scale_update(const scaler_config& cfg, device_amp_state* state, void* stream);
+/// found_inf |= (*flag != 0), both in device memory (e.g. a flag all-reduced with MAX over ranks).
+void record_found_inf(scaler_block* state, const std::int32_t* flag, void* stream);
+
+/// data[i] *= state->state.scale (scaling the loss gradient before backward).
+void scale_by_loss_scale(tensor_span data, const scaler_block* state, void* stream);
+
+/// Doubles of scratch that global_norm_and_clip needs per buffer.
+inline constexpr std::uint64_t norm_scratch_per_buffer = 64;
+
+/// The global L2 norm of the buffers (squares summed in double; per-block tree sums, then one thread adds
+/// them in buffer order, so the result is the same on every run) into state->norm_before. When max_norm > 0
+/// (clipping on): a finite norm above it multiplies every element by f32(max_norm / norm) and norm_after =
+/// norm * f32(max_norm / norm) (the core clip_grad_norm), and a non-finite norm raises found_inf and
+/// norm_non_finite (as loss_scaler::clip_grad_norm records an overflow); otherwise norm_after = norm.
+/// scratch: buffers.size() * norm_scratch_per_buffer doubles. At most 64 buffers.
+void global_norm_and_clip(std::span<const tensor_span> buffers, double max_norm, double* scratch, scaler_block* state,
+                          void* stream);
+
+/// One thread: advance_step(cfg, *state, stepped) (transition, report in state->last, counters, floor check,
+/// flags cleared).
+void advance_scaler(const scaler_config& cfg, scaler_block* state, bool stepped, void* stream);
+
+/// advance_scaler(cfg, state, true): the update of a step whose optimizer was enqueued.
+void scale_update(const scaler_config& cfg, scaler_block* state, void* stream);
+
+/// *report = state->last (one slot per step of a run, read after the run).
+void copy_last_report(const scaler_block* state, step_report* report, void* stream);
 
 struct sgd_options {
   float learning_rate = 0.01f;
@@ -49,7 +73,7 @@ struct sgd_options {
 /// separately (no contraction into fma):  v = momentum * v + g;  w = w + (-learning_rate * v).
 /// Skipped on the device when state->found_inf is raised (weights and velocity unchanged).
 void sgd_momentum_step(tensor_span weights, const float* gradients, float* velocity, const sgd_options& options,
-                       const device_amp_state* state, void* stream);
+                       const scaler_block* state, void* stream);
 
 struct adamw_options {
   float learning_rate = 1e-3f;
@@ -59,13 +83,13 @@ struct adamw_options {
   float weight_decay = 0.0f;  // decoupled
 };
 
-/// AdamW as the simulator computes it, with t = applied updates so far + 1 (state->steps -
-/// state->skipped_steps + 1: skipped steps do not advance the bias correction), c1 = f32(1 / (1 - beta1^t)),
+/// AdamW as the simulator computes it, with t = applied updates so far + 1 (state->stats.applied_steps + 1:
+/// skipped steps do not advance the bias correction), c1 = f32(1 / (1 - beta1^t)),
 /// c2 = f32(1 / (1 - beta2^t)) in double (CUDA's pow: equal to the CPU's except, rarely, in the last bit):
 ///   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;  w = w + (-lr ((m c1) / (sqrt(v c2) + eps) + wd w)).
 /// Skipped on the device when state->found_inf is raised. Call before scale_update of the same step.
 void adamw_step(tensor_span weights, const float* gradients, float* first_moment, float* second_moment,
-                const adamw_options& options, const device_amp_state* state, void* stream);
+                const adamw_options& options, const scaler_block* state, void* stream);
 
 /// Test/benchmark helper: a kernel that keeps the stream busy for about `nanoseconds`, so a test can show
 /// that enqueuing the scaler path returns while the device is still working (no host synchronisation).

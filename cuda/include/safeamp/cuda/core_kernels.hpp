@@ -14,6 +14,12 @@ namespace safeamp::cuda {
 int launch_round(format_spec f, round_options opt, philox_key key, const float* in, float* out, std::uint64_t n,
                  void* stream);
 
+/// launch_round that does nothing when the device flag *skip_if is nonzero (read on the device when the
+/// kernel runs): the write-back cast of a step the scaler skips (skip_if = the scaler's found_inf flag).
+/// A null skip_if is refused (cudaErrorInvalidValue): an unpredicated cast is launch_round.
+int launch_round_unless(const std::int32_t* skip_if, format_spec f, round_options opt, philox_key key, const float* in,
+                        float* out, std::uint64_t n, void* stream);
+
 /// Like launch_round, and adds the cast counters (overflow, underflow, subnormal, nan, infinity; the
 /// core's definitions) into the device array `counters` of 5 uint64 (zero it first). `elements` is the
 /// caller's n. Returns the launch's cudaError_t as an int.

@@ -28,7 +28,8 @@ inline constexpr int ctest_skip_code = 77;
 /// The table row for a runtime device name, or nullptr when the device is not in the table. A row
 /// matches when its model token (the first word, or the first two for "RTX ..." names) appears in the
 /// runtime name as a whole word, and, for rows that name a memory size ("40GB"), that size does too.
-/// SXM rows do not match PCIe or NVL cards (lower clocks and power: their peaks are lower).
+/// A row naming a form factor matches only that form factor (an SXM row never takes a PCIe or NVL card, whose
+/// clocks and power differ; a PCIe row never takes an NVL card).
 [[nodiscard]] inline const device_spec* find_device_for_runtime_name(std::string_view runtime_name) {
   const auto upper = [](std::string_view s) {
     std::string r(s);
@@ -57,9 +58,17 @@ inline constexpr int ctest_skip_code = 77;
       while (b > 0 && std::isdigit(static_cast<unsigned char>(row[b - 1]))) --b;
       if (b < p && name.find(row.substr(b, p + 2 - b)) == std::string::npos) sizes_match = false;
     }
-    // SXM rows carry SXM figures; the PCIe and NVL cards of the same model are slower and are not matched.
-    const bool form_factor_mismatch = row.find("SXM") != std::string::npos &&
-                                      (name.find("PCIE") != std::string::npos || name.find("NVL") != std::string::npos);
+    // A row that names a form factor (SXM, PCIe, NVL) carries that card's figures and matches only that card.
+    // The runtime names SXM cards without the word ("NVIDIA H100 80GB HBM3", "NVIDIA H200"), so a
+    // runtime name with neither PCIe nor NVL is the SXM card.
+    const auto form_factor = [](const std::string& s, bool sxm_by_default) -> std::string_view {
+      if (s.find("PCIE") != std::string::npos) return "PCIE";
+      if (s.find("NVL") != std::string::npos) return "NVL";
+      if (s.find("SXM") != std::string::npos || sxm_by_default) return "SXM";
+      return "";
+    };
+    const std::string_view row_form = form_factor(row, false);
+    const bool form_factor_mismatch = !row_form.empty() && row_form != form_factor(name, true);
     if (sizes_match && !form_factor_mismatch) return &d;
   }
   return nullptr;

@@ -1,5 +1,6 @@
-// GEMM through cuBLASLt: descriptors built from a gemm_problem, a workspace owned by the engine, and the
-// heuristic's algorithm choice cached per problem (plan_cache). Every call is checked (cuda_error).
+// GEMM through cuBLASLt: descriptors built from a gemm_problem, and per stream a workspace and the heuristic's
+// algorithm choice cached per problem and operand alignment (plan_cache), so several streams can run GEMMs
+// of one engine concurrently. Every call is checked (cuda_error).
 #pragma once
 
 #include <cstddef>
@@ -25,7 +26,7 @@ struct gemm_operands {
 };
 
 struct gemm_engine_options {
-  std::size_t workspace_bytes = std::size_t{32} << 20;  // 32 MiB: what cuBLASLt recommends for Hopper
+  std::size_t workspace_bytes = std::size_t{32} << 20;  // per stream; 32 MiB: what cuBLASLt recommends for Hopper
 };
 
 /// cuBLASLt epilogue value (CUBLASLT_EPILOGUE_*) of our epilogue.
@@ -33,7 +34,8 @@ struct gemm_engine_options {
 
 class gemm_engine {
  public:
-  /// Creates the cuBLASLt handle and allocates the workspace on the current device (throws cuda_error).
+  /// Creates the cuBLASLt handle and allocates the default stream's workspace on the current device (throws
+  /// cuda_error). Each other stream gets its own workspace and plans at its first run().
   explicit gemm_engine(gemm_engine_options options = {});
   ~gemm_engine();
   gemm_engine(const gemm_engine&) = delete;
@@ -44,8 +46,12 @@ class gemm_engine {
   /// types need a newer GPU than the current one throws safeamp::error naming both compute capabilities.
   void run(const gemm_problem& problem, const gemm_operands& operands, void* stream);
 
-  [[nodiscard]] plan_cache_stats cache_stats() const noexcept;
+  /// Plan-cache counters summed over every stream.
+  [[nodiscard]] plan_cache_stats cache_stats() const;
+  /// The workspace of one stream.
   [[nodiscard]] std::size_t workspace_bytes() const noexcept;
+  /// Streams with a workspace of their own (the default stream included).
+  [[nodiscard]] std::size_t streams() const;
 
  private:
   struct impl;

@@ -1,4 +1,4 @@
-// Asynchronous telemetry of the device scaler: every N steps the device_amp_state is copied into pinned
+// Asynchronous telemetry of the device scaler: every N steps its scaler_block (device_amp_state) is copied into pinned
 // host memory behind the step's work (cudaMemcpyAsync + an event); the host polls the event without
 // blocking and reads the snapshot once the copy has landed. No host synchronisation in the step.
 #pragma once
@@ -14,7 +14,7 @@ namespace safeamp::cuda {
 
 struct amp_snapshot {
   std::int64_t requested_at_step = 0;  // the host's step counter when the copy was enqueued
-  device_amp_state state{};            // scale, trackers, flags, device step and skip counters
+  device_amp_state state{};            // the scaler_block: state, flags, last report, counters
 };
 
 /// True when a snapshot is due after `step` (steps 0, N, 2N, ...). N must be >= 1.

@@ -1,6 +1,7 @@
-// Layer kernels of the GPU trainer, rounded with the core routine as the simulator's layers are: bias + cast,
-// GELU/ReLU, softmax cross-entropy scaled by the device loss scale, column sums, global norm and clip, and
-// per-step records kept on the device (no host waits). Asynchronous; launch failures throw cuda_error.
+// Layer kernels of the GPU trainer example (built with the example, not into the installed safeamp::cuda),
+// rounded with the core routine as the simulator's layers are: bias + cast, GELU/ReLU, softmax cross-entropy
+// scaled by the device loss scale, column sums, and per-step records kept on the device (no host waits).
+// Asynchronous; launch failures throw cuda_error.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +24,10 @@ struct cast_spec {
 };
 
 /// What a step leaves on the device for the host to read later (one slot per step).
+/// (The norms, the flag and whether the step was applied are in the scaler's step_report, copied per step.)
 struct device_step_record {
-  double loss = 0.0;                   // the (weighted) mean loss of the batch
-  double grad_norm_before_clip = 0.0;  // global L2 norm of the unscaled gradients (inf/NaN when not finite)
-  double grad_norm_after_clip = 0.0;
-  float scale = 0.0f;          // loss scale the backward used (read from the device scaler)
-  std::int32_t found_inf = 0;  // the unscale raised the flag (the optimizer did not run)
+  double loss = 0.0;   // the (weighted) mean loss of the batch
+  float scale = 0.0f;  // loss scale the backward used (read from the device scaler)
 };
 
 /// y(r, c) = round(out, y(r, c) + bias(c)) for a row-major (rows, cols) y: a linear layer's bias added in
@@ -52,28 +51,15 @@ void activation_backward(activation_fn fn, const float* x, const float* dy, floa
 ///   predicted[r]     argmax (-1 for a non-finite row), when not nullptr,
 ///   record->loss     = f64(round(loss, sum(row_loss) / rows)) * loss_factor, and record->scale,
 ///   dlogits          = round(loss, coef * round(loss, softmax - one_hot)), coef = f32(scale * loss_factor / rows),
-/// where scale is state->scaler.scale read on the device (1 when state is nullptr). dlogits and record may
+/// where scale is state->state.scale read on the device (1 when state is nullptr). dlogits and record may
 /// be nullptr (evaluation). Out-of-range targets give a NaN row.
 void softmax_cross_entropy(const float* logits, const std::int32_t* targets, std::int64_t rows, std::int64_t classes,
-                           format_spec loss_format, double loss_factor, const device_amp_state* state, float* row_loss,
+                           format_spec loss_format, double loss_factor, const scaler_block* state, float* row_loss,
                            std::int32_t* predicted, float* dlogits, device_step_record* record, void* stream);
 
 /// out(c) = sum over rows of in(r, c), left to right, each addition rounded to `sum_format` (nearest).
 void column_sums(const float* in, std::int64_t rows, std::int64_t cols, format_spec sum_format, float* out,
                  void* stream);
-
-/// Doubles of scratch that global_norm_and_clip needs per buffer.
-inline constexpr std::uint64_t norm_scratch_per_buffer = 64;
-
-/// The global L2 norm of the buffers (squares summed in double; per-block tree sums, then one thread adds
-/// them in buffer order, so the result is the same on every run) into record->grad_norm_before_clip.
-/// When max_norm > 0 (clipping on): a finite norm above it multiplies every element by f32(max_norm / norm)
-/// and norm_after = norm * f32(max_norm / norm) (the core clip_grad_norm), and a non-finite norm raises
-/// state->found_inf (as loss_scaler::clip_grad_norm records an overflow); otherwise norm_after = norm.
-/// Then record->found_inf = state->found_inf. scratch: buffers.size() * norm_scratch_per_buffer doubles.
-/// At most 64 buffers.
-void global_norm_and_clip(std::span<const tensor_span> buffers, double max_norm, double* scratch,
-                          device_amp_state* state, device_step_record* record, void* stream);
 
 /// *p = value (fault injection: an inf or NaN gradient element), asynchronously.
 void write_value(float* p, float value, void* stream);

@@ -1,4 +1,5 @@
-// Layer kernels of the GPU trainer (see layer_kernels.hpp): the simulator's operations in its order, with
+// Layer kernels of the GPU trainer example (see layer_kernels.hpp; not part of safeamp::cuda): the simulator's
+// operations in its order, with
 // __fmul_rn/__fadd_rn (never contracted into fma) and the core round_to for every cast.
 #include <cuda_runtime.h>
 
@@ -7,10 +8,14 @@
 #include <cstdint>
 #include <string>
 
-#include "check.hpp"
-#include "safeamp/cuda/layer_kernels.hpp"
+#include "layer_kernels.hpp"
+#include "safeamp/cuda/status.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/format/round.hpp"
+
+#define SAFEAMP_LAYER_CHECK(call)                                                                                      \
+  ::safeamp::cuda::check_status(::safeamp::cuda::status_source::cuda_runtime, static_cast<int>(call), #call, __FILE__, \
+                                __LINE__)
 
 namespace safeamp::cuda {
 namespace detail {
@@ -90,10 +95,10 @@ __global__ void activation_backward_kernel(activation_fn fn, const float* x, con
 }
 
 __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* targets, std::int64_t rows,
-                                     std::int64_t classes, format_spec f, double factor, const device_amp_state* state,
+                                     std::int64_t classes, format_spec f, double factor, const scaler_block* state,
                                      float* row_loss, std::int32_t* predicted, float* dlogits,
                                      device_step_record* record) {
-  const float scale = state != nullptr ? state->scaler.scale : 1.0f;
+  const float scale = state != nullptr ? state->state.scale : 1.0f;
   const auto coef = static_cast<float>(static_cast<double>(scale) * factor / static_cast<double>(rows));
   const float nan = __int_as_float(0x7FC00000);
   for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
@@ -143,52 +148,6 @@ __global__ void column_sums_kernel(const float* in, std::int64_t rows, std::int6
   }
 }
 
-constexpr unsigned norm_blocks = static_cast<unsigned>(norm_scratch_per_buffer);
-
-// Per-block sums of squares in double, reduced in shared memory in a fixed tree order.
-__global__ void sum_squares_kernel(const float* p, std::uint64_t n, double* partial) {
-  __shared__ double s[layer_threads];
-  double acc = 0.0;
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const double v = static_cast<double>(p[i]);
-    acc = __dadd_rn(acc, __dmul_rn(v, v));
-  }
-  s[threadIdx.x] = acc;
-  __syncthreads();
-  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) s[threadIdx.x] = __dadd_rn(s[threadIdx.x], s[threadIdx.x + half]);
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
-}
-
-__global__ void norm_finish_kernel(const double* partial, std::uint64_t count, double max_norm, device_amp_state* state,
-                                   device_step_record* record) {
-  double sum = 0.0;
-  for (std::uint64_t i = 0; i < count; ++i) sum = __dadd_rn(sum, partial[i]);
-  const double norm = sqrt(sum);
-  record->grad_norm_before_clip = norm;
-  if (max_norm > 0.0 && !isfinite(norm)) state->found_inf = 1;
-  record->found_inf = state->found_inf != 0 ? 1 : 0;
-  if (max_norm > 0.0 && isfinite(norm) && norm > max_norm) {
-    const auto factor = static_cast<float>(max_norm / norm);
-    record->grad_norm_after_clip = norm * static_cast<double>(factor);
-  } else {
-    record->grad_norm_after_clip = norm;
-  }
-}
-
-__global__ void clip_kernel(float* p, std::uint64_t n, double max_norm, const device_step_record* record) {
-  const double norm = record->grad_norm_before_clip;
-  if (!(isfinite(norm) && norm > max_norm)) return;
-  const auto factor = static_cast<float>(max_norm / norm);
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    p[i] = __fmul_rn(p[i], factor);
-  }
-}
-
 __global__ void write_value_kernel(float* p, float value) { *p = value; }
 
 }  // namespace
@@ -201,7 +160,7 @@ void add_bias_and_cast(float* y, const float* bias, std::int64_t rows, std::int6
   detail::
       bias_cast_kernel<<<detail::layer_blocks(r * c), detail::layer_threads, 0, static_cast<cudaStream_t>(stream)>>>(
           y, bias, r, c, out);
-  SAFEAMP_CUDA_CHECK(cudaGetLastError());
+  SAFEAMP_LAYER_CHECK(cudaGetLastError());
 }
 
 void activation_forward(activation_fn fn, const float* x, float* y, std::uint64_t n, const cast_spec& op,
@@ -209,7 +168,7 @@ void activation_forward(activation_fn fn, const float* x, float* y, std::uint64_
   if (n == 0) return;
   detail::activation_forward_kernel<<<detail::layer_blocks(n), detail::layer_threads, 0,
                                       static_cast<cudaStream_t>(stream)>>>(fn, x, y, n, op, store);
-  SAFEAMP_CUDA_CHECK(cudaGetLastError());
+  SAFEAMP_LAYER_CHECK(cudaGetLastError());
 }
 
 void activation_backward(activation_fn fn, const float* x, const float* dy, float* dx, std::uint64_t n,
@@ -217,18 +176,18 @@ void activation_backward(activation_fn fn, const float* x, const float* dy, floa
   if (n == 0) return;
   detail::activation_backward_kernel<<<detail::layer_blocks(n), detail::layer_threads, 0,
                                        static_cast<cudaStream_t>(stream)>>>(fn, x, dy, dx, n, op, gradient);
-  SAFEAMP_CUDA_CHECK(cudaGetLastError());
+  SAFEAMP_LAYER_CHECK(cudaGetLastError());
 }
 
 void softmax_cross_entropy(const float* logits, const std::int32_t* targets, std::int64_t rows, std::int64_t classes,
-                           format_spec loss_format, double loss_factor, const device_amp_state* state, float* row_loss,
+                           format_spec loss_format, double loss_factor, const scaler_block* state, float* row_loss,
                            std::int32_t* predicted, float* dlogits, device_step_record* record, void* stream) {
   if (rows <= 0 || classes <= 0) {
     throw error("cross_entropy shape", std::to_string(rows) + " x " + std::to_string(classes), "rows, classes >= 1");
   }
   detail::cross_entropy_kernel<<<1, detail::layer_threads, 0, static_cast<cudaStream_t>(stream)>>>(
       logits, targets, rows, classes, loss_format, loss_factor, state, row_loss, predicted, dlogits, record);
-  SAFEAMP_CUDA_CHECK(cudaGetLastError());
+  SAFEAMP_LAYER_CHECK(cudaGetLastError());
 }
 
 void column_sums(const float* in, std::int64_t rows, std::int64_t cols, format_spec sum_format, float* out,
@@ -236,39 +195,12 @@ void column_sums(const float* in, std::int64_t rows, std::int64_t cols, format_s
   if (cols <= 0) return;
   detail::column_sums_kernel<<<detail::layer_blocks(static_cast<std::uint64_t>(cols)), detail::layer_threads, 0,
                                static_cast<cudaStream_t>(stream)>>>(in, rows, cols, sum_format, out);
-  SAFEAMP_CUDA_CHECK(cudaGetLastError());
-}
-
-void global_norm_and_clip(std::span<const tensor_span> buffers, double max_norm, double* scratch,
-                          device_amp_state* state, device_step_record* record, void* stream) {
-  constexpr std::size_t max_buffers = 64;
-  if (buffers.size() > max_buffers) {
-    throw error("global_norm_and_clip buffers", std::to_string(buffers.size()), "at most 64");
-  }
-  const auto s = static_cast<cudaStream_t>(stream);
-  SAFEAMP_CUDA_CHECK(cudaMemsetAsync(scratch, 0, buffers.size() * norm_scratch_per_buffer * sizeof(double), s));
-  for (std::size_t t = 0; t < buffers.size(); ++t) {
-    if (buffers[t].elements == 0) continue;
-    detail::sum_squares_kernel<<<detail::norm_blocks, detail::layer_threads, 0, s>>>(
-        buffers[t].data, buffers[t].elements, scratch + t * norm_scratch_per_buffer);
-    SAFEAMP_CUDA_CHECK(cudaGetLastError());
-  }
-  detail::norm_finish_kernel<<<1, 1, 0, s>>>(scratch, buffers.size() * norm_scratch_per_buffer, max_norm, state,
-                                             record);
-  SAFEAMP_CUDA_CHECK(cudaGetLastError());
-  if (max_norm > 0.0) {
-    for (const tensor_span& b : buffers) {
-      if (b.elements == 0) continue;
-      detail::clip_kernel<<<detail::layer_blocks(b.elements), detail::layer_threads, 0, s>>>(b.data, b.elements,
-                                                                                             max_norm, record);
-      SAFEAMP_CUDA_CHECK(cudaGetLastError());
-    }
-  }
+  SAFEAMP_LAYER_CHECK(cudaGetLastError());
 }
 
 void write_value(float* p, float value, void* stream) {
   detail::write_value_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(p, value);
-  SAFEAMP_CUDA_CHECK(cudaGetLastError());
+  SAFEAMP_LAYER_CHECK(cudaGetLastError());
 }
 
 }  // namespace safeamp::cuda
