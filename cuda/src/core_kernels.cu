@@ -6,6 +6,9 @@
 #include "safeamp/cuda/core_kernels.hpp"
 #include "safeamp/format/round_kernel.hpp"
 #include "safeamp/safeamp.hpp"
+#include "safeamp/scaling/deferred_loss_scaler.hpp"
+#include "safeamp/scaling/delayed_scaling_step.hpp"
+#include "safeamp/scaling/scaler_block.hpp"
 
 namespace safeamp::cuda::detail {
 

@@ -4,6 +4,8 @@
 
 #include "safeamp/policy.hpp"
 #include "safeamp/scaling.hpp"
+#include "safeamp/scaling/delayed_scaling_step.hpp"
+#include "safeamp/scaling/scaler_block.hpp"
 
 using namespace safeamp;
 
@@ -35,6 +37,28 @@ constexpr scaler_state after_three(scaler_config c) {
 static_assert(after_three(scaler_presets::pytorch).scale == 8192.0f);
 static_assert(after_three(scaler_presets::nemo).scale == 16384.0f);  // the first overflow is absorbed (H = 2)
 static_assert(transition(scaler_presets::pytorch, {FLT_MAX, 1999, 1, 0}, false).event == scale_event::growth_refused);
+
+// The block's step (what the device update kernel runs) at compile time: with the PyTorch preset, a clean
+// step then two overflows: 2^16 -> 2^16 -> 2^15 -> 2^14; 1 applied, 2 skipped, 2 backoffs, last overflow step 2.
+constexpr scaler_block after_clean_and_two_overflows() {
+  const scaler_config c = scaler_presets::pytorch;
+  scaler_block b = initial_block(c);
+  for (const bool found : {false, true, true}) {
+    b.found_inf = found ? 1 : 0;
+    advance_step(c, b, true);
+  }
+  return b;
+}
+static_assert(after_clean_and_two_overflows().state.scale == 16384.0f);
+static_assert(after_clean_and_two_overflows().stats.applied_steps == 1);
+static_assert(after_clean_and_two_overflows().stats.skipped_steps == 2);
+static_assert(after_clean_and_two_overflows().stats.backoff_events == 2);
+static_assert(after_clean_and_two_overflows().stats.last_overflow_step == 2);
+static_assert(after_clean_and_two_overflows().last.scale_before == 32768.0f);
+static_assert(after_clean_and_two_overflows().found_inf == 0);  // the flag is cleared for the next step
+// amax on bits: |-3| = 3.0f = 0x40400000; a NaN beats +inf.
+static_assert(amax_fold(0, -3.0f) == 0x40400000u);
+static_assert(amax_fold(amax_fold(0, __builtin_huge_valf()), __builtin_nanf("")) == amax_nan_bits);
 
 TEST_CASE("the compile-time values hold at run time too") {
   scaler_config c = scaler_presets::pytorch;  // not constexpr: evaluated at run time
