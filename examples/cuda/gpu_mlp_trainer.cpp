@@ -466,6 +466,9 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
   SAFEAMP_GPU_TRAINER_CHECK(cudaStreamSynchronize(stream.s));  // the end of the run: one wait
   if (telemetry.poll()) ++run.telemetry_snapshots;
   run.telemetry_skipped_in_flight = telemetry.copies_skipped_in_flight();
+  // The scaler's first host read: raises max_overflows_at_min here if a step of the run reached it (the
+  // device cannot throw; the simulator raises at that step), so such a run fails on the GPU too.
+  (void)scaler.stats();
 
   // ---- step records -----------------------------------------------------------------------------------
   const std::vector<cu::device_step_record> recs = records.download(steps);
