@@ -37,7 +37,12 @@ void print_limits(const std::vector<format_spec>& formats) {
 }
 
 void print_traps() {
-  struct trap { const char* what; format_spec f; float x; round_options opt; };
+  struct trap {
+    const char* what;
+    format_spec f;
+    float x;
+    round_options opt;
+  };
   const trap traps[] = {
       {"fp16 overflow threshold (max + half ulp ties to even -> inf)", fp16, 65520.0f, {}},
       {"just below the fp16 threshold stays finite", fp16, 65519.99f, {}},
@@ -66,9 +71,11 @@ void print_traps() {
 
 const register_command reg{tool_command{
     "formats", 30, [](CLI::App& app, int& /*exit_code*/) {
-      auto* cmd = app.add_subcommand("formats", "Limits of the number formats and how rounding treats their edge cases");
+      auto* cmd =
+          app.add_subcommand("formats", "Limits of the number formats and how rounding treats their edge cases");
       auto name = std::make_shared<std::string>();
-      cmd->add_option("--format", *name, "one format (any name docs/numerics.md lists, e.g. e2m1fn, e4m3fnuz, e8m0fnu)");
+      cmd->add_option("--format", *name,
+                      "one format (any name docs/numerics.md lists, e.g. e2m1fn, e4m3fnuz, e8m0fnu)");
       cmd->callback([name] {
         if (!name->empty()) {
           print_limits({parse_format(*name)});

@@ -59,11 +59,11 @@ void bm_quantize_blocks(benchmark::State& state) {
   const auto& in = input(n);
   auto& out = output(n);
   const std::size_t rows = static_cast<std::size_t>(n) / matrix_cols;
-  const safeamp::block_options opt{.rows = rows,
-                                   .axis = state.range(3) == 0 ? safeamp::block_axis::rows : safeamp::block_axis::columns,
-                                   .mode = state.range(2) == 0 ? safeamp::rounding::nearest_even
-                                                               : safeamp::rounding::stochastic,
-                                   .key = {.seed = 1}};
+  const safeamp::block_options opt{
+      .rows = rows,
+      .axis = state.range(3) == 0 ? safeamp::block_axis::rows : safeamp::block_axis::columns,
+      .mode = state.range(2) == 0 ? safeamp::rounding::nearest_even : safeamp::rounding::stochastic,
+      .key = {.seed = 1}};
   std::vector<float> scales(static_cast<std::size_t>(n) / 16 + matrix_cols);
   for (auto _ : state) {
     benchmark::DoNotOptimize(safeamp::quantize_blocks(b, in, out, scales, opt));

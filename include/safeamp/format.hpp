@@ -11,6 +11,7 @@
 #include "safeamp/format/format_spec.hpp"
 #include "safeamp/format/philox.hpp"
 #include "safeamp/format/round.hpp"
+#include "safeamp/format/round_exponent_only.hpp"
 #include "safeamp/format/round_options.hpp"
 #include "safeamp/format/round_kernel.hpp"
 #include "safeamp/format/round_span.hpp"

@@ -145,7 +145,8 @@ cast_stats gemm(const gemm_formats& f, const matrix& a, const matrix& b, matrix&
   }
   const bool blocked = is_block_scaled(f.input_blocks);
   if (blocked && (!is_valid(f.input_blocks) || f.accumulate != fp32)) {
-    throw error("gemm block-scaled inputs", block_format_name(f.input_blocks) + " accumulating in " + format_name(f.accumulate),
+    throw error("gemm block-scaled inputs",
+                block_format_name(f.input_blocks) + " accumulating in " + format_name(f.accumulate),
                 "a valid block format (mxfp8, mxfp8_e5m2, mxfp6, mxfp6_e3m2, mxfp4, nvfp4) with fp32 accumulation");
   }
   if (opt.beta == 0.0f) d.resize(m, n);
@@ -155,8 +156,14 @@ cast_stats gemm(const gemm_formats& f, const matrix& a, const matrix& b, matrix&
   matrix a_low, b_low;
   const bool round_inputs = blocked || f.compute != fp32;
   if (blocked) {
-    if (ta) a_low = a.transpose(); else a_low = a;
-    if (tb) b_low = b.transpose(); else b_low = b;
+    if (ta)
+      a_low = a.transpose();
+    else
+      a_low = a;
+    if (tb)
+      b_low = b.transpose();
+    else
+      b_low = b;
     quantize_operand(f.input_blocks, a_low, block_axis::rows);
     quantize_operand(f.input_blocks, b_low, block_axis::columns);
   } else if (round_inputs) {

@@ -18,10 +18,10 @@ enum class mode { nearest_even, toward_zero, toward_pos_inf, toward_neg_inf, sto
 struct format {
   int exponent_bits;
   int mantissa_bits;
-  bool finite_nan;       // OCP "fn" (8 bits): no infinity, only all-ones is NaN
-  bool fnuz = false;     // no infinity, no -0, one NaN (the -0 code); every other code finite
-  bool no_nan = false;   // OCP MX FP6/FP4: no infinity and no NaN; conversion always saturates
-  int bias_offset = 0;   // added to the IEEE bias 2^(E-1) - 1
+  bool finite_nan;      // OCP "fn" (8 bits): no infinity, only all-ones is NaN
+  bool fnuz = false;    // no infinity, no -0, one NaN (the -0 code); every other code finite
+  bool no_nan = false;  // OCP MX FP6/FP4: no infinity and no NaN; conversion always saturates
+  int bias_offset = 0;  // added to the IEEE bias 2^(E-1) - 1
 
   bool ieee() const { return !finite_nan && !fnuz && !no_nan; }
   int bias() const { return (1 << (exponent_bits - 1)) - 1 + bias_offset; }
@@ -72,7 +72,7 @@ std::uint32_t round_bits(const format& f, T x, const options& o) {
       std::memcpy(&u, &x, 8);
       payload = static_cast<std::uint32_t>((u & ((std::uint64_t{1} << 52) - 1)) >> 29);
     }
-    if (f.fnuz) return 0x7FC00000u;          // the one NaN has no sign and no payload
+    if (f.fnuz) return 0x7FC00000u;           // the one NaN has no sign and no payload
     if (f.no_nan) return sign | 0x7FC00000u;  // no NaN code: stays a float NaN with its sign
     return sign | 0x7FC00000u | (f.finite_nan ? payload_mask : (payload & payload_mask));
   }
@@ -82,7 +82,7 @@ std::uint32_t round_bits(const format& f, T x, const options& o) {
                     (o.rounding == mode::toward_neg_inf && negative);
   auto finish = [&](double magnitude) -> std::uint32_t {
     if (std::isnan(magnitude)) return f.fnuz ? 0x7FC00000u : sign | 0x7FC00000u | payload_mask;
-    if (magnitude == 0 && f.fnuz) return 0u;  // no -0
+    if (magnitude == 0 && f.fnuz) return 0u;                  // no -0
     return sign | float_bits(static_cast<float>(magnitude));  // every format value is a float
   };
   if (std::isinf(x)) return finish(o.saturate ? f.max_finite() : inf_value);

@@ -55,7 +55,8 @@ inline constexpr block_format no_block_scaling{fp32, fp32, 0};
 
 /// Memory of a block-scaled tensor of n elements: packed elements plus one scale byte per block (and 4 bytes
 /// of tensor scale for NVFP4). For the memory planner: MXFP8 is 8.25 bits an element, MXFP4 4.25, NVFP4 4.5.
-[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr std::uint64_t block_storage_bytes(const block_format& b, std::uint64_t n) noexcept {
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr std::uint64_t block_storage_bytes(const block_format& b,
+                                                                              std::uint64_t n) noexcept {
   const std::uint64_t bs = static_cast<std::uint64_t>(b.block_size);
   const std::uint64_t element_bits = n * static_cast<std::uint64_t>(total_bits(b.element));
   const std::uint64_t blocks = (n + bs - 1) / bs;

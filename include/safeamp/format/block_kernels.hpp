@@ -33,7 +33,7 @@ struct block_scale {
   float inverse;  // MX: 1 / X = 2^-k exactly (a normal float: -127 <= k <= 125); NVFP4: unused
 };
 [[nodiscard]] SAFEAMP_DETAIL_ALWAYS_INLINE block_scale scale_of_block(bool mx, int emax_element, float tensor_scale,
-                                                std::uint32_t amax_bits) noexcept {
+                                                                      std::uint32_t amax_bits) noexcept {
   const float nan = safeamp::bit_cast<float>(quiet_nan_bits);
   if (amax_bits >= 0x7F800000u || tensor_scale != tensor_scale) return {nan, nan, nan};
   if (mx) {
@@ -46,8 +46,8 @@ struct block_scale {
     return {x, x, pow2f(-shared)};
   }
   const float amax = safeamp::bit_cast<float>(amax_bits);
-  const float s = round_to(fp8_e4m3, amax / (tensor_scale * nvfp4_element_max),
-                           round_options{.on_overflow = overflow::saturate});
+  const float s =
+      round_to(fp8_e4m3, amax / (tensor_scale * nvfp4_element_max), round_options{.on_overflow = overflow::saturate});
   return {s * tensor_scale, s, 0.0f};
 }
 

@@ -81,7 +81,8 @@ void quantize_strip(const block_format& b, float tensor_scale, const float* in, 
       float* o = out + r * cols + start;
       for (std::size_t j = 0; j < len; ++j) scale_down(x + j, buffer + j, 1, column_scales[start + j], mx);
       round_scaled<R, Named, F>(b.element, buffer, len, key, first_index + r * cols + start, c);
-      for (std::size_t j = 0; j < len; ++j) scale_up_in_place(x + j, buffer + j, 1, column_scales[start + j], mx, extra);
+      for (std::size_t j = 0; j < len; ++j)
+        scale_up_in_place(x + j, buffer + j, 1, column_scales[start + j], mx, extra);
       copy_out(o, buffer, len, false);
     }
   }
@@ -156,7 +157,8 @@ inline block_result quantize_blocks(const block_format& b, std::span<const float
       const std::uint32_t a = safeamp::bit_cast<std::uint32_t>(v) & 0x7FFFFFFFu;
       amax = a > amax ? a : amax;
     }
-    result.tensor_scale = detail::nvfp4_tensor_scale(safeamp::bit_cast<float>(amax >= 0x7F800000u ? 0x7FC00000u : amax));
+    result.tensor_scale =
+        detail::nvfp4_tensor_scale(safeamp::bit_cast<float>(amax >= 0x7F800000u ? 0x7FC00000u : amax));
   }
   const float* src = in.data();
   float* dst = out.data();

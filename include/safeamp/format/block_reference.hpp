@@ -47,15 +47,16 @@ struct block_result {
 
 namespace detail {
 
-inline constexpr float nvfp4_element_max = 6.0f;   // max_finite(fp4_e2m1)
-inline constexpr float nvfp4_scale_max = 448.0f;   // max_finite(fp8_e4m3)
+inline constexpr float nvfp4_element_max = 6.0f;            // max_finite(fp4_e2m1)
+inline constexpr float nvfp4_scale_max = 448.0f;            // max_finite(fp8_e4m3)
 inline constexpr float float_min_normal = 1.17549435e-38f;  // 2^-126
 
 /// Checks what every quantize_blocks entry point checks; returns the number of columns.
 inline std::size_t check_block_arguments(const block_format& b, std::size_t in_size, std::size_t out_size,
                                          std::size_t scales_size, const block_options& opt) {
   if (!is_valid(b.element) || b.element.is_unsigned || total_bits(b.element) > 8) {
-    throw error("block element format", format_name(b.element), "a signed format of at most 8 bits (e4m3, e5m2, e2m3fn, e3m2fn, e2m1fn, ...)");
+    throw error("block element format", format_name(b.element),
+                "a signed format of at most 8 bits (e4m3, e5m2, e2m3fn, e3m2fn, e2m1fn, ...)");
   }
   if (b.scale != e8m0 && b.scale != fp8_e4m3) {
     throw error("block scale format", is_valid(b.scale) ? format_name(b.scale) : std::string("invalid"),
@@ -69,7 +70,8 @@ inline std::size_t check_block_arguments(const block_format& b, std::size_t in_s
                 "a divisor of the input size (" + std::to_string(in_size) + ")");
   }
   if (out_size != in_size) {
-    throw error("quantize_blocks output size", std::to_string(out_size), "the input size (" + std::to_string(in_size) + ")");
+    throw error("quantize_blocks output size", std::to_string(out_size),
+                "the input size (" + std::to_string(in_size) + ")");
   }
   if (opt.mode != rounding::nearest_even && opt.mode != rounding::stochastic) {
     throw error("quantize_blocks rounding", std::to_string(static_cast<int>(opt.mode)), "nearest_even or stochastic");
@@ -79,7 +81,8 @@ inline std::size_t check_block_arguments(const block_format& b, std::size_t in_s
   const std::size_t blocks =
       opt.axis == block_axis::rows ? opt.rows * ((cols + bs - 1) / bs) : ((opt.rows + bs - 1) / bs) * cols;
   if (scales_size < blocks) {
-    throw error("quantize_blocks scales size", std::to_string(scales_size), "at least the block count (" + std::to_string(blocks) + ")");
+    throw error("quantize_blocks scales size", std::to_string(scales_size),
+                "at least the block count (" + std::to_string(blocks) + ")");
   }
   return cols;
 }
@@ -128,7 +131,8 @@ inline block_result quantize_blocks_reference(const block_format& b, std::span<c
     const std::size_t outer = along_rows ? block / blocks_per_row : block / cols;  // row, or strip
     const std::size_t inner = along_rows ? block % blocks_per_row : block % cols;  // block in row, or column
     const std::size_t first = along_rows ? inner * bs : outer * bs;
-    const std::size_t length = along_rows ? (cols - first < bs ? cols - first : bs) : (rows - first < bs ? rows - first : bs);
+    const std::size_t length =
+        along_rows ? (cols - first < bs ? cols - first : bs) : (rows - first < bs ? rows - first : bs);
     auto index = [&](std::size_t j) { return along_rows ? outer * cols + first + j : (first + j) * cols + inner; };
 
     float amax = 0.0f;

@@ -53,11 +53,10 @@ struct format_alias {
   format_spec spec;
 };
 inline constexpr std::array<format_alias, 20> format_aliases = {{
-    {"fp32", fp32},     {"float32", fp32},       {"f32", fp32},  {"float", fp32},     {"single", fp32},
-    {"full", fp32},     {"tf32", tf32},          {"tensorfloat32", tf32},
-    {"fp16", fp16},     {"float16", fp16},       {"f16", fp16},  {"half", fp16},      {"binary16", fp16},
-    {"bf16", bf16},     {"bfloat16", bf16},      {"e4m3", fp8_e4m3},
-    {"e5m2", fp8_e5m2}, {"fp4", fp4_e2m1},       {"fp6", fp6_e2m3}, {"e8m0", e8m0},
+    {"fp32", fp32},     {"float32", fp32},  {"f32", fp32},           {"float", fp32},   {"single", fp32},
+    {"full", fp32},     {"tf32", tf32},     {"tensorfloat32", tf32}, {"fp16", fp16},    {"float16", fp16},
+    {"f16", fp16},      {"half", fp16},     {"binary16", fp16},      {"bf16", bf16},    {"bfloat16", bf16},
+    {"e4m3", fp8_e4m3}, {"e5m2", fp8_e5m2}, {"fp4", fp4_e2m1},       {"fp6", fp6_e2m3}, {"e8m0", e8m0},
 }};
 
 /// The generic e<E>m<M>[b<B>][suffix] (after any float<N>_ prefix); the syntax only (see is_valid).

@@ -60,7 +60,8 @@ namespace detail {
   const int bias = (1 << (f.exponent_bits - 1)) - 1 + f.bias_offset;
   if (bias < 0) return "bias_offset";
   const int top = (1 << f.exponent_bits) - 1;
-  const bool top_finite = f.specials != special_values::ieee && !(f.specials == special_values::finite_nan && f.mantissa_bits == 0);
+  const bool top_finite =
+      f.specials != special_values::ieee && !(f.specials == special_values::finite_nan && f.mantissa_bits == 0);
   const int emax = (top_finite ? top : top - 1) - bias;
   const int emin = f.mantissa_bits == 0 ? -bias : 1 - bias;
   if (emax > 127 || emin < (f.mantissa_bits == 0 ? -127 : -126)) return "bias_offset";
@@ -96,29 +97,30 @@ namespace detail {
     throw error("format is_unsigned", "true with " + std::to_string(mantissa_bits) + " mantissa bits",
                 "unsigned formats are exponent-only (0 mantissa bits) with a NaN code (finite_nan), like e8m0fnu");
   }
-  throw error("format exponent_bits", std::to_string(exponent_bits) + " with bias_offset " +
-                                          std::to_string(bias_offset) +
-                                          (specials == special_values::ieee ? "" : " and no infinity"),
-              "a bias >= 0 and a range that fits in a float: largest finite exponent <= 127, smallest normal exponent >= -126 "
-              "(so finite_nan, fnuz and finite formats take 2..7 exponent bits at the IEEE bias)");
+  throw error(
+      "format exponent_bits",
+      std::to_string(exponent_bits) + " with bias_offset " + std::to_string(bias_offset) +
+          (specials == special_values::ieee ? "" : " and no infinity"),
+      "a bias >= 0 and a range that fits in a float: largest finite exponent <= 127, smallest normal exponent >= -126 "
+      "(so finite_nan, fnuz and finite formats take 2..7 exponent bits at the IEEE bias)");
 }
 
 // The named formats. Limits are static_assert-ed against hand-derived values in tests/static/; the names are
 // ml_dtypes' (https://github.com/jax-ml/ml_dtypes, README "Supported types") and the OCP specifications'.
-inline constexpr format_spec fp32{8, 23, special_values::ieee};            // IEEE binary32
-inline constexpr format_spec tf32{8, 10, special_values::ieee};            // NVIDIA TensorFloat-32 (19 bits used)
-inline constexpr format_spec fp16{5, 10, special_values::ieee};            // IEEE binary16
-inline constexpr format_spec bf16{8, 7, special_values::ieee};             // bfloat16
-inline constexpr format_spec fp8_e4m3{4, 3, special_values::finite_nan};   // OCP FP8 E4M3 ("e4m3fn"), max 448
-inline constexpr format_spec fp8_e5m2{5, 2, special_values::ieee};         // OCP FP8 E5M2, max 57344
-inline constexpr format_spec fp8_e4m3ieee{4, 3, special_values::ieee};     // ml_dtypes float8_e4m3 (IEEE-style), max 240
-inline constexpr format_spec fp8_e3m4{3, 4, special_values::ieee};         // ml_dtypes float8_e3m4, max 15.5
-inline constexpr format_spec fp8_e4m3fnuz{4, 3, special_values::fnuz, 1};  // bias 8, max 240, NaN 0x80
-inline constexpr format_spec fp8_e5m2fnuz{5, 2, special_values::fnuz, 1};  // bias 16, max 57344, NaN 0x80
-inline constexpr format_spec fp8_e4m3b11fnuz{4, 3, special_values::fnuz, 4};  // bias 11, max 30, NaN 0x80
-inline constexpr format_spec fp6_e2m3{2, 3, special_values::finite};        // OCP MX FP6 E2M3 ("e2m3fn"), max 7.5
-inline constexpr format_spec fp6_e3m2{3, 2, special_values::finite};        // OCP MX FP6 E3M2 ("e3m2fn"), max 28
-inline constexpr format_spec fp4_e2m1{2, 1, special_values::finite};        // OCP MX FP4 E2M1 ("e2m1fn"), max 6
+inline constexpr format_spec fp32{8, 23, special_values::ieee};           // IEEE binary32
+inline constexpr format_spec tf32{8, 10, special_values::ieee};           // NVIDIA TensorFloat-32 (19 bits used)
+inline constexpr format_spec fp16{5, 10, special_values::ieee};           // IEEE binary16
+inline constexpr format_spec bf16{8, 7, special_values::ieee};            // bfloat16
+inline constexpr format_spec fp8_e4m3{4, 3, special_values::finite_nan};  // OCP FP8 E4M3 ("e4m3fn"), max 448
+inline constexpr format_spec fp8_e5m2{5, 2, special_values::ieee};        // OCP FP8 E5M2, max 57344
+inline constexpr format_spec fp8_e4m3ieee{4, 3, special_values::ieee};    // ml_dtypes float8_e4m3 (IEEE-style), max 240
+inline constexpr format_spec fp8_e3m4{3, 4, special_values::ieee};        // ml_dtypes float8_e3m4, max 15.5
+inline constexpr format_spec fp8_e4m3fnuz{4, 3, special_values::fnuz, 1};      // bias 8, max 240, NaN 0x80
+inline constexpr format_spec fp8_e5m2fnuz{5, 2, special_values::fnuz, 1};      // bias 16, max 57344, NaN 0x80
+inline constexpr format_spec fp8_e4m3b11fnuz{4, 3, special_values::fnuz, 4};   // bias 11, max 30, NaN 0x80
+inline constexpr format_spec fp6_e2m3{2, 3, special_values::finite};           // OCP MX FP6 E2M3 ("e2m3fn"), max 7.5
+inline constexpr format_spec fp6_e3m2{3, 2, special_values::finite};           // OCP MX FP6 E3M2 ("e3m2fn"), max 28
+inline constexpr format_spec fp4_e2m1{2, 1, special_values::finite};           // OCP MX FP4 E2M1 ("e2m1fn"), max 6
 inline constexpr format_spec e8m0{8, 0, special_values::finite_nan, 0, true};  // OCP MX scale E8M0 ("e8m0fnu")
 
 // ---- derived quantities (all from the descriptor) ------------------------------------------------
@@ -227,4 +229,3 @@ namespace detail {
 }
 
 }  // namespace safeamp
-

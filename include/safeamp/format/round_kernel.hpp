@@ -52,14 +52,14 @@ struct rounded_bits {
 
 /// Everything round_float_bits needs from the descriptor, computed once per span (not per element).
 struct round_constants {
-  std::uint32_t mantissa_bits;    // M
-  std::uint32_t emin_src;         // target emin as a float exponent field
-  std::uint32_t max_bits;         // float bits of max finite
-  std::uint32_t min_normal_bits;  // float bits of min normal
-  std::uint32_t payload_mask;     // the float mantissa bits the target keeps
-  std::uint32_t nan_fill;         // NaN as decode() gives it: quiet, plus all ones for finite_nan
-  std::uint32_t inf_or_nan;       // what overflow to infinity gives: inf, or NaN without infinity
-  std::uint32_t quantum_bits;     // float bits of the smallest subnormal 2^(emin - M)
+  std::uint32_t mantissa_bits;      // M
+  std::uint32_t emin_src;           // target emin as a float exponent field
+  std::uint32_t max_bits;           // float bits of max finite
+  std::uint32_t min_normal_bits;    // float bits of min normal
+  std::uint32_t payload_mask;       // the float mantissa bits the target keeps
+  std::uint32_t nan_fill;           // NaN as decode() gives it: quiet, plus all ones for finite_nan
+  std::uint32_t inf_or_nan;         // what overflow to infinity gives: inf, or NaN without infinity
+  std::uint32_t quantum_bits;       // float bits of the smallest subnormal 2^(emin - M)
   std::uint32_t unsigned_zero_nan;  // all ones for fnuz (zero and NaN results are positive), else 0
 };
 
@@ -79,7 +79,9 @@ struct round_constants {
                          safeamp::bit_cast<std::uint32_t>(min_normal(f)),
                          payload_mask,
                          nan_fill,
-                         has_infinity(f) ? 0x7F800000u : has_nan(f) ? nan_fill : max_bits,
+                         has_infinity(f) ? 0x7F800000u
+                         : has_nan(f)    ? nan_fill
+                                         : max_bits,
                          safeamp::bit_cast<std::uint32_t>(min_subnormal(f)),
                          f.specials == special_values::fnuz ? 0xFFFFFFFFu : 0u};
 }

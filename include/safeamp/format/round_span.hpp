@@ -155,7 +155,8 @@ void round_span_dispatch(format_spec f, const float* in, float* out, std::size_t
 inline cast_stats round_span(format_spec f, std::span<const float> in, std::span<float> out, round_options opt = {},
                              philox_key key = {}) {
   if (!is_valid(f)) {
-    throw error("format", format_name(f), "a valid format_spec (2..8 exponent bits, 1..23 mantissa bits, range within float)");
+    throw error("format", format_name(f),
+                "a valid format_spec (2..8 exponent bits, 1..23 mantissa bits, range within float)");
   }
   if (in.size() != out.size()) {
     throw error("round_span output size", std::to_string(out.size()),

@@ -91,10 +91,10 @@ namespace safeamp {
       blocks_set = true;
     } else if (!detail::find_format(value_text, values[ki])) {
       detail::policy_error("policy value of " + std::string(detail::key_name(key)), value_text, whole,
-                           key == policy_key::op_matmul ? std::string(detail::policy_formats_accepted) +
-                                                              ", or a block format: " +
-                                                              std::string(block_format_names_accepted)
-                                                        : std::string(detail::policy_formats_accepted));
+                           key == policy_key::op_matmul
+                               ? std::string(detail::policy_formats_accepted) +
+                                     ", or a block format: " + std::string(block_format_names_accepted)
+                               : std::string(detail::policy_formats_accepted));
     }
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
@@ -103,7 +103,8 @@ namespace safeamp {
   result = has_preset ? base : precision_policy{};
   if (set[static_cast<std::size_t>(policy_key::master_weights)]) result.master_weights = master;
   // A matmul format given alone replaces a preset's block scaling; a block format sets it.
-  if (set[static_cast<std::size_t>(policy_key::op_matmul)]) result.matmul_blocks = blocks_set ? matmul_blocks : no_block_scaling;
+  if (set[static_cast<std::size_t>(policy_key::op_matmul)])
+    result.matmul_blocks = blocks_set ? matmul_blocks : no_block_scaling;
   for (policy_key k : detail::policy_resolution_order) {
     const std::size_t ki = static_cast<std::size_t>(k);
     if (set[ki]) {
@@ -123,8 +124,9 @@ namespace safeamp {
     precision_policy copy = p;
     if (!s.empty()) s += ',';
     s += std::string(detail::key_name(k)) + "=" +
-         (k == policy_key::op_matmul && is_block_scaled(p.matmul_blocks) ? block_format_name(p.matmul_blocks)
-                                                                          : detail::policy_format_name(*detail::field_of(k, copy)));
+         (k == policy_key::op_matmul && is_block_scaled(p.matmul_blocks)
+              ? block_format_name(p.matmul_blocks)
+              : detail::policy_format_name(*detail::field_of(k, copy)));
     if (k == policy_key::gradient) s += std::string(",master_weights=") + (p.master_weights ? "true" : "false");
   }
   return s;
@@ -143,7 +145,8 @@ namespace safeamp {
     const bool blocks = k == policy_key::op_matmul && is_block_scaled(p.matmul_blocks);
     if (always || blocks || v != detail::derived_default(k, p)) {
       if (!s.empty()) s += ',';
-      s += std::string(detail::key_name(k)) + "=" + (blocks ? block_format_name(p.matmul_blocks) : detail::policy_format_name(v));
+      s += std::string(detail::key_name(k)) + "=" +
+           (blocks ? block_format_name(p.matmul_blocks) : detail::policy_format_name(v));
     }
     if (k == policy_key::gradient && p.master_weights) s += ",master_weights=true";
   }

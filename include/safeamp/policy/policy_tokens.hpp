@@ -122,9 +122,7 @@ inline constexpr std::string_view policy_bools_accepted = "true, false, yes, no,
 }
 
 /// The spelling to_string prints for a format; find_format(policy_format_name(f)) == f for every valid f.
-[[nodiscard]] inline std::string policy_format_name(format_spec f) {
-  return format_name(f);
-}
+[[nodiscard]] inline std::string policy_format_name(format_spec f) { return format_name(f); }
 
 [[nodiscard]] constexpr bool parse_bool(std::string_view s, bool& out) noexcept {
   constexpr std::array<std::string_view, 4> yes = {"true", "yes", "on", "1"};

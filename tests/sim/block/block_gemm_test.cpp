@@ -4,7 +4,6 @@
 // same bits; a non-fp32 accumulation is refused. Then scenarios/mx-quick.json trains an MLP with MXFP8 and
 // NVFP4 matmuls and the parity gate gives each candidate a verdict that meets the scenario's expectation.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,10 +12,10 @@
 #include "safeamp/format.hpp"
 #include "safeamp/policy.hpp"
 #include "safeamp/sim/gemm.hpp"
-#include "safeamp/sim/report_files.hpp"
 #include "safeamp/sim/parameter.hpp"
 #include "safeamp/sim/parity.hpp"
 #include "safeamp/sim/reference.hpp"
+#include "safeamp/sim/report_files.hpp"
 #include "safeamp/sim/scenario.hpp"
 #include "safeamp/sim/tensor.hpp"
 #include "safeamp/sim/trainer.hpp"
@@ -79,7 +78,8 @@ TEST_CASE("a block-scaled GEMM is quantize-along-K then the fp32 accumulation or
     // Transposed operands are quantized in op() layout, so the blocks still run along K.
     const matrix at = a.transpose(), bt = b.transpose();
     matrix dt;
-    (void)gemm({fp32, fp32, fp32, blocks}, at, bt, dt, {.trans_a = transpose::transposed, .trans_b = transpose::transposed});
+    (void)gemm({fp32, fp32, fp32, blocks}, at, bt, dt,
+               {.trans_a = transpose::transposed, .trans_b = transpose::transposed});
     CHECK(mismatches(dt, want) == 0);
     // And the blocks change the product (the path is taken): it differs from the plain fp32 GEMM.
     matrix plain;
@@ -115,7 +115,8 @@ TEST_CASE("scenarios/mx-quick.json trains with MXFP8 and NVFP4 matmuls and the g
     std::string reasons;
     for (const std::string& why : r.reasons) reasons += why + "; ";
     for (const std::string& why : r.undecided) reasons += "undecided: " + why + "; ";
-    for (const parity_check& k : r.checks) reasons += "\n  " + k.name + " " + std::to_string(k.value) + " / " + std::to_string(k.limit);
+    for (const parity_check& k : r.checks)
+      reasons += "\n  " + k.name + " " + std::to_string(k.value) + " / " + std::to_string(k.limit);
     INFO(c.name << ": " << verdict_name(r.outcome) << " " << reasons);
     WARN(c.name << ": " << verdict_name(r.outcome) << ", held-out accuracy " << run.final_eval.accuracy
                 << " (reference " << ref.final_eval.accuracy << ") " << reasons);

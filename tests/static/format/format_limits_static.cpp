@@ -4,8 +4,8 @@
 //   max = (2 - 2^-M) 2^emax (ieee) or (2 - 2^(1-M)) 2^emax (fn), min normal 2^emin, min subnormal 2^(emin - M),
 //   epsilon 2^-M, unit roundoff 2^-(M+1), digits M + 1.
 // If this file compiles, the checks passed; the test case only confirms that at run time.
-#include <limits>
 #include <catch2/catch.hpp>
+#include <limits>
 
 #include "safeamp/format.hpp"
 
@@ -92,7 +92,8 @@ static_assert(min_subnormal(fp8_e4m3fnuz) == 0.0009765625f && epsilon(fp8_e4m3fn
 static_assert(max_finite_code(fp8_e4m3fnuz) == 0x7Fu && canonical_nan_code(fp8_e4m3fnuz) == 0x80u);
 static_assert(!has_infinity(fp8_e4m3fnuz) && has_nan(fp8_e4m3fnuz) && !has_negative_zero(fp8_e4m3fnuz));
 // float8_e5m2fnuz: bias 16, emin -15, emax 31-16 = 15, max 1.75 * 2^15 = 57344, min subnormal 2^-17.
-static_assert(exponent_bias(fp8_e5m2fnuz) == 16 && min_exponent(fp8_e5m2fnuz) == -15 && max_exponent(fp8_e5m2fnuz) == 15);
+static_assert(exponent_bias(fp8_e5m2fnuz) == 16 && min_exponent(fp8_e5m2fnuz) == -15 &&
+              max_exponent(fp8_e5m2fnuz) == 15);
 static_assert(max_finite(fp8_e5m2fnuz) == 57344.0f && min_normal(fp8_e5m2fnuz) == 3.0517578125e-05f);
 static_assert(min_subnormal(fp8_e5m2fnuz) == 7.62939453125e-06f && max_finite_code(fp8_e5m2fnuz) == 0x7Fu);
 // float8_e4m3b11fnuz: bias 11, emin -10, emax 15-11 = 4, max 1.875 * 16 = 30, min subnormal 2^-13.
@@ -124,7 +125,7 @@ static_assert(round_to<fp4_e2m1>(1e9f) == 6.0f && round_to<fp4_e2m1>(-7.0f) == -
 static_assert(round_to<fp4_e2m1>(5.0f) == 4.0f && round_to<fp4_e2m1>(0.25f) == 0.0f);   // ties to even
 static_assert(encode(fp4_e2m1, std::numeric_limits<float>::infinity()) == 0x7u);
 static_assert(encode(fp8_e4m3fnuz, -0.0f) == 0x00u && encode(fp8_e4m3fnuz, -1e-30f) == 0x00u);  // no -0
-static_assert(encode(fp8_e4m3fnuz, std::numeric_limits<float>::infinity()) == 0x80u);          // inf -> NaN
+static_assert(encode(fp8_e4m3fnuz, std::numeric_limits<float>::infinity()) == 0x80u);           // inf -> NaN
 static_assert(encode(fp8_e4m3fnuz, -1.0f) == 0xC0u && encode(fp8_e4m3b11fnuz, -1.0f) == 0xD8u);
 static_assert(encode(e8m0, 3.0f) == 0x81u && encode(e8m0, 0.75f) == 0x7Fu && encode(e8m0, 1.0f) == 0x7Fu);
 static_assert(encode(e8m0, 0.0f) == 0xFFu && encode(e8m0, -2.0f) == 0xFFu && decode(e8m0, 0u) == 5.87747175e-39f);

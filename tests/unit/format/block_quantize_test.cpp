@@ -79,7 +79,7 @@ TEST_CASE("MXFP8 E4M3, a hand-worked block (OCP MX v1.0 section 6.3)") {
   CHECK(q.out[2] == 0.01171875f);
   CHECK(q.out[3] == -96.0f);
   CHECK(q.out[4] == 0.0f);
-  CHECK(bits(q.out[5]) == 0x80000000u);  // -0 stays -0
+  CHECK(bits(q.out[5]) == 0x80000000u);   // -0 stays -0
   CHECK(q.result.stats.overflow == 1u);   // 500 was clamped
   CHECK(q.result.stats.underflow == 1u);  // 0.00045 became 0
   CHECK(q.result.stats.subnormal == 1u);  // 0.005859375 is an E4M3 subnormal (< 2^-6)
@@ -194,8 +194,12 @@ TEST_CASE("the fast path matches the reference on random matrices of every block
   std::uniform_int_distribution<int> exponent(-40, 40);
   std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
   std::bernoulli_distribution negative(0.5), zero(0.05);
-  const block_format formats[] = {safeamp::mxfp8_e4m3, safeamp::mxfp8_e5m2, safeamp::mxfp6_e2m3,
-                                  safeamp::mxfp6_e3m2, safeamp::mxfp4,      safeamp::nvfp4,
+  const block_format formats[] = {safeamp::mxfp8_e4m3,
+                                  safeamp::mxfp8_e5m2,
+                                  safeamp::mxfp6_e2m3,
+                                  safeamp::mxfp6_e3m2,
+                                  safeamp::mxfp4,
+                                  safeamp::nvfp4,
                                   block_format{safeamp::fp8_e4m3fnuz, safeamp::e8m0, 8},
                                   block_format{safeamp::fp4_e2m1, safeamp::e8m0, 7}};
   const std::size_t shapes[][2] = {{33, 97}, {64, 64}, {5, 1030}, {129, 3}};
@@ -208,9 +212,10 @@ TEST_CASE("the fast path matches the reference on random matrices of every block
       in[in.size() / 2] = std::ldexp(1.0f, -140);  // a float subnormal somewhere
       for (const auto axis : {block_axis::rows, block_axis::columns}) {
         for (const auto mode : {rounding::nearest_even, rounding::stochastic}) {
-          INFO(safeamp::block_format_name(b) << " " << shape[0] << "x" << shape[1] << " axis "
-                                             << static_cast<int>(axis) << " mode " << static_cast<int>(mode));
-          (void)both(b, in, {.rows = shape[0], .axis = axis, .mode = mode, .key = {.seed = 5, .stream = 1, .offset = 3}});
+          INFO(safeamp::block_format_name(b) << " " << shape[0] << "x" << shape[1] << " axis " << static_cast<int>(axis)
+                                             << " mode " << static_cast<int>(mode));
+          (void)both(b, in,
+                     {.rows = shape[0], .axis = axis, .mode = mode, .key = {.seed = 5, .stream = 1, .offset = 3}});
         }
       }
     }
@@ -255,16 +260,21 @@ TEST_CASE("quantize_blocks rejects bad formats, shapes and modes with a clear er
     }
     return "no error";
   };
-  CHECK(message([&] { (void)safeamp::quantize_blocks(safeamp::fp16, safeamp::e8m0, 32, in, out, scales); })
-            .find("block element format is fp16") == 0);
-  CHECK(message([&] { (void)safeamp::quantize_blocks(safeamp::fp4_e2m1, safeamp::bf16, 32, in, out, scales); })
-            .find("block scale format is bf16") == 0);
-  CHECK(message([&] { (void)safeamp::quantize_blocks(safeamp::fp4_e2m1, safeamp::e8m0, 0, in, out, scales); })
-            .find("block size is 0") == 0);
-  CHECK(message([&] { (void)safeamp::quantize_blocks(safeamp::mxfp4, in, out, few); })
-            .find("quantize_blocks scales size is 1") == 0);
-  CHECK(message([&] { (void)safeamp::quantize_blocks(safeamp::mxfp4, in, out, scales, {.rows = 5}); })
-            .find("block_options rows is 5") == 0);
+  CHECK(message([&] {
+          (void)safeamp::quantize_blocks(safeamp::fp16, safeamp::e8m0, 32, in, out, scales);
+        }).find("block element format is fp16") == 0);
+  CHECK(message([&] {
+          (void)safeamp::quantize_blocks(safeamp::fp4_e2m1, safeamp::bf16, 32, in, out, scales);
+        }).find("block scale format is bf16") == 0);
+  CHECK(message([&] {
+          (void)safeamp::quantize_blocks(safeamp::fp4_e2m1, safeamp::e8m0, 0, in, out, scales);
+        }).find("block size is 0") == 0);
+  CHECK(message([&] {
+          (void)safeamp::quantize_blocks(safeamp::mxfp4, in, out, few);
+        }).find("quantize_blocks scales size is 1") == 0);
+  CHECK(message([&] {
+          (void)safeamp::quantize_blocks(safeamp::mxfp4, in, out, scales, {.rows = 5});
+        }).find("block_options rows is 5") == 0);
   CHECK(message([&] {
           (void)safeamp::quantize_blocks(safeamp::mxfp4, in, out, scales, {.mode = rounding::toward_zero});
         }).find("quantize_blocks rounding") == 0);

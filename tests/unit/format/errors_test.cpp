@@ -21,8 +21,10 @@ TEST_CASE("make_format and parse_format reject bad descriptors with a clear erro
   using safeamp::make_format;
   CHECK(message_of([] { (void)make_format(1, 3); }) == "format exponent_bits is 1; accepted: 2..8");
   CHECK(message_of([] { (void)make_format(9, 3); }) == "format exponent_bits is 9; accepted: 2..8");
-  CHECK(message_of([] { (void)make_format(5, 0); }) == "format mantissa_bits is 0; accepted: 1..23 (0 only for unsigned formats)");
-  CHECK(message_of([] { (void)make_format(5, 24); }) == "format mantissa_bits is 24; accepted: 1..23 (0 only for unsigned formats)");
+  CHECK(message_of([] { (void)make_format(5, 0); }) ==
+        "format mantissa_bits is 0; accepted: 1..23 (0 only for unsigned formats)");
+  CHECK(message_of([] { (void)make_format(5, 24); }) ==
+        "format mantissa_bits is 24; accepted: 1..23 (0 only for unsigned formats)");
   CHECK(message_of([] { (void)make_format(8, 3, safeamp::special_values::finite_nan); }).find("finite_nan") !=
         std::string::npos);
   CHECK(make_format(4, 3, safeamp::special_values::finite_nan) == safeamp::fp8_e4m3);
@@ -96,8 +98,8 @@ TEST_CASE("ml_dtypes names parse to the formats they name and print back to safe
       {"float8_e5m2", {5, 2, sv::ieee, 0, false}, "e5m2"},
       {"float8_e4m3", {4, 3, sv::ieee, 0, false}, "e4m3ieee"},
       {"float8_e3m4", {3, 4, sv::ieee, 0, false}, "e3m4"},
-      {"float8_e4m3fnuz", {4, 3, sv::fnuz, 1, false}, "e4m3fnuz"},       // bias 8
-      {"float8_e5m2fnuz", {5, 2, sv::fnuz, 1, false}, "e5m2fnuz"},       // bias 16
+      {"float8_e4m3fnuz", {4, 3, sv::fnuz, 1, false}, "e4m3fnuz"},        // bias 8
+      {"float8_e5m2fnuz", {5, 2, sv::fnuz, 1, false}, "e5m2fnuz"},        // bias 16
       {"float8_e4m3b11fnuz", {4, 3, sv::fnuz, 4, false}, "e4m3b11fnuz"},  // bias 11
       {"float6_e2m3fn", {2, 3, sv::finite, 0, false}, "e2m3fn"},
       {"float6_e3m2fn", {3, 2, sv::finite, 0, false}, "e3m2fn"},

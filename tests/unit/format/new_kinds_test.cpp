@@ -46,9 +46,7 @@ const case_format formats[] = {
     {"e5m7 bias 20 finite", {5, 7, sv::finite, 5, false}, {5, 7, false, false, true, 5}},
 };
 
-bool same_value(float got, float want) {
-  return std::isnan(want) ? std::isnan(got) : bits(got) == bits(want);
-}
+bool same_value(float got, float want) { return std::isnan(want) ? std::isnan(got) : bits(got) == bits(want); }
 
 }  // namespace
 
@@ -122,7 +120,7 @@ TEST_CASE("OCP MX v1.0 element tables and ml_dtypes facts, by hand") {
   CHECK(safeamp::encode(safeamp::fp8_e5m2fnuz, 57344.0f) == 0x7Fu);
   CHECK(safeamp::encode(safeamp::fp8_e5m2fnuz, -1.0f) == 0xC0u);  // 1.0 = 2^(16-16): exponent field 16
   CHECK(safeamp::encode(safeamp::fp8_e4m3b11fnuz, 30.0f) == 0x7Fu);
-  CHECK(safeamp::encode(safeamp::fp8_e4m3b11fnuz, 3.0f) == 0x64u);  // 1.5 * 2^(12-11): 0 1100 100
+  CHECK(safeamp::encode(safeamp::fp8_e4m3b11fnuz, 3.0f) == 0x64u);       // 1.5 * 2^(12-11): 0 1100 100
   CHECK(bits(safeamp::round_to(safeamp::fp8_e4m3fnuz, -1e-30f)) == 0u);  // underflow to +0, never -0
 }
 
@@ -216,8 +214,10 @@ TEST_CASE("random inputs in every mode: round_to and round_span against the orac
           int failures = 0;
           for (std::size_t i = 0; i < in.size(); ++i) {
             const std::uint32_t rnd = mode == rounding::stochastic ? safeamp::stochastic_bits(99, 3, i) : 0u;
-            const oracle::options ro{.rounding = static_cast<oracle::mode>(mode), .saturate = saturate,
-                                     .flush_subnormals = ftz, .random_bits = rnd};
+            const oracle::options ro{.rounding = static_cast<oracle::mode>(mode),
+                                     .saturate = saturate,
+                                     .flush_subnormals = ftz,
+                                     .random_bits = rnd};
             const std::uint32_t want = oracle::round_bits(c.ref, in[i], ro);
             const std::uint32_t scalar = bits(safeamp::round_to(c.spec, in[i], o, rnd));
             const std::uint32_t span = bits(span_out[i]);

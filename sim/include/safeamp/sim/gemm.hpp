@@ -40,9 +40,9 @@ namespace safeamp::sim {
 inline constexpr std::int64_t gemm_row_block = 128;
 
 struct gemm_formats {
-  format_spec compute = fp32;     // A and B are rounded here first
-  format_spec accumulate = fp32;  // products are summed here
-  format_spec output = fp32;      // D is rounded here
+  format_spec compute = fp32;                    // A and B are rounded here first
+  format_spec accumulate = fp32;                 // products are summed here
+  format_spec output = fp32;                     // D is rounded here
   block_format input_blocks = no_block_scaling;  // when block-scaled: A and B quantized in blocks along K instead
   friend constexpr bool operator==(const gemm_formats&, const gemm_formats&) = default;
 };
