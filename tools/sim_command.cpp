@@ -111,7 +111,7 @@ preflight_record preflight(const sim_options& o, const std::vector<run_config>& 
                               ? static_cast<double>(available_memory_bytes())
                               : static_cast<double>(parse_bytes(o.memory_budget, "--memory-budget"));
   r.time_budget_seconds = parse_duration(o.time_budget);
-  in.flops_per_second = measure_training_rate();
+  in.flops_per_second = measure_training_rate(ref.model, ref.data);
   r.training_flops_per_second = in.flops_per_second;
   const preflight_estimate e = estimate_runs(runs, reference_reused, in);
   r.estimated_peak_bytes = e.peak_bytes;

@@ -162,6 +162,7 @@ TEST_CASE("terabyte and century scenarios give finite estimates that name the fi
 
 TEST_CASE("the measured training rate and the machine's memory are positive") {
   CHECK(measure_training_rate() > 1e6);  // at least a megaflop per second, on any machine
+  CHECK(measure_training_rate(model_kind::transformer, sim_test::transformer_config(presets::fp32, 1).data) > 1e6);
   CHECK(available_memory_bytes() > 0);
   CHECK(current_rss_bytes() > 0);
 }

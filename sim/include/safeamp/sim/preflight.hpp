@@ -62,9 +62,11 @@ struct preflight_inputs {
 [[nodiscard]] preflight_estimate estimate_runs(const std::vector<run_config>& runs, bool reference_reused,
                                                const preflight_inputs& in);
 
-/// Floating-point operations per second of this build's emulated training on this machine, measured by
-/// training a small fixed MLP under fp16-mixed for a few steps (tens of milliseconds).
-[[nodiscard]] double measure_training_rate();
+/// Floating-point operations per second (as estimate_runs counts them) of this build's emulated training on
+/// this machine, measured by training a small model of the scenario's kind under fp16-mixed for a few steps
+/// (tens of milliseconds): an MLP, or a one-layer transformer on `data`'s corpus, whose small GEMMs, attention
+/// and layer norms run at a rate of their own.
+[[nodiscard]] double measure_training_rate(model_kind kind = model_kind::mlp, const data_config& data = {});
 
 /// Memory this process may still use: MemAvailable of /proc/meminfo (the kernel's estimate of what can be
 /// allocated without swapping), or the free physical pages where that is missing; 0 when unknown.
