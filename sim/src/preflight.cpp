@@ -230,8 +230,8 @@ double measure_training_rate(model_kind kind, const data_config& data) {
   std::int64_t vocab = 0;
   double eval = 0.0;
   if (kind == model_kind::mlp) {
-    c.mlp = mlp_shape{.input_dim = 32, .hidden_dim = 128, .hidden_layers = 2, .classes = 8,
-                      .activation = activation_kind::gelu};
+    c.mlp = mlp_shape{
+        .input_dim = 32, .hidden_dim = 128, .hidden_layers = 2, .classes = 8, .activation = activation_kind::gelu};
     c.data.train_samples = 512;
     c.data.eval_samples = 64;
     c.data.probe_rows = 4;
