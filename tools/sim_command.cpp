@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "plan_inputs.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/memory/bytes.hpp"
 #include "safeamp/sim/datasets.hpp"
@@ -47,26 +48,6 @@ struct sim_options {
   std::string time_budget = "24h";
   bool print_default = false;
 };
-
-// "90", "90s", "15m", "8h", "2d": seconds. Throws safeamp::error naming --time-budget otherwise.
-double parse_duration(const std::string& text) {
-  const char* accepted = "a duration: a number followed by s, m, h or d (e.g. 90s, 15m, 8h), greater than 0";
-  std::size_t used = 0;
-  double v = 0.0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw error("--time-budget", "'" + text + "'", accepted);
-  }
-  const std::string unit = text.substr(used);
-  double factor = 0.0;
-  if (unit.empty() || unit == "s") factor = 1.0;
-  if (unit == "m") factor = 60.0;
-  if (unit == "h") factor = 3600.0;
-  if (unit == "d") factor = 86400.0;
-  if (factor == 0.0 || !std::isfinite(v) || !(v > 0.0)) throw error("--time-budget", "'" + text + "'", accepted);
-  return v * factor;
-}
 
 std::string mib(double bytes) {
   char buf[64];
@@ -110,7 +91,7 @@ preflight_record preflight(const sim_options& o, const std::vector<run_config>& 
   r.memory_budget_bytes = o.memory_budget.empty()
                               ? static_cast<double>(available_memory_bytes())
                               : static_cast<double>(parse_bytes(o.memory_budget, "--memory-budget"));
-  r.time_budget_seconds = parse_duration(o.time_budget);
+  r.time_budget_seconds = parse_duration_seconds("--time-budget", o.time_budget);  // plan --window's parser
   in.flops_per_second = measure_training_rate(ref.model, ref.data);
   r.training_flops_per_second = in.flops_per_second;
   const preflight_estimate e = estimate_runs(runs, reference_reused, in);

@@ -155,15 +155,17 @@ cast_stats gemm(const gemm_formats& f, const matrix& a, const matrix& b, matrix&
   // made in op() layout.
   matrix a_low, b_low;
   const bool round_inputs = blocked || f.compute != fp32;
+  // op(x): a copy of x, transposed when the GEMM reads it transposed.
+  const auto op_copy = [](const matrix& x, bool transposed, matrix& out) {
+    if (transposed) {
+      out = x.transpose();
+    } else {
+      out = x;
+    }
+  };
   if (blocked) {
-    if (ta)
-      a_low = a.transpose();
-    else
-      a_low = a;
-    if (tb)
-      b_low = b.transpose();
-    else
-      b_low = b;
+    op_copy(a, ta, a_low);
+    op_copy(b, tb, b_low);
     quantize_operand(f.input_blocks, a_low, block_axis::rows);
     quantize_operand(f.input_blocks, b_low, block_axis::columns);
   } else if (round_inputs) {
@@ -195,14 +197,8 @@ cast_stats gemm(const gemm_formats& f, const matrix& a, const matrix& b, matrix&
     }
   } else {
     if (!round_inputs) {
-      if (ta)
-        a_low = a.transpose();
-      else
-        a_low = a;
-      if (tb)
-        b_low = b.transpose();
-      else
-        b_low = b;
+      op_copy(a, ta, a_low);
+      op_copy(b, tb, b_low);
     }
     sequential_acc(f.accumulate, a_low, b_low, d, opt.alpha, opt.beta);
   }

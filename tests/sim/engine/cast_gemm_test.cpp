@@ -202,7 +202,7 @@ TEST_CASE("alpha and beta follow cuBLASLt: D = alpha op(A) op(B) + beta C") {
 TEST_CASE("emulated GEMM is bit-identical for 1 and 2 threads") {
   const matrix a = random_matrix(700, 300, 21);
   const matrix b = random_matrix(300, 500, 22);
-  for (const gemm_formats f : {gemm_formats{fp16, fp32, fp16}, gemm_formats{fp32, fp32, fp32}}) {
+  for (const gemm_formats& f : {gemm_formats{fp16, fp32, fp16}, gemm_formats{fp32, fp32, fp32}}) {
     matrix d1, d2;
     (void)gemm(f, a, b, d1, {.threads = 1});
     (void)gemm(f, a, b, d2, {.threads = 2});
