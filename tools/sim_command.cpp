@@ -187,8 +187,10 @@ std::string g(double v) {
 
 std::string scaler_text(const scaler_choice& s) {
   switch (s.kind) {
-    case scaler_kind::none: return "none";
-    case scaler_kind::static_scale: return "static " + g(static_cast<double>(s.static_scale));
+    case scaler_kind::none:
+      return "none";
+    case scaler_kind::static_scale:
+      return "static " + g(static_cast<double>(s.static_scale));
     case scaler_kind::dynamic: {
       const scaler_config& d = s.dynamic;
       return "dynamic (init " + g(static_cast<double>(d.init_scale)) + ", x" + g(d.growth_factor) + " every " +
@@ -350,8 +352,8 @@ int run_sim(const sim_options& o) {
   if (o.resume && checkpoints.resumed() == 0) {
     std::fputs("safeamp sim: --resume: no checkpoint was found, every run started from its first step\n", stderr);
   }
-  const std::string files = "wrote " + (out / "report.html").string() + ", " + (out / "summary.json").string() +
-                            ", " + (out / "telemetry").string() + "/*.jsonl, " + ref_file.string() + ", " +
+  const std::string files = "wrote " + (out / "report.html").string() + ", " + (out / "summary.json").string() + ", " +
+                            (out / "telemetry").string() + "/*.jsonl, " + ref_file.string() + ", " +
                             (out / "decisions.jsonl").string() + "\n";
   if (o.json) {
     std::fputs(json_text.c_str(), stdout);
