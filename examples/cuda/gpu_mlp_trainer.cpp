@@ -22,6 +22,7 @@
 #include "gpu_support.hpp"
 #include "layer_kernels.hpp"
 #include "optimizer_phase.hpp"
+#include "phase_timing.hpp"
 #include "safeamp/cuda/amp_ops.hpp"
 #include "safeamp/cuda/core_kernels.hpp"
 #include "safeamp/cuda/device.hpp"
@@ -318,7 +319,7 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
   scaler_block* const amp = scaler.block_in_memory();
   matmul_runner mm(pol.format_for(op_class::matmul), act_count, std::max(max_weight, act_count), s);
   cu::telemetry_reader telemetry(options.telemetry_every);
-  event_list marks(steps + 1);
+  event_list marks(steps * phase_count + 1);  // the start of every phase of every step, then the end of the run
 
   const format_spec fe = pol.format_for(op_class::elementwise);
   const format_spec fr = pol.format_for(op_class::reduction);
@@ -382,13 +383,20 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
   const auto enqueue_start = std::chrono::steady_clock::now();
   for (std::int64_t step = 0; step < cfg.steps; ++step) {
     const auto st = static_cast<std::size_t>(step);
-    SAFEAMP_GPU_TRAINER_CHECK(cudaEventRecord(marks.events[st], stream.s));
+    // Each phase starts with an event on the stream (its time is checked against the roofline after the run)
+    // and an NVTX range (Nsight Systems' timeline, docs/cuda.md "Profiling").
+    std::optional<cu::nvtx_range> phase;
+    const auto begin_phase = [&](step_phase p) {
+      SAFEAMP_GPU_TRAINER_CHECK(
+          cudaEventRecord(marks.events[st * phase_count + static_cast<std::size_t>(p)], stream.s));
+      phase.reset();
+      phase.emplace(phase_name(p).data());
+    };
+    begin_phase(step_phase::forward);
     ctx.begin_step(step);
     unsigned long long* step_counters = counters.data() + st * count_layers * counter_slots;
     cu::device_step_record* rec = records.data() + st;
 
-    // NVTX ranges: the step's phases on Nsight Systems' timeline (docs/cuda.md, "Profiling").
-    std::optional<cu::nvtx_range> phase(std::in_place, "forward");
     cu::check_status(cu::status_source::cuda_runtime,
                      cu::launch_round(pol.output, cfg.rounding, ctx.next_key(), features.data() + st * batch_floats,
                                       xs[0].data(), batch_floats, s),
@@ -399,8 +407,7 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
                               s);
     cast_counted(pol.gradient, dlogits.data(), static_cast<std::uint64_t>(batch_rows * classes), step_counters);
 
-    phase.reset();
-    phase.emplace("backward");
+    begin_phase(step_phase::backward);
     // Backward: head first; d_a is the gradient of the current layer's input.
     const float* dy = dlogits.data();
     for (std::size_t i = layers.size(); i-- > 0;) {
@@ -435,19 +442,16 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
       }
     }
 
-    phase.reset();
-    phase.emplace("unscale+check+clip");
+    begin_phase(step_phase::unscale_check_clip);
     scaler.unscale(grads);
     if (cfg.clip_norm > 0.0) {
       scaler.clip_grad_norm(grads, cfg.clip_norm);
     } else {  // no clip: the norm is still recorded, as the simulator does
       cu::global_norm_and_clip(grads, 0.0, norm_scratch.data(), amp, s);
     }
-    phase.reset();
-    phase.emplace("optimizer");
+    begin_phase(step_phase::optimizer);
     scaler.step([&] { optimizer_phase(optimizer, phase_params, phase_options, scaler.found_inf_flag()); });
-    phase.reset();
-    phase.emplace("scaler update");
+    begin_phase(step_phase::scaler_update);
     scaler.update();
     cu::copy_last_report(amp, reports.data() + st, s);
     telemetry.on_step(step, amp, s);
@@ -461,7 +465,7 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
       }
     }
   }
-  SAFEAMP_GPU_TRAINER_CHECK(cudaEventRecord(marks.events[steps], stream.s));
+  SAFEAMP_GPU_TRAINER_CHECK(cudaEventRecord(marks.events[steps * phase_count], stream.s));
   run.enqueue_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - enqueue_start).count();
   SAFEAMP_GPU_TRAINER_CHECK(cudaStreamSynchronize(stream.s));  // the end of the run: one wait
   if (telemetry.poll()) ++run.telemetry_snapshots;
@@ -477,10 +481,20 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
   sim::run_result& result = run.result;
   result.label = cfg.label;
   result.policy = pol;
-  for (std::size_t st = 0; st < steps; ++st) {
+  std::vector<double> phase_seconds(steps * phase_count);
+  std::vector<bool> applied_steps(steps);
+  const auto elapsed = [&](std::size_t from, std::size_t to) {
     float ms = 0.0f;
-    SAFEAMP_GPU_TRAINER_CHECK(cudaEventElapsedTime(&ms, marks.events[st], marks.events[st + 1]));
-    run.gpu_seconds += static_cast<double>(ms) * 1e-3;
+    SAFEAMP_GPU_TRAINER_CHECK(cudaEventElapsedTime(&ms, marks.events[from], marks.events[to]));
+    return static_cast<double>(ms) * 1e-3;
+  };
+  for (std::size_t st = 0; st < steps; ++st) {
+    for (std::size_t p = 0; p < phase_count; ++p) {
+      phase_seconds[st * phase_count + p] = elapsed(st * phase_count + p, st * phase_count + p + 1);
+    }
+    applied_steps[st] = reps[st].applied;
+    const double ms = elapsed(st * phase_count, (st + 1) * phase_count) * 1e3;
+    run.gpu_seconds += ms * 1e-3;
     sim::step_record r;
     r.step = static_cast<std::int64_t>(st);
     r.loss = recs[st].loss;
@@ -489,7 +503,7 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
     r.skipped = !reps[st].applied;
     r.grad_norm_before_clip = reps[st].grad_norm_before_clip;
     r.grad_norm_after_clip = reps[st].grad_norm_after_clip;
-    r.step_seconds = static_cast<double>(ms) * 1e-3;  // device time of the step (CUDA events)
+    r.step_seconds = ms * 1e-3;  // device time of the step (CUDA events)
     if (cfg.record_layer_counts) {
       for (std::size_t l = 0; l < count_layers; ++l) {
         const unsigned long long* c = counts.data() + (st * count_layers + l) * counter_slots;
@@ -504,6 +518,22 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
       }
     }
     result.steps.push_back(std::move(r));
+  }
+
+  // ---- every timed phase against the device's roofline (phase_timing.hpp) ----------------------------------
+  if (const device_spec* spec = cu::find_device_for_runtime_name(run.device)) {
+    std::vector<linear_shape> shapes;
+    for (const layer_dims& l : layers) shapes.push_back(linear_shape{.in = l.in, .out = l.out});
+    std::uint64_t elements = 0;
+    for (const device_param& d : dev) elements += d.n;
+    const auto work = mlp_phase_work(shapes, batch_rows, pol.format_for(op_class::matmul), elements,
+                                     cfg.optimizer.kind == sim::optimizer_kind::adamw);
+    run.phase_checks = check_phase_times(*spec, work, phase_seconds, applied_steps);
+    run.roofline_device = std::string(spec->name);
+  } else {
+    run.phase_check_note = "'" + run.device +
+                           "' is not in the device table (safeamp plan --device all lists it), so its phase times "
+                           "were not checked against a roofline";
   }
 
   // ---- held-out metrics and probe logits on the device --------------------------------------------------

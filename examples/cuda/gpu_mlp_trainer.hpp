@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "phase_timing.hpp"
 #include "safeamp/sim/run_config.hpp"
 #include "safeamp/sim/run_result.hpp"
 
@@ -23,6 +25,11 @@ struct gpu_run {
   std::int64_t telemetry_skipped_in_flight = 0;
   double gpu_seconds = 0.0;      // device time of the training loop (CUDA events)
   double enqueue_seconds = 0.0;  // host time spent enqueuing the loop (no waiting on the device)
+  // Every phase's CUDA-event time against the device's roofline (empty when the device is not in the table,
+  // with phase_check_note saying so). An implausible phase is a timing error, not a speed-up.
+  std::vector<phase_check> phase_checks;
+  std::string roofline_device;  // the device-table row the phases were checked against
+  std::string phase_check_note;
 };
 
 /// Trains cfg on the current GPU. Throws safeamp::error for configurations the GPU trainer does not

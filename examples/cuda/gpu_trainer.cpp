@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -152,6 +153,39 @@ sim::run_config config_from(const arguments& a) {
   return cfg;
 }
 
+// Prints every phase's check and writes them to `file`; false when a phase's time is impossible.
+bool report_phase_checks(const gpu_trainer::gpu_run& g, const fs::path& file) {
+  nlohmann::json j;
+  j["device"] = g.device;
+  j["roofline_device"] = g.roofline_device.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.roofline_device);
+  if (!g.phase_check_note.empty()) j["note"] = g.phase_check_note;
+  j["phases"] = nlohmann::json::array();
+  bool ok = true;
+  if (!g.phase_check_note.empty()) std::printf("gpu_trainer: %s\n", g.phase_check_note.c_str());
+  for (const gpu_trainer::phase_check& c : g.phase_checks) {
+    const std::string name(gpu_trainer::phase_name(c.phase));
+    ok = ok && c.plausible;
+    j["phases"].push_back({{"phase", name},
+                           {"steps_timed", c.steps_timed},
+                           {"fastest_seconds", c.fastest_seconds},
+                           {"median_seconds", c.median_seconds},
+                           {"flops_per_step", c.flops},
+                           {"checked", c.checked},
+                           {"plausible", c.plausible},
+                           {"fraction_of_peak", c.fraction_of_peak},
+                           {"note", c.note}});
+    char verdict[64];
+    std::snprintf(verdict, sizeof verdict, "%.2f %% of peak, plausible", c.fraction_of_peak * 100.0);
+    std::printf("gpu_trainer: phase %-18s median %9.2f us, fastest %9.2f us over %lld steps: %s\n", name.c_str(),
+                c.median_seconds * 1e6, c.fastest_seconds * 1e6, static_cast<long long>(c.steps_timed),
+                c.checked && c.plausible ? verdict : c.note.c_str());
+  }
+  j["plausible"] = ok;
+  sim::write_file_atomically(file, j.dump(1) + "\n");
+  if (!ok) std::fprintf(stderr, "gpu_trainer: timing error: a phase ran faster than the device's roofline allows\n");
+  return ok;
+}
+
 int compare_files(const arguments& a) {
   const gpu_trainer::comparison_options opt{.max_relative_loss_gap = a.max_loss_gap};
   const auto ra = gpu_trainer::parse_step_records(sim::read_whole_file(a.compare[0]), a.compare[0]);
@@ -186,7 +220,8 @@ int train_and_compare(const arguments& a) {
       "held-out loss %.4f accuracy %.3f -> %s\n",
       g.device.c_str(), g.gpu_seconds, g.enqueue_seconds, static_cast<long long>(g.telemetry_snapshots),
       g.result.final_eval.loss, g.result.final_eval.accuracy, (out / "gpu.jsonl").c_str());
-  if (!a.run_sim) return 0;
+  const bool timing_ok = report_phase_checks(g, out / "phases.json");
+  if (!a.run_sim) return timing_ok ? 0 : 1;
   const sim::run_result s = sim::train(cfg);
   sim::write_file_atomically(out / "sim.jsonl", sim::telemetry_jsonl(s));
   std::printf("gpu_trainer: simulator held-out loss %.4f accuracy %.3f -> %s\n", s.final_eval.loss,
@@ -195,7 +230,7 @@ int train_and_compare(const arguments& a) {
   const gpu_trainer::comparison c = gpu_trainer::compare_steps(s.steps, g.result.steps, opt);
   std::fputs(gpu_trainer::comparison_text(c, "sim", "gpu", opt).c_str(), stdout);
   sim::write_file_atomically(out / "comparison.json", gpu_trainer::comparison_json(c, "sim", "gpu", opt) + "\n");
-  return c.agree ? 0 : 1;
+  return c.agree && timing_ok ? 0 : 1;
 }
 
 }  // namespace
