@@ -3,6 +3,7 @@
 // step-ending transition, unscale and clip passes, checkpoints, FP8 delayed scaling (class and plain-data step).
 #pragma once
 
+#include "safeamp/scaling/communicator.hpp"
 #include "safeamp/scaling/deferred_loss_scaler.hpp"
 #include "safeamp/scaling/delayed_scaling_step.hpp"
 #include "safeamp/scaling/fp8_delayed_scaling.hpp"
