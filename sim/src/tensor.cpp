@@ -1,6 +1,7 @@
 // Casts of emulated tensors and the bit hash used by determinism checks.
 #include "safeamp/sim/tensor.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -76,7 +77,25 @@ bool has_fast_cast(format_spec f, const round_options& opt) noexcept {
          opt.on_overflow == overflow::to_infinity && !opt.flush_subnormals;
 }
 
-cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, philox_key key) {
+namespace {
+
+thread_local double cast_seconds_total = 0.0;
+
+// Adds the time from construction to destruction to this thread's cast total.
+class cast_timer {
+ public:
+  cast_timer() noexcept : start_(std::chrono::steady_clock::now()) {}
+  cast_timer(const cast_timer&) = delete;
+  cast_timer& operator=(const cast_timer&) = delete;
+  ~cast_timer() {
+    cast_seconds_total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+cast_stats cast_in_place_untimed(matrix& m, format_spec f, const round_options& opt, philox_key key) {
   if (f != fp32 && has_fast_cast(f, opt)) {
     cast_stats s;
     s.elements = static_cast<std::uint64_t>(m.size());
@@ -102,7 +121,17 @@ cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, phi
   return round_span(f, span_of(m), opt, key);
 }
 
+}  // namespace
+
+double cast_seconds_this_thread() noexcept { return cast_seconds_total; }
+
+cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, philox_key key) {
+  const cast_timer timer;
+  return cast_in_place_untimed(m, f, opt, key);
+}
+
 cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_options& opt, philox_key key) {
+  const cast_timer timer;
   dst.resize(src.rows(), src.cols());
   if (f != fp32 && has_fast_cast(f, opt)) {
     cast_stats s;
@@ -112,7 +141,7 @@ cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_
     return s;
   }
   dst = src;
-  return cast_in_place(dst, f, opt, key);
+  return cast_in_place_untimed(dst, f, opt, key);
 }
 
 bool representable(const matrix& m, format_spec f) noexcept {

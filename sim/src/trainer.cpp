@@ -117,9 +117,36 @@ eval_metrics evaluate(exec_context& ctx, const precision_policy& pol, model& m, 
   return e;
 }
 
+// Times one phase of a step: the time since the last lap, less the casts made meanwhile, goes to the phase; the
+// casts go to phases.casts.
+class phase_clock {
+ public:
+  explicit phase_clock(step_phase_seconds& phases) noexcept
+      : phases_(phases), last_(clock_type::now()), last_casts_(cast_seconds_this_thread()) {}
+  void lap(double step_phase_seconds::*phase) noexcept {
+    const auto now = clock_type::now();
+    const double casts = cast_seconds_this_thread();
+    const double cast_part = casts - last_casts_;
+    phases_.*phase += std::chrono::duration<double>(now - last_).count() - cast_part;
+    phases_.casts += cast_part;
+    last_ = now;
+    last_casts_ = casts;
+  }
+  /// Starts the next phase here without charging the time since the last lap to any phase.
+  void skip() noexcept {
+    last_ = clock_type::now();
+    last_casts_ = cast_seconds_this_thread();
+  }
+
+ private:
+  step_phase_seconds& phases_;
+  clock_type::time_point last_;
+  double last_casts_;
+};
+
 }  // namespace
 
-run_result train(const run_config& cfg) {
+run_result train(const run_config& cfg, const step_observer& on_step) {
   validate(cfg);
   const auto wall_start = clock_type::now();
   const precision_policy& pol = cfg.policy;
@@ -179,7 +206,10 @@ run_result train(const run_config& cfg) {
     batch b = data.train_batch(step, cfg.batch_size);
     b.inject_nan = fault_at(cfg, fault_kind::input_nan, step);
     zero_grads(params);
+    phase_clock phase(result.phases);
     net->forward(ctx, pol, b, logits);
+    phase.lap(&step_phase_seconds::forward);
+    result.activation_elements = ctx.activation_stats.elements;
 
     step_record rec;
     rec.step = step;
@@ -190,7 +220,9 @@ run_result train(const run_config& cfg) {
           const loss_result lr =
               cross_entropy(ctx, pol, logits, b.targets, static_cast<double>(s.scale()) * factor, &dlogits);
           rec.loss = lr.loss * factor;
+          phase.lap(&step_phase_seconds::loss);
           net->backward(ctx, pol, dlogits);
+          phase.lap(&step_phase_seconds::backward);
           for (std::size_t i = 0; i < cfg.faults.size(); ++i) {
             const fault_spec& f = cfg.faults[i];
             if ((f.kind == fault_kind::gradient_inf || f.kind == fault_kind::gradient_nan) &&
@@ -211,7 +243,9 @@ run_result train(const run_config& cfg) {
                                                .subnormal = p.grad_stats.subnormal, .nan = p.grad_stats.nan});
             }
           }
+          phase.skip();  // fault injection and counters are not a phase
           for (const std::span<float> g : buffers) (void)s.unscale(g);
+          phase.lap(&step_phase_seconds::unscale_check);
           const std::span<const std::span<float>> all(buffers);
           if (cfg.clip_norm > 0.0) {
             const clip_result c = s.clip_grad_norm(all, cfg.clip_norm);
@@ -221,15 +255,20 @@ run_result train(const run_config& cfg) {
             rec.grad_norm_before_clip = global_grad_norm(all);
             rec.grad_norm_after_clip = rec.grad_norm_before_clip;
           }
+          phase.lap(&step_phase_seconds::clip);
           const step_report report = s.step([&] { opt.step(ctx, params); });
           rec.found_inf = report.found_inf;
           rec.skipped = !report.applied;
           (void)s.update();
+          phase.lap(&step_phase_seconds::optimizer);
         },
         scaler);
     rec.step_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+    ++result.phases.steps;
+    result.phases.step_total += rec.step_seconds;
     result.steps.push_back(std::move(rec));
     ++steps_run;
+    if (on_step) on_step(step + 1, cfg.steps);
 
     const checkpoint_options& k = cfg.checkpoint;
     const bool periodic = k.save_every > 0 && ((step + 1) % k.save_every == 0 || step + 1 == cfg.steps);

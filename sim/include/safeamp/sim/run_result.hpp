@@ -77,6 +77,21 @@ struct eval_metrics {
   friend bool operator==(const eval_metrics&, const eval_metrics&) = default;
 };
 
+/// Where the steps' wall time went (steady clock, summed over the steps this call trained: a resumed run's earlier
+/// steps are not in it). Every phase excludes the casts made in it on the trainer's thread, which are summed in
+/// `casts`, so the phases add up to at most `step_total`; the rest (batch, zeroing, faults, counters) is untimed.
+struct step_phase_seconds {
+  std::int64_t steps = 0;      // steps timed
+  double step_total = 0.0;     // sum of their step_seconds
+  double forward = 0.0;        // the model's forward: GEMMs, layer and attention ops
+  double loss = 0.0;           // cross-entropy and its scaled gradient
+  double backward = 0.0;       // the model's backward
+  double casts = 0.0;          // every cast_in_place/cast_copy of the step on the trainer's thread
+  double unscale_check = 0.0;  // unscaling every gradient buffer and the inf/NaN check
+  double clip = 0.0;           // the gradient norm (and clipping when configured)
+  double optimizer = 0.0;      // the optimizer step (zero on skipped steps) and the scaler's update
+};
+
 struct run_result {
   std::string label;                 // e.g. "fp16-mixed dynamic"
   precision_policy policy;           // what ran
@@ -88,6 +103,8 @@ struct run_result {
   std::uint64_t weights_hash = 0;    // FNV-1a over the bits of the final weights (determinism checks)
   double wall_seconds = 0.0;
   double samples_per_second = 0.0;
+  step_phase_seconds phases;              // where the step time went (not deterministic)
+  std::uint64_t activation_elements = 0;  // elements of the activations one training forward rounds (last step)
 };
 
 }  // namespace safeamp::sim

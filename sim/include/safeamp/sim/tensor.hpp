@@ -57,6 +57,11 @@ cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, phi
 /// dst = src rounded to f (one pass on the fast path; otherwise a copy then cast_in_place).
 cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_options& opt, philox_key key);
 
+/// Seconds the calling thread has spent inside cast_in_place and cast_copy since it started (steady clock). The
+/// trainer reads it around each phase of a step to split cast time out of the phases (casts made by worker
+/// threads, inside attention tasks, stay in their phase).
+[[nodiscard]] double cast_seconds_this_thread() noexcept;
+
 /// True when cast_in_place takes its fast path for (f, opt).
 [[nodiscard]] bool has_fast_cast(format_spec f, const round_options& opt) noexcept;
 

@@ -2,13 +2,20 @@
 // the core loss scaler, clipping, the optimizer, faults, checkpoints) and returns the run_result.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
 #include "safeamp/sim/run_config.hpp"
 #include "safeamp/sim/run_result.hpp"
 
 namespace safeamp::sim {
 
+/// Called after every step with the steps finished so far (a resumed run counts from its checkpoint) and the
+/// run's total (for a progress display; it must not throw).
+using step_observer = std::function<void(std::int64_t steps_done, std::int64_t steps_total)>;
+
 /// Trains as configured. Deterministic: the same config gives bit-identical step records, probe logits
 /// and weights_hash for any `threads`, and across a save/resume. Throws safeamp::error on bad input.
-[[nodiscard]] run_result train(const run_config& cfg);
+[[nodiscard]] run_result train(const run_config& cfg, const step_observer& on_step = {});
 
 }  // namespace safeamp::sim
