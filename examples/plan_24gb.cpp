@@ -14,7 +14,7 @@ int main() {
                              .fixed_bytes = parse_bytes("3.2GB"),
                              .activation_bytes_per_sample = parse_bytes("0.34GB")};
   const std::int64_t micro = max_microbatch(budget);
-  const accumulation_plan acc = accumulation_for(512, micro);
+  const accumulation_plan acc = accumulation_for({.target_global_batch = 512, .max_microbatch = micro});
   std::printf("largest microbatch %lld, headroom %s; global batch 512 = %lld x %lld steps (%lld samples, exact)\n",
               static_cast<long long>(micro),
               format_bytes(static_cast<std::uint64_t>(headroom_bytes(budget, micro)), byte_unit::gb, 3).c_str(),
@@ -43,15 +43,22 @@ int main() {
   // moments (4 bytes per parameter) on top of the 16 bytes of model states; fused AdamW does not.
   const transformer_shape gpt_1_3b{.sequence = 2048, .hidden = 2048, .heads = 16, .layers = 24, .vocabulary = 50257};
   const activation_ledger act = activation_ledger_for(gpt_1_3b, 1, recompute::full);
-  const memory_budget pool{.device_bytes = rtx4090.capacity_bytes, .reserve_fraction = 0.05, .fixed_bytes = 0,
-                           .activation_bytes_per_sample = 1, .context_bytes = parse_bytes("512MiB"),
-                           .workspace_bytes = parse_bytes("32MiB"), .fragmentation_fraction = 0.05};
+  const memory_budget pool{.device_bytes = rtx4090.capacity_bytes,
+                           .reserve_fraction = 0.05,
+                           .fixed_bytes = 0,
+                           .activation_bytes_per_sample = 1,
+                           .context_bytes = parse_bytes("512MiB"),
+                           .workspace_bytes = parse_bytes("32MiB"),
+                           .fragmentation_fraction = 0.05};
   const std::uint64_t usable = breakdown(pool).available_for_activations_bytes;
   std::int64_t foreach_micro = -1, fused_micro = -1;
   for (optimizer_impl impl : {optimizer_impl::foreach, optimizer_impl::fused}) {
-    const step_needs needs = step_needs_for(step_inputs_for(parameter_count(gpt_1_3b), presets::bf16_mixed,
-                                                            {.impl = impl}, zero_stage::none, 1, act.stored_bytes,
-                                                            act.peak_bytes, false, true));
+    const step_needs needs = step_needs_for(step_inputs_for({.parameters = parameter_count(gpt_1_3b),
+                                                             .policy = presets::bf16_mixed,
+                                                             .states = {.impl = impl},
+                                                             .forward_bytes_per_sample = act.stored_bytes,
+                                                             .backward_bytes_per_sample = act.peak_bytes,
+                                                             .full_recompute = true}));
     const phase_fit fit = fit_phases(usable, needs);
     std::printf("1.3B GPT, AdamW %-7s: forward %s, backward %s, optimizer step %s of %s usable -> microbatch %lld\n",
                 std::string(to_string(impl)).c_str(), format_bytes(needs[0].bytes_at(1), byte_unit::gb).c_str(),

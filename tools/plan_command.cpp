@@ -5,13 +5,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "command_registry.hpp"
+#include "plan_all_devices.hpp"
+#include "plan_inference.hpp"
 #include "plan_inputs.hpp"
+#include "plan_ranks.hpp"
 #include "plan_reports.hpp"
 
 namespace safeamp::tool {
@@ -43,7 +45,8 @@ device_spec resolve_device(const plan_values& v) {
   }
   if (auto* s = get("peak-fp8")) d.peak_fp8_flops = parse_real("peak-fp8", *s, 0.0, 1e6, false, tflops) * 1e12;
   if (custom && (d.capacity_bytes == 0 || d.memory_bytes_per_second == 0.0 || d.peak_fp32_flops == 0.0)) {
-    throw error("device", "custom", "custom devices need --capacity, --bandwidth and --peak-fp32 (and the tensor peaks)");
+    throw error("device", "custom",
+                "custom devices need --capacity, --bandwidth and --peak-fp32 (and the tensor peaks)");
   }
   validate(d);
   return d;
@@ -59,18 +62,23 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
   std::optional<peak_calibration> calibration;
   std::optional<phase_fit> model_fit;
   if (r.measured_peak_bytes > 0) {  // the model's needs scaled to the measurement, then fitted again
-    calibration = calibrate_peak(c.needs, r.measured_microbatch, r.measured_peak_bytes);
-    model_fit = phase_fit{.max_microbatch = c.max_microbatch, .limiting = c.limiting_phase, .shortfall_bytes = c.shortfall_bytes};
+    calibration =
+        calibrate_peak(c.needs, {.measured_bytes = r.measured_peak_bytes, .microbatch = r.measured_microbatch});
+    model_fit = phase_fit{
+        .max_microbatch = c.max_microbatch, .limiting = c.limiting_phase, .shortfall_bytes = c.shortfall_bytes};
     c.needs = scaled(c.needs, calibration->ratio);
     const phase_fit f = fit_phases(usable, c.needs);
     c.max_microbatch = f.max_microbatch;
     c.limiting_phase = f.limiting;
     c.shortfall_bytes = f.shortfall_bytes;
     if (f.max_microbatch >= 1) {
-      c.accumulation = r.global_batch > 0 ? accumulation_for(r.global_batch, f.max_microbatch,
-                                                             static_cast<std::int64_t>(r.data_parallel), r.rounding)
-                                          : accumulation_plan{.microbatch = f.max_microbatch, .steps = 1,
-                                                              .global_batch = f.max_microbatch};
+      c.accumulation =
+          r.global_batch > 0
+              ? accumulation_for({.target_global_batch = r.global_batch,
+                                  .max_microbatch = f.max_microbatch,
+                                  .data_parallel = static_cast<std::int64_t>(r.data_parallel),
+                                  .rule = r.rounding})
+              : accumulation_plan{.microbatch = f.max_microbatch, .steps = 1, .global_batch = f.max_microbatch};
       c.headroom_bytes = phase_headroom_bytes(usable, c.needs, static_cast<std::uint64_t>(c.accumulation.microbatch));
     }
   }
@@ -90,16 +98,27 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
                         {"max_microbatch", c.max_microbatch},
                         {"limiting_phase", std::string(to_string(c.limiting_phase))},
                         {"microbatch", micro},
-                        {"phases", phases_json(c.needs, micro)}};
+                        {"phases", phases_json(c.needs, micro)},
+                        {"offload", r.states.offload_parameters  ? "parameters"
+                                    : r.states.offload_optimizer ? "optimizer"
+                                                                 : "none"},
+                        {"host_bytes", c.host_bytes},
+                        {"adapter_parameters", r.states.adapter_parameters},
+                        {"lora_rank", r.shape ? r.shape->lora_rank : 0},
+                        {"cross_entropy_chunks", r.shape ? r.shape->cross_entropy_chunks : 0}};
     if (calibration) {
-      j["calibration"] = {{"measured_bytes", calibration->measured_bytes}, {"predicted_bytes", calibration->predicted_bytes},
-                          {"measured_microbatch", r.measured_microbatch}, {"ratio", calibration->ratio},
+      j["calibration"] = {{"measured_bytes", calibration->measured_bytes},
+                          {"predicted_bytes", calibration->predicted_bytes},
+                          {"measured_microbatch", r.measured_microbatch},
+                          {"ratio", calibration->ratio},
                           {"model_max_microbatch", model_fit->max_microbatch}};
     }
     if (fits) {
       j["headroom_bytes"] = c.headroom_bytes;
-      j["accumulation"] = {{"target_global_batch", r.global_batch}, {"microbatch", c.accumulation.microbatch},
-                           {"steps", c.accumulation.steps}, {"global_batch", c.accumulation.global_batch},
+      j["accumulation"] = {{"target_global_batch", r.global_batch},
+                           {"microbatch", c.accumulation.microbatch},
+                           {"steps", c.accumulation.steps},
+                           {"global_batch", c.accumulation.global_batch},
                            {"rounding", std::string(to_string(r.rounding))}};
     } else {
       j["shortfall_bytes"] = c.shortfall_bytes;
@@ -119,24 +138,26 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
   if (r.shape) print_activation_ledger(*r.shape, r.mode, storage_bytes(r.policy.output));
   print_pool(o.budget);
   if (calibration) {
-    std::printf("Calibration: measured %s at microbatch %llu against the model's %s: every phase x %.4f (the model alone: "
-                "largest microbatch %lld)\n",
-                format_bytes(calibration->measured_bytes, byte_unit::gb, 3).c_str(),
-                static_cast<unsigned long long>(r.measured_microbatch),
-                format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), calibration->ratio,
-                static_cast<long long>(model_fit->max_microbatch));
+    std::printf(
+        "Calibration: measured %s at microbatch %llu against the model's %s: every phase x %.4f (the model alone: "
+        "largest microbatch %lld)\n",
+        format_bytes(calibration->measured_bytes, byte_unit::gb, 3).c_str(),
+        static_cast<unsigned long long>(r.measured_microbatch),
+        format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), calibration->ratio,
+        static_cast<long long>(model_fit->max_microbatch));
   }
   print_phases(c.needs, micro, usable);
   if (fits) {
-    std::printf("Largest microbatch: %lld, set by the %s phase; headroom %s (%s)\n", static_cast<long long>(c.max_microbatch),
-                std::string(to_string(c.limiting_phase)).c_str(),
+    std::printf("Largest microbatch: %lld, set by the %s phase; headroom %s (%s)\n",
+                static_cast<long long>(c.max_microbatch), std::string(to_string(c.limiting_phase)).c_str(),
                 format_bytes(static_cast<std::uint64_t>(c.headroom_bytes), byte_unit::gb, 3).c_str(),
                 format_bytes(static_cast<std::uint64_t>(c.headroom_bytes), byte_unit::gib, 3).c_str());
     if (r.global_batch > 0) {
-      std::printf("Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %llu device(s) = %lld samples\n",
-                  std::string(to_string(r.rounding)).c_str(), static_cast<long long>(r.global_batch),
-                  static_cast<long long>(c.accumulation.microbatch), static_cast<long long>(c.accumulation.steps),
-                  static_cast<unsigned long long>(r.data_parallel), static_cast<long long>(c.accumulation.global_batch));
+      std::printf(
+          "Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %llu device(s) = %lld samples\n",
+          std::string(to_string(r.rounding)).c_str(), static_cast<long long>(r.global_batch),
+          static_cast<long long>(c.accumulation.microbatch), static_cast<long long>(c.accumulation.steps),
+          static_cast<unsigned long long>(r.data_parallel), static_cast<long long>(c.accumulation.global_batch));
     }
     return exit_ok;
   }
@@ -152,93 +173,25 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
   return exit_check_failed;
 }
 
-/// `--device all`: the request on every card of the table, one row each (the step's peaks, or the night's plan).
-int report_all_devices(plan_values v, bool json) {
-  for (const char* k : {"capacity", "bandwidth", "peak-fp32", "peak-tf32", "peak-fp16", "peak-fp8", "gemm", "states",
-                        "measured-peak", "measured-sps"}) {
-    if (v.count(k) != 0) throw error(k, "'" + v[k] + "' with --device all", "the table's own figures (drop --" + std::string(k) + ")");
-  }
-  nlohmann::json rows = nlohmann::json::array();
-  int fitting = 0;
-  bool night = false;
-  for (const device_spec& d : device_table()) {
-    v["device"] = std::string(d.name);
-    const plan_request r = resolve_request(v, d);
-    auto [w, o] = planner_inputs(r);
-    nlohmann::json row = {{"device", std::string(d.name)}, {"capacity_bytes", d.capacity_bytes},
-                          {"usable_bytes", detail::phase_pool_bytes(o.budget)}};
-    night = r.window_seconds > 0.0;
-    if (night) {
-      const plan_result p = plan(w, o);
-      row["fits"] = p.chosen.has_value();
-      if (p.chosen) {
-        row["plan"] = candidate_json(*p.chosen);
-        ++fitting;
-      } else {
-        const auto late = std::find_if(p.candidates.begin(), p.candidates.end(),
-                                       [](const plan_candidate& c) { return c.fits_memory(); });
-        row["reason"] = late != p.candidates.end()
-                            ? "late: the fastest that fits memory (" + late->policy_name + ", recompute " +
-                                  std::string(to_string(late->mode)) + ") takes " +
-                                  detail::hours_text(late->total_seconds)
-                            : std::string("microbatch 1 does not fit memory with any policy");
-        row["failures"] = p.failures;
-      }
-    } else {
-      const plan_candidate c = detail::evaluate(w, o, {r.policy_name, r.policy}, r.mode, o.efficiency, o.states, o.stage,
-                                                o.data_parallel);
-      row["fits"] = c.max_microbatch >= 1;
-      row["step"] = candidate_json(c);
-      fitting += c.max_microbatch >= 1 ? 1 : 0;
-    }
-    rows.push_back(row);
-  }
-  if (json) {
-    std::printf("%s\n", nlohmann::json{{"devices", rows}}.dump(2).c_str());
-    return fitting > 0 ? exit_ok : exit_check_failed;
-  }
-  std::printf("Every card of the table (capacities as listed: pass one --device with --capacity for your card's own)\n");
-  if (night) {
-    std::printf("  %-14s %9s %9s  %-18s %-9s %6s %6s %8s %9s  %s\n", "device", "cap GB", "usable GB", "policy", "recompute",
-                "micro", "steps", "total h", "margin h", "quality");
-  } else {
-    std::printf("  %-14s %9s %9s %6s %-15s %9s %9s\n", "device", "cap GB", "usable GB", "micro", "limit", "peak GB",
-                "short GB");
-  }
-  for (const nlohmann::json& row : rows) {
-    const double cap = row["capacity_bytes"].get<double>() / 1e9, usable = row["usable_bytes"].get<double>() / 1e9;
-    const std::string name = row["device"].get<std::string>();
-    if (night && row["fits"].get<bool>()) {
-      const nlohmann::json& c = row["plan"];
-      std::printf("  %-14s %9.2f %9.2f  %-18s %-9s %6lld %6lld %8.2f %9.2f  %s\n", name.c_str(), cap, usable,
-                  c["policy"].get<std::string>().c_str(), c["recompute"].get<std::string>().c_str(),
-                  c["microbatch"].get<long long>(), c["accumulation_steps"].get<long long>(),
-                  c["total_seconds"].get<double>() / 3600.0, c["margin_seconds"].get<double>() / 3600.0,
-                  c["quality"].get<std::string>().c_str());
-    } else if (night) {
-      std::printf("  %-14s %9.2f %9.2f  no plan: %s\n", name.c_str(), cap, usable, row["reason"].get<std::string>().c_str());
-    } else {
-      const nlohmann::json& c = row["step"];
-      const std::string limit = c["limiting_phase"].get<std::string>();
-      const auto& peaks = c["phase_peak_bytes"];
-      const double peak = std::max({peaks["forward"].get<double>(), peaks["backward"].get<double>(),
-                                    peaks["optimizer_step"].get<double>()}) / 1e9;
-      std::printf("  %-14s %9.2f %9.2f %6lld %-15s %9.3f %9.3f\n", name.c_str(), cap, usable,
-                  c["max_microbatch"].get<long long>(), limit.c_str(), peak,
-                  c["shortfall_bytes"].get<double>() / 1e9);
-    }
-  }
-  return fitting > 0 ? exit_ok : exit_check_failed;
-}
-
 int run_plan(const plan_args& args) {
   plan_values v = args.input.empty() ? plan_values{} : read_plan_json(args.input);
   for (const auto& [k, value] : args.flags) v[k] = value;  // flags win over the file
-  if (auto it = v.find("device"); it != v.end() && it->second == "all") return report_all_devices(v, args.json);
-  const plan_request req = resolve_request(v, resolve_device(v));
+  const bool inference = inference_requested(v);
+  if (!inference) refuse_inference_keys(v);
+  if (auto it = v.find("device"); it != v.end() && it->second == "all") {
+    if (inference) throw error("device", "'all' with --inference", "one device (--device NAME)");
+    return report_all_devices(v, args.json);
+  }
   nlohmann::json out;
+  if (inference) {
+    const int code = report_inference(v, resolve_device(v), v.count("capacity") != 0, out, args.json);
+    if (args.json) std::printf("%s\n", out.dump(2).c_str());
+    return code;
+  }
+  const plan_request req = resolve_request(v, resolve_device(v));
   int code = exit_ok;
   if (req.gemm) code = std::max(code, report_roofline(req, out, args.json));
+  if (req.devices > 0) code = std::max(code, report_ranks(req, out, args.json));
   if (req.window_seconds > 0.0) {
     code = std::max(code, report_planner(req, out, args.json));
   } else if (req.has_budget && req.states_ledger) {
@@ -254,22 +207,30 @@ const register_command reg{tool_command{
     "plan", 10, [](CLI::App& app, int& exit_code) {
       auto* cmd = app.add_subcommand("plan", "Memory budget, roofline and the nightly-window planner");
       auto args = std::make_shared<plan_args>();
-      cmd->add_option("--input", args->input, "JSON file of plan keys (the flag names without dashes); flags override it");
+      cmd->add_option("--input", args->input,
+                      "JSON file of plan keys (the flag names without dashes); flags override it");
       cmd->add_flag("--json", args->json, "print JSON instead of tables");
+      cmd->add_flag_callback(
+          "--inference", [args] { args->flags["task"] = "inference"; },
+          "generation with a KV cache instead of training: weights, cache and transients per sequence, the largest "
+          "batch and the longest context (a shape; --seq is the context: prompt + generated tokens)");
       for (const plan_key& k : plan_keys) {
         const std::string key(k.name);
         cmd->add_option_function<std::string>(
-            "--" + key, [args, key](const std::string& value) { args->flags[key] = value; }, std::string(k.help))
+               "--" + key, [args, key](const std::string& value) { args->flags[key] = value; }, std::string(k.help))
             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides an earlier one
       }
       cmd->footer(
-          "Sizes take units: 24GB = 24e9 bytes, 24GiB = 24 x 2^30 bytes, 3.2e9 = bytes. Every printed size says GB or GiB.\n"
+          "Sizes take units: 24GB = 24e9 bytes, 24GiB = 24 x 2^30 bytes, 3.2e9 = bytes. Every printed size says GB or "
+          "GiB.\n"
           "Examples:\n"
           "  safeamp plan --capacity 24GB --reserve 0.1 --context 0 --workspace 0 --states 3.2GB --per-sample 0.34GB\n"
           "  safeamp plan --device rtx4090 --params 125M --seq 1024 --hidden 768 --heads 12 --layers 12 --vocab 50257\n"
           "  safeamp plan --device rtx4090 --seq 1024 --hidden 768 --heads 12 --layers 12 --vocab 50257 --samples 2e6 "
           "--window 8h --global-batch 512\n"
           "  safeamp plan --device rtx4090 --gemm 8192x8192x8192 --format fp16\n"
+          "  safeamp plan --device rtx4090 --inference --seq 4096 --hidden 4096 --heads 32 --layers 32 --vocab 32000 "
+          "--ffn-hidden 11008 --mlp swiglu --embeddings untied --attention flash\n"
           "  safeamp plan --device all --seq 2048 --hidden 2048 --heads 16 --layers 24 --vocab 50257 --recompute full");
       cmd->callback([args, &exit_code] { exit_code = run_plan(*args); });
     }}};

@@ -7,12 +7,11 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "safeamp/error.hpp"
 #include "safeamp/memory.hpp"
@@ -50,11 +49,13 @@ inline constexpr plan_key plan_keys[] = {
     {"tuning", "full (default), lora or qlora (frozen base, 4-bit NF4 for qlora; adapters on every linear layer)"},
     {"lora-rank", "LoRA rank r with a shape: 16 r h L adapters (default 16)"},
     {"adapter-params", "adapter parameter count instead of --lora-rank (e.g. without a shape)"},
-    {"offload", "none (default) or optimizer: fp32 parameters, optimizer states and fp32 gradients in CPU memory (ZeRO-Offload)"},
+    {"offload", "none (default), optimizer (ZeRO-Offload: fp32 parameters, optimizer states and fp32 gradients in CPU memory; with adam-8bit: paged 8-bit states) or parameters (the optimizer and the weights: ZeRO-3 offload_param)"},
     {"pcie-bandwidth", "host link per direction for --offload, e.g. 25GB (default 32GB: PCIe 4.0 x16)"},
     {"host-bandwidth", "CPU memory bandwidth for the offloaded update, e.g. 80GB (default 50GB)"},
     {"accounting", "pytorch (default) or deepspeed: an fp32 copy of the gradients as well (2 + 18/N bytes/param at ZeRO-2)"},
     {"dp", "data-parallel devices (default 1)"},
+    {"devices", "data-parallel ranks N: print each rank's bytes under DDP, ZeRO-1 (distributed optimizer), ZeRO-2 and ZeRO-3 (and plan with N)"},
+    {"bucket-view", "with --devices: DDP's gradient_as_bucket_view, true/false (default false: buckets copy the gradients)"},
     {"largest-layer", "parameters of the largest layer, for ZeRO-3's gathered layer without a shape (e.g. 32M)"},
     {"seq", "transformer: sequence length s"},
     {"hidden", "transformer: hidden size h"},
@@ -68,6 +69,8 @@ inline constexpr plan_key plan_keys[] = {
     {"mlp", "transformer: gelu (default: h x f, f x h) or swiglu (gated: gate and up h x f, down f x h)"},
     {"embeddings", "transformer: tied (default) or untied (a separate v x h output layer)"},
     {"attention", "transformer: attention kernel, eager (default: s^2 scores stored) or flash (flash/SDPA: not stored)"},
+    {"cross-entropy", "transformer: full (default: all s x v fp32 logits stored, their gradient in backward) or chunked (fused/chunked loss, recomputed in backward)"},
+    {"ce-chunks", "transformer: chunks of the chunked cross-entropy per sequence (default ceil(v/h), Liger Kernel's)"},
     {"recompute", "none, selective, full (default none; planner: all)"},
     {"global-batch", "target global batch (samples per optimizer step)"},
     {"rounding", "accumulation rounding: exact-or-ceil (default: exact when it keeps half the microbatch), exact or ceil"},
@@ -86,6 +89,12 @@ inline constexpr plan_key plan_keys[] = {
     {"gemm", "roofline of a GEMM MxNxK, e.g. 8192x8192x8192 (GEMV: 8192x1x8192)"},
     {"format", "roofline compute format (default fp16); output in the same format"},
     {"measured-seconds", "measured time of that GEMM: checked for plausibility"},
+    {"task", "train (default) or inference (the same as --inference; for JSON input files)"},
+    {"prompt-tokens", "inference: tokens of the prompt, processed at once by the prefill (default: the whole --seq)"},
+    {"batch", "inference: concurrent sequences to check (default: report the largest that fits)"},
+    {"weights", "inference: weight format, fp32, bf16 (default), fp16, fp8, int8 or nf4"},
+    {"kv-cache", "inference: KV-cache element format, fp32, bf16, fp16 or fp8 (default: the activations', bf16)"},
+    {"logits", "inference: logits of the last position only (default; vLLM, generate()) or all positions"},
 };
 // clang-format on
 
@@ -108,7 +117,8 @@ inline plan_values parse_plan_json(std::string_view text, std::string_view sourc
     bool known = false;
     for (const plan_key& k : plan_keys) known = known || k.name == key;
     if (!known) {
-      throw error("input key", "'" + sim::bounded_text(key, 60) + "'", "the flag names of safeamp plan without the leading dashes");
+      throw error("input key", "'" + sim::bounded_text(key, 60) + "'",
+                  "the flag names of safeamp plan without the leading dashes");
     }
     if (value.is_string()) {
       out[key] = value.get<std::string>();
@@ -147,11 +157,26 @@ inline std::uint64_t parse_count(std::string_view key, std::string text, double 
   double scale = 1.0;
   if (!text.empty()) {
     switch (text.back()) {
-      case 'k': case 'K': scale = 1e3; break;
-      case 'm': case 'M': scale = 1e6; break;
-      case 'b': case 'B': case 'g': case 'G': scale = 1e9; break;
-      case 't': case 'T': scale = 1e12; break;
-      default: break;
+      case 'k':
+      case 'K':
+        scale = 1e3;
+        break;
+      case 'm':
+      case 'M':
+        scale = 1e6;
+        break;
+      case 'b':
+      case 'B':
+      case 'g':
+      case 'G':
+        scale = 1e9;
+        break;
+      case 't':
+      case 'T':
+        scale = 1e12;
+        break;
+      default:
+        break;
     }
     if (scale != 1.0) text.pop_back();
   }
@@ -186,8 +211,9 @@ inline precision_policy parse_policy_arg(std::string_view key, const std::string
   try {
     return parse_policy(text);
   } catch (const error& e) {
-    throw error(key, "'" + sim::bounded_text(text, 80) + "' (" + e.what() + ")",
-                std::string(policy_preset_names) + ", a format name (bf16, fp16, ...) or a policy string (key=format,...)");
+    throw error(
+        key, "'" + sim::bounded_text(text, 80) + "' (" + e.what() + ")",
+        std::string(policy_preset_names) + ", a format name (bf16, fp16, ...) or a policy string (key=format,...)");
   }
 }
 
@@ -229,7 +255,8 @@ inline parity_results parse_parity_summary(const nlohmann::json& j, const std::s
     } else if (verdict == "FAIL") {
       failed.push_back(p);
     } else if (verdict != "INCONCLUSIVE") {
-      throw error("verified-by", where + " (verdict '" + sim::bounded_text(verdict, 40) + "')", "PASS, FAIL or INCONCLUSIVE");
+      throw error("verified-by", where + " (verdict '" + sim::bounded_text(verdict, 40) + "')",
+                  "PASS, FAIL or INCONCLUSIVE");
     }
   }
   for (const precision_policy& p : failed) {

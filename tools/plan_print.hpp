@@ -4,9 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "command_registry.hpp"
 #include "plan_request.hpp"
@@ -18,21 +17,25 @@ inline void print_size_row(const char* label, std::uint64_t bytes, const char* s
 }
 
 inline void print_device(const device_spec& d, bool capacity_given) {
-  std::printf("Device: %s%s, %s = %s, %.0f GB/s, peak dense TFLOPS fp32 %.1f, tf32 %.1f, fp16/bf16 %.1f (fp32 accumulate%s), "
-              "fp8 %s\n",
-              std::string(d.name).c_str(), capacity_given ? " (capacity as given)" : "",
-              format_bytes(d.capacity_bytes, byte_unit::gb).c_str(),
-              format_bytes(d.capacity_bytes, byte_unit::gib).c_str(), d.memory_bytes_per_second / 1e9,
-              d.peak_fp32_flops / 1e12, d.peak_tf32_flops / 1e12, d.peak_fp16_flops / 1e12,
-              d.half_rate_fp32_accumulate ? ", GeForce half rate" : "",
-              d.peak_fp8_flops > 0.0 ? std::to_string(d.peak_fp8_flops / 1e12).substr(0, 6).c_str() : "none");
+  std::printf(
+      "Device: %s%s, %s = %s, %.0f GB/s, peak dense TFLOPS fp32 %.1f, tf32 %.1f, fp16/bf16 %.1f (fp32 accumulate%s), "
+      "fp8 %s\n",
+      std::string(d.name).c_str(), capacity_given ? " (capacity as given)" : "",
+      format_bytes(d.capacity_bytes, byte_unit::gb).c_str(), format_bytes(d.capacity_bytes, byte_unit::gib).c_str(),
+      d.memory_bytes_per_second / 1e9, d.peak_fp32_flops / 1e12, d.peak_tf32_flops / 1e12, d.peak_fp16_flops / 1e12,
+      d.half_rate_fp32_accumulate ? ", GeForce half rate" : "",
+      d.peak_fp8_flops > 0.0 ? std::to_string(d.peak_fp8_flops / 1e12).substr(0, 6).c_str() : "none");
 }
 
 inline nlohmann::json device_json(const device_spec& d) {
-  return {{"name", std::string(d.name)},         {"capacity_bytes", d.capacity_bytes},
-          {"memory_bytes_per_second", d.memory_bytes_per_second}, {"peak_fp32_flops", d.peak_fp32_flops},
-          {"peak_tf32_flops", d.peak_tf32_flops}, {"peak_fp16_flops", d.peak_fp16_flops},
-          {"peak_bf16_flops", d.peak_bf16_flops}, {"peak_fp8_flops", d.peak_fp8_flops},
+  return {{"name", std::string(d.name)},
+          {"capacity_bytes", d.capacity_bytes},
+          {"memory_bytes_per_second", d.memory_bytes_per_second},
+          {"peak_fp32_flops", d.peak_fp32_flops},
+          {"peak_tf32_flops", d.peak_tf32_flops},
+          {"peak_fp16_flops", d.peak_fp16_flops},
+          {"peak_bf16_flops", d.peak_bf16_flops},
+          {"peak_fp8_flops", d.peak_fp8_flops},
           {"half_rate_fp32_accumulate", d.half_rate_fp32_accumulate}};
 }
 
@@ -41,10 +44,17 @@ inline int report_roofline(const plan_request& r, nlohmann::json& out, bool json
   const double e = storage_bytes(g.format);
   const kernel_cost cost = gemm_cost(g.m, g.n, g.k, e, e, e);
   const roofline_point p = roofline(r.device, g.format, cost);
-  nlohmann::json j = {{"m", g.m}, {"n", g.n}, {"k", g.k}, {"format", format_name(g.format)}, {"flops", cost.flops},
-                      {"bytes", cost.bytes}, {"intensity_flops_per_byte", p.intensity_flops_per_byte},
-                      {"ridge_flops_per_byte", p.ridge_flops_per_byte}, {"peak_flops", p.peak_flops},
-                      {"attainable_flops", p.attainable_flops}, {"min_seconds", p.min_seconds},
+  nlohmann::json j = {{"m", g.m},
+                      {"n", g.n},
+                      {"k", g.k},
+                      {"format", format_name(g.format)},
+                      {"flops", cost.flops},
+                      {"bytes", cost.bytes},
+                      {"intensity_flops_per_byte", p.intensity_flops_per_byte},
+                      {"ridge_flops_per_byte", p.ridge_flops_per_byte},
+                      {"peak_flops", p.peak_flops},
+                      {"attainable_flops", p.attainable_flops},
+                      {"min_seconds", p.min_seconds},
                       {"verdict", std::string(to_string(p.bound))}};
   int code = exit_ok;
   plausibility check;
@@ -64,14 +74,15 @@ inline int report_roofline(const plan_request& r, nlohmann::json& out, bool json
     return code;
   }
   print_device(r.device, r.capacity_given);
-  std::printf("GEMM %.0f x %.0f x %.0f in %s: %.4g FLOP, %.4g bytes (compulsory), intensity %.2f FLOP/B, ridge %.1f FLOP/B\n",
-              g.m, g.n, g.k, format_name(g.format).c_str(), cost.flops, cost.bytes, p.intensity_flops_per_byte,
-              p.ridge_flops_per_byte);
+  std::printf(
+      "GEMM %.0f x %.0f x %.0f in %s: %.4g FLOP, %.4g bytes (compulsory), intensity %.2f FLOP/B, ridge %.1f FLOP/B\n",
+      g.m, g.n, g.k, format_name(g.format).c_str(), cost.flops, cost.bytes, p.intensity_flops_per_byte,
+      p.ridge_flops_per_byte);
   std::printf("  %s: attainable %.2f TFLOP/s of %.2f peak; no kernel can take less than %.4g s\n",
               std::string(to_string(p.bound)).c_str(), p.attainable_flops / 1e12, p.peak_flops / 1e12, p.min_seconds);
   if (g.measured_seconds > 0.0) {
-    std::printf("  measured %.4g s = %.2f TFLOP/s (%.2fx the bound): %s\n", g.measured_seconds, check.measured_flops / 1e12,
-                check.ratio, check.plausible ? "plausible" : check.diagnosis.c_str());
+    std::printf("  measured %.4g s = %.2f TFLOP/s (%.2fx the bound): %s\n", g.measured_seconds,
+                check.measured_flops / 1e12, check.ratio, check.plausible ? "plausible" : check.diagnosis.c_str());
   }
   return code;
 }
@@ -80,7 +91,8 @@ inline std::string policy_label(const plan_request& r) {
   const bool impl_matters = r.states.optimizer == optimizer_kind::adam;
   return r.policy_name + ", " + std::string(to_string(r.states.optimizer)) +
          (impl_matters ? " " + std::string(to_string(r.states.impl)) : "") +
-         (r.states.optimizer_state_format == fp32 ? "" : " (" + format_name(r.states.optimizer_state_format) + " states)");
+         (r.states.optimizer_state_format == fp32 ? ""
+                                                  : " (" + format_name(r.states.optimizer_state_format) + " states)");
 }
 
 inline void print_states_ledger(const plan_request& r) {
@@ -88,10 +100,11 @@ inline void print_states_ledger(const plan_request& r) {
   // Per parameter on the device, unpartitioned: the policy's count, or what a frozen base / offload leaves there.
   const double per_param = static_cast<double>(model_states_for(m.parameter_count, r.policy, r.states).total_bytes()) /
                            static_cast<double>(m.parameter_count);
-  std::printf("Model states: %.4g parameters, %s, ZeRO stage %d over %llu device(s): %.4g bytes/param on the device "
-              "unpartitioned\n",
-              static_cast<double>(m.parameter_count), policy_label(r).c_str(), static_cast<int>(r.stage),
-              static_cast<unsigned long long>(r.data_parallel), per_param);
+  std::printf(
+      "Model states: %.4g parameters, %s, ZeRO stage %d over %llu device(s): %.4g bytes/param on the device "
+      "unpartitioned\n",
+      static_cast<double>(m.parameter_count), policy_label(r).c_str(), static_cast<int>(r.stage),
+      static_cast<unsigned long long>(r.data_parallel), per_param);
   std::printf("  %-42s %12s %12s\n", "", "GB (10^9)", "GiB (2^30)");
   if (r.states.adapter_parameters > 0) {
     std::printf("  %s: the %.4g base parameters are frozen (%s), %llu adapter parameters train in fp32\n",
@@ -110,19 +123,27 @@ inline void print_states_ledger(const plan_request& r) {
 
 inline void print_activation_ledger(const transformer_shape& t, recompute mode, int element_bytes) {
   const activation_ledger l = activation_ledger_for(t, 1, mode, element_bytes);
-  std::printf("Activations per sample (Korthikanti et al. 2022), s=%llu h=%llu a=%llu L=%llu v=%llu t=%llu%s, recompute %s, "
-              "%d-byte activations:\n",
-              static_cast<unsigned long long>(t.sequence), static_cast<unsigned long long>(t.hidden),
-              static_cast<unsigned long long>(t.heads), static_cast<unsigned long long>(t.layers),
-              static_cast<unsigned long long>(t.vocabulary), static_cast<unsigned long long>(t.tensor_parallel),
-              t.sequence_parallel ? " +SP" : "", std::string(to_string(mode)).c_str(), element_bytes);
+  std::printf(
+      "Activations per sample (Korthikanti et al. 2022), s=%llu h=%llu a=%llu L=%llu v=%llu t=%llu%s, recompute %s, "
+      "%d-byte activations:\n",
+      static_cast<unsigned long long>(t.sequence), static_cast<unsigned long long>(t.hidden),
+      static_cast<unsigned long long>(t.heads), static_cast<unsigned long long>(t.layers),
+      static_cast<unsigned long long>(t.vocabulary), static_cast<unsigned long long>(t.tensor_parallel),
+      t.sequence_parallel ? " +SP" : "", std::string(to_string(mode)).c_str(), element_bytes);
   if (t.kv_heads != 0 || t.ffn_hidden != 0 || t.gated_mlp || !t.tied_embeddings) {
     std::printf("  architecture: %llu K/V heads, MLP width %llu%s, %s embeddings (%llu parameters per layer)\n",
                 static_cast<unsigned long long>(kv_heads_of(t)), static_cast<unsigned long long>(ffn_of(t)),
                 t.gated_mlp ? " gated (SwiGLU)" : "", t.tied_embeddings ? "tied" : "untied",
                 static_cast<unsigned long long>(layer_parameters(t)));
   }
-  if (t.attention == attention_kernel::flash) std::printf("  flash attention: no s^2 scores stored, 4as bytes of fp32 softmax statistics per layer instead\n");
+  if (t.cross_entropy_chunks > 0) {
+    std::printf(
+        "  chunked cross-entropy: %llu chunks of %llu tokens per sample, no logits stored, recomputed in backward\n",
+        static_cast<unsigned long long>(t.cross_entropy_chunks),
+        static_cast<unsigned long long>((t.sequence + t.cross_entropy_chunks - 1) / t.cross_entropy_chunks));
+  }
+  if (t.attention == attention_kernel::flash)
+    std::printf("  flash attention: no s^2 scores stored, 4as bytes of fp32 softmax statistics per layer instead\n");
   std::printf("  %-42s %12s %12s   %s\n", "block (bytes added)", "GB (10^9)", "GiB (2^30)", "held after, GB");
   for (std::size_t i = 0; i < l.entries.size(); ++i) {
     const activation_entry& e = l.entries[i];
@@ -131,8 +152,9 @@ inline void print_activation_ledger(const transformer_shape& t, recompute mode, 
       if (i == 3) std::printf("    ... (%llu layers alike)\n", static_cast<unsigned long long>(t.layers - 3));
       continue;
     }
-    std::printf("  %s %-40s %12.4f %12.4f   %.4f%s\n", e.transient ? "~" : "+", e.block.c_str(), in_unit(e.bytes, byte_unit::gb),
-                in_unit(e.bytes, byte_unit::gib), in_unit(e.cumulative_bytes, byte_unit::gb), e.transient ? " (transient)" : "");
+    std::printf("  %s %-40s %12.4f %12.4f   %.4f%s\n", e.transient ? "~" : "+", e.block.c_str(),
+                in_unit(e.bytes, byte_unit::gb), in_unit(e.bytes, byte_unit::gib),
+                in_unit(e.cumulative_bytes, byte_unit::gb), e.transient ? " (transient)" : "");
   }
   std::printf("  peak %s (%s) at \"%s\"\n", format_bytes(l.peak_bytes, byte_unit::gb, 4).c_str(),
               format_bytes(l.peak_bytes, byte_unit::gib, 4).c_str(), l.peak_block.c_str());
@@ -162,15 +184,16 @@ inline void print_pool(const memory_budget& b) {
 
 /// What each phase holds at `microbatch`, its peak and the headroom against `usable` bytes.
 inline void print_phases(const step_needs& needs, std::uint64_t microbatch, std::uint64_t usable) {
-  std::printf("Peaks per phase at microbatch %llu\n  %-42s %12s %12s\n", static_cast<unsigned long long>(microbatch), "",
-              "GB (10^9)", "GiB (2^30)");
+  std::printf("Peaks per phase at microbatch %llu\n  %-42s %12s %12s\n", static_cast<unsigned long long>(microbatch),
+              "", "GB (10^9)", "GiB (2^30)");
   for (const phase_need& p : needs) {
     std::printf("  %s:\n", std::string(to_string(p.phase)).c_str());
     for (const phase_item& i : p.items) {
       const std::uint64_t bytes = i.fixed_bytes + microbatch * i.bytes_per_sample;
       std::string label = i.name;
       if (i.bytes_per_sample > 0) label += " x" + std::to_string(microbatch);
-      std::printf("  + %-44s %10.3f %12.3f\n", label.c_str(), in_unit(bytes, byte_unit::gb), in_unit(bytes, byte_unit::gib));
+      std::printf("  + %-44s %10.3f %12.3f\n", label.c_str(), in_unit(bytes, byte_unit::gb),
+                  in_unit(bytes, byte_unit::gib));
     }
     const std::uint64_t peak = p.bytes_at(microbatch);
     const std::string verdict = peak <= usable ? "  fits, headroom " + format_bytes(usable - peak, byte_unit::gb, 3)
@@ -185,8 +208,10 @@ inline nlohmann::json phases_json(const step_needs& needs, std::uint64_t microba
   for (const phase_need& p : needs) {
     nlohmann::json items = nlohmann::json::array();
     for (const phase_item& i : p.items) {
-      items.push_back({{"name", i.name}, {"bytes", i.fixed_bytes + microbatch * i.bytes_per_sample},
-                       {"fixed_bytes", i.fixed_bytes}, {"bytes_per_sample", i.bytes_per_sample}});
+      items.push_back({{"name", i.name},
+                       {"bytes", i.fixed_bytes + microbatch * i.bytes_per_sample},
+                       {"fixed_bytes", i.fixed_bytes},
+                       {"bytes_per_sample", i.bytes_per_sample}});
     }
     a.push_back({{"phase", std::string(to_string(p.phase))}, {"peak_bytes", p.bytes_at(microbatch)}, {"items", items}});
   }

@@ -4,9 +4,8 @@
 #pragma once
 
 #include <cstdio>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "plan_print.hpp"
 
@@ -28,26 +27,37 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
                       {"activation_bytes_per_sample", b.activation_bytes_per_sample},
                       {"max_microbatch", micro}};
   if (r.states_ledger) {
-    j["model_states"] = {{"parameters", r.states_ledger->parameter_count},   {"policy", r.policy_name},
+    j["model_states"] = {{"parameters", r.states_ledger->parameter_count},
+                         {"policy", r.policy_name},
                          {"optimizer", std::string(to_string(r.states.optimizer))},
-                         {"zero_stage", static_cast<int>(r.stage)},          {"data_parallel", r.data_parallel},
-                         {"weight_bytes", r.states_ledger->weight_bytes},    {"gradient_bytes", r.states_ledger->gradient_bytes},
-                         {"master_bytes", r.states_ledger->master_bytes},    {"optimizer_bytes", r.states_ledger->optimizer_bytes},
+                         {"zero_stage", static_cast<int>(r.stage)},
+                         {"data_parallel", r.data_parallel},
+                         {"weight_bytes", r.states_ledger->weight_bytes},
+                         {"gradient_bytes", r.states_ledger->gradient_bytes},
+                         {"master_bytes", r.states_ledger->master_bytes},
+                         {"optimizer_bytes", r.states_ledger->optimizer_bytes},
                          {"fp32_gradient_bytes", r.states_ledger->fp32_gradient_bytes},
                          {"total_bytes", r.states_ledger->total_bytes()}};
   }
   if (r.shape) {
     const activation_ledger l = activation_ledger_for(*r.shape, 1, r.mode, storage_bytes(r.policy.output));
-    j["activations"] = {{"recompute", std::string(to_string(r.mode))}, {"stored_bytes_per_sample", l.stored_bytes},
-                        {"peak_bytes_per_sample", l.peak_bytes}, {"peak_block", l.peak_block}};
+    j["activations"] = {{"recompute", std::string(to_string(r.mode))},
+                        {"stored_bytes_per_sample", l.stored_bytes},
+                        {"peak_bytes_per_sample", l.peak_bytes},
+                        {"peak_block", l.peak_block}};
   }
   std::optional<accumulation_plan> acc;
   if (micro >= 1) {
     j["headroom_bytes"] = headroom_bytes(b, micro);
     if (r.global_batch > 0) {
-      acc = accumulation_for(r.global_batch, micro, static_cast<std::int64_t>(r.data_parallel), r.rounding);
-      j["accumulation"] = {{"target_global_batch", r.global_batch}, {"microbatch", acc->microbatch},
-                           {"steps", acc->steps}, {"global_batch", acc->global_batch},
+      acc = accumulation_for({.target_global_batch = r.global_batch,
+                              .max_microbatch = micro,
+                              .data_parallel = static_cast<std::int64_t>(r.data_parallel),
+                              .rule = r.rounding});
+      j["accumulation"] = {{"target_global_batch", r.global_batch},
+                           {"microbatch", acc->microbatch},
+                           {"steps", acc->steps},
+                           {"global_batch", acc->global_batch},
                            {"rounding", std::string(to_string(r.rounding))},
                            {"headroom_bytes", headroom_bytes(b, acc->microbatch)}};
     }
@@ -71,13 +81,15 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
   print_size_row("activations per sample", b.activation_bytes_per_sample, " ");
   if (micro >= 1) {
     std::printf("Largest microbatch: %lld (floor of available / per sample); headroom %s (%s)\n",
-                static_cast<long long>(micro), format_bytes(static_cast<std::uint64_t>(headroom_bytes(b, micro)), byte_unit::gb, 3).c_str(),
+                static_cast<long long>(micro),
+                format_bytes(static_cast<std::uint64_t>(headroom_bytes(b, micro)), byte_unit::gb, 3).c_str(),
                 format_bytes(static_cast<std::uint64_t>(headroom_bytes(b, micro)), byte_unit::gib, 3).c_str());
     if (acc) {
-      std::printf("Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %llu device(s) = %lld samples\n",
-                  std::string(to_string(r.rounding)).c_str(), static_cast<long long>(r.global_batch),
-                  static_cast<long long>(acc->microbatch), static_cast<long long>(acc->steps),
-                  static_cast<unsigned long long>(r.data_parallel), static_cast<long long>(acc->global_batch));
+      std::printf(
+          "Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %llu device(s) = %lld samples\n",
+          std::string(to_string(r.rounding)).c_str(), static_cast<long long>(r.global_batch),
+          static_cast<long long>(acc->microbatch), static_cast<long long>(acc->steps),
+          static_cast<unsigned long long>(r.data_parallel), static_cast<long long>(acc->global_batch));
     }
     return exit_ok;
   }
@@ -107,11 +119,18 @@ inline nlohmann::json candidate_json(const plan_candidate& c) {
           {"cost_per_sample", c.cost_per_sample},
           {"fits_memory", c.fits_memory()},
           {"limiting_phase", std::string(to_string(c.limiting_phase))},
-          {"phase_peak_bytes", {{"forward", c.phase_peak_bytes[0]}, {"backward", c.phase_peak_bytes[1]},
-                                {"optimizer_step", c.phase_peak_bytes[2]}}},
+          {"phase_peak_bytes",
+           {{"forward", c.phase_peak_bytes[0]},
+            {"backward", c.phase_peak_bytes[1]},
+            {"optimizer_step", c.phase_peak_bytes[2]}}},
           {"optimizer", std::string(to_string(c.states.optimizer))},
           {"optimizer_impl", std::string(to_string(c.states.impl))},
           {"quality", std::string(to_string(c.quality))},
+          {"offload", c.states.offload_parameters  ? "parameters"
+                      : c.states.offload_optimizer ? "optimizer"
+                                                   : "none"},
+          {"host_bytes", c.host_bytes},
+          {"adapter_parameters", c.states.adapter_parameters},
           {"fits", c.fits()}};
 }
 
@@ -119,14 +138,17 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
   auto [w, o] = planner_inputs(r);
   std::optional<peak_calibration> calibration;
   if (r.measured_peak_bytes > 0) {  // the ratio of the measured configuration (--policy, --recompute, ...) for all
-    const plan_candidate c = detail::evaluate(w, o, {r.policy_name, r.policy}, r.mode, o.efficiency, o.states, o.stage,
-                                              o.data_parallel);
-    calibration = calibrate_peak(c.needs, r.measured_microbatch, r.measured_peak_bytes);
+    const plan_candidate c =
+        detail::evaluate(w, o, {r.policy_name, r.policy}, r.mode, o.efficiency, o.states, o.stage, o.data_parallel);
+    calibration =
+        calibrate_peak(c.needs, {.measured_bytes = r.measured_peak_bytes, .microbatch = r.measured_microbatch});
     o.peak_calibration_ratio = calibration->ratio;
   }
   const plan_result p = plan(w, o);
   if (json) {
-    nlohmann::json j = {{"samples", w.samples}, {"window_seconds", o.window_seconds}, {"efficiency", p.efficiency},
+    nlohmann::json j = {{"samples", w.samples},
+                        {"window_seconds", o.window_seconds},
+                        {"efficiency", p.efficiency},
                         {"peak_calibration_ratio", o.peak_calibration_ratio}};
     j["candidates"] = nlohmann::json::array();
     for (const plan_candidate& c : p.candidates) j["candidates"].push_back(candidate_json(c));
@@ -140,64 +162,74 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
     return p.chosen ? exit_ok : exit_check_failed;
   }
   print_device(r.device, r.capacity_given);
-  std::printf("Night: %.6g samples in a %.2f h window; %s %s, ZeRO stage %d x %llu; step time from the roofline at %.0f%% "
-              "efficiency%s\n",
-              w.samples, o.window_seconds / 3600.0, std::string(to_string(o.states.optimizer)).c_str(),
-              std::string(to_string(o.states.impl)).c_str(), static_cast<int>(o.stage),
-              static_cast<unsigned long long>(o.data_parallel), 100.0 * p.efficiency,
-              r.measured_sps > 0.0 ? " (calibrated from the measured throughput)" : "");
+  std::printf(
+      "Night: %.6g samples in a %.2f h window; %s %s, ZeRO stage %d x %llu; step time from the roofline at %.0f%% "
+      "efficiency%s\n",
+      w.samples, o.window_seconds / 3600.0, std::string(to_string(o.states.optimizer)).c_str(),
+      std::string(to_string(o.states.impl)).c_str(), static_cast<int>(o.stage),
+      static_cast<unsigned long long>(o.data_parallel), 100.0 * p.efficiency,
+      r.measured_sps > 0.0 ? " (calibrated from the measured throughput)" : "");
   if (calibration) {
-    std::printf("Memory calibrated: measured %s at microbatch %llu against the model's %s for %s, recompute %s: every "
-                "candidate's phases x %.4f\n",
-                format_bytes(calibration->measured_bytes, byte_unit::gb, 3).c_str(),
-                static_cast<unsigned long long>(r.measured_microbatch),
-                format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), r.policy_name.c_str(),
-                std::string(to_string(r.mode)).c_str(), calibration->ratio);
+    std::printf(
+        "Memory calibrated: measured %s at microbatch %llu against the model's %s for %s, recompute %s: every "
+        "candidate's phases x %.4f\n",
+        format_bytes(calibration->measured_bytes, byte_unit::gb, 3).c_str(),
+        static_cast<unsigned long long>(r.measured_microbatch),
+        format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), r.policy_name.c_str(),
+        std::string(to_string(r.mode)).c_str(), calibration->ratio);
   }
   std::printf("  %-18s %-9s %6s %6s %7s %9s %-9s %9s %9s %10s %8s %9s %s\n", "policy", "recompute", "micro", "steps",
               "batch", "peak GB", "limit", "headrm GB", "TFLOP/s", "ms/sample", "total h", "margin h", "");
   for (const plan_candidate& c : p.candidates) {
     const std::size_t phase = static_cast<std::size_t>(c.limiting_phase);
-    const std::string limit = c.limiting_phase == step_phase::optimizer_step ? "step" : std::string(to_string(c.limiting_phase));
+    const std::string limit =
+        c.limiting_phase == step_phase::optimizer_step ? "step" : std::string(to_string(c.limiting_phase));
     if (!c.fits_memory()) {
-      std::printf("  %-18s %-9s %6s %6s %7s %9.3f %-9s   %s\n", c.policy_name.c_str(), std::string(to_string(c.mode)).c_str(),
-                  "-", "-", "-", in_unit(c.phase_peak_bytes[phase], byte_unit::gb), limit.c_str(),
+      std::printf("  %-18s %-9s %6s %6s %7s %9.3f %-9s   %s\n", c.policy_name.c_str(),
+                  std::string(to_string(c.mode)).c_str(), "-", "-", "-",
+                  in_unit(c.phase_peak_bytes[phase], byte_unit::gb), limit.c_str(),
                   !c.supported ? ("unsupported: no " + format_name(c.policy.compute) + " math units").c_str()
                                : ("OOM: microbatch 1 short by " +
-                                  format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gb, 3)).c_str());
+                                  format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gb, 3))
+                                     .c_str());
       continue;
     }
-    const std::string verdict = std::string(c.fits() ? "fits" : c.quality == quality_status::failed ? "excluded" : "late") +
+    const std::string verdict = std::string(c.fits()                              ? "fits"
+                                            : c.quality == quality_status::failed ? "excluded"
+                                                                                  : "late") +
                                 ", " + std::string(to_string(c.quality));
     std::printf("  %-18s %-9s %6lld %6lld %7lld %9.3f %-9s %9.3f %9.1f %10.3f %8.2f %9.2f %s\n", c.policy_name.c_str(),
                 std::string(to_string(c.mode)).c_str(), static_cast<long long>(c.accumulation.microbatch),
                 static_cast<long long>(c.accumulation.steps), static_cast<long long>(c.accumulation.global_batch),
-                in_unit(c.phase_peak_bytes[phase], byte_unit::gb), limit.c_str(), static_cast<double>(c.headroom_bytes) / 1e9,
-                c.attainable_flops * p.efficiency / 1e12, 1e3 * c.seconds_per_sample, c.total_seconds / 3600.0,
-                c.margin_seconds / 3600.0, verdict.c_str());
+                in_unit(c.phase_peak_bytes[phase], byte_unit::gb), limit.c_str(),
+                static_cast<double>(c.headroom_bytes) / 1e9, c.attainable_flops * p.efficiency / 1e12,
+                1e3 * c.seconds_per_sample, c.total_seconds / 3600.0, c.margin_seconds / 3600.0, verdict.c_str());
   }
   if (p.chosen) {
     const plan_candidate& c = *p.chosen;
-    std::printf("Chosen: %s, recompute %s, microbatch %lld x %lld accumulation steps: %.2f h, %.2f h to spare; "
-                "%.4g device-seconds per sample",
-                c.policy_name.c_str(), std::string(to_string(c.mode)).c_str(), static_cast<long long>(c.accumulation.microbatch),
-                static_cast<long long>(c.accumulation.steps), c.total_seconds / 3600.0, c.margin_seconds / 3600.0,
-                c.seconds_per_sample);
+    std::printf(
+        "Chosen: %s, recompute %s, microbatch %lld x %lld accumulation steps: %.2f h, %.2f h to spare; "
+        "%.4g device-seconds per sample",
+        c.policy_name.c_str(), std::string(to_string(c.mode)).c_str(),
+        static_cast<long long>(c.accumulation.microbatch), static_cast<long long>(c.accumulation.steps),
+        c.total_seconds / 3600.0, c.margin_seconds / 3600.0, c.seconds_per_sample);
     if (c.cost_per_sample > 0.0) std::printf(", %.4g per sample at %.4g per hour", c.cost_per_sample, o.price_per_hour);
     std::printf("\n  peaks: forward %s, backward %s, optimizer step %s\n",
                 format_bytes(c.phase_peak_bytes[0], byte_unit::gb, 3).c_str(),
                 format_bytes(c.phase_peak_bytes[1], byte_unit::gb, 3).c_str(),
                 format_bytes(c.phase_peak_bytes[2], byte_unit::gb, 3).c_str());
     if (c.quality == quality_status::unverified) {
-      std::printf("  QUALITY UNVERIFIED: no parity result for %s; run `safeamp sim` with it and pass --verified-by "
-                  "<out>/summary.json%s\n",
-                  c.policy_name.c_str(),
-                  total_bits(c.policy.compute) == 8 ? " (the simulator cannot run fp8 policies yet)" : "");
+      std::printf(
+          "  QUALITY UNVERIFIED: no parity result for %s; run `safeamp sim` with it and pass --verified-by "
+          "<out>/summary.json%s\n",
+          c.policy_name.c_str(),
+          total_bits(c.policy.compute) == 8 ? " (the simulator cannot run fp8 policies yet)" : "");
       if (p.fastest_verified) {
         std::printf("  Fastest with verified quality: %s, recompute %s, microbatch %lld: %.2f h, %s\n",
                     p.fastest_verified->policy_name.c_str(), std::string(to_string(p.fastest_verified->mode)).c_str(),
                     static_cast<long long>(p.fastest_verified->accumulation.microbatch),
-                    p.fastest_verified->total_seconds / 3600.0, std::string(to_string(p.fastest_verified->quality)).c_str());
+                    p.fastest_verified->total_seconds / 3600.0,
+                    std::string(to_string(p.fastest_verified->quality)).c_str());
       } else {
         std::printf("  No configuration with verified quality (fp32, or a parity PASS) fits the window\n");
       }
@@ -206,9 +238,10 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
                   c.quality == quality_status::verified && r.parity ? (" in " + r.parity->source).c_str() : "");
     }
     if (p.runner_up) {
-      std::printf("Runner-up: %s, recompute %s, microbatch %lld: %.2f h (%.2f h slower), %s\n", p.runner_up->policy_name.c_str(),
-                  std::string(to_string(p.runner_up->mode)).c_str(), static_cast<long long>(p.runner_up->accumulation.microbatch),
-                  p.runner_up->total_seconds / 3600.0, (p.runner_up->total_seconds - c.total_seconds) / 3600.0,
+      std::printf("Runner-up: %s, recompute %s, microbatch %lld: %.2f h (%.2f h slower), %s\n",
+                  p.runner_up->policy_name.c_str(), std::string(to_string(p.runner_up->mode)).c_str(),
+                  static_cast<long long>(p.runner_up->accumulation.microbatch), p.runner_up->total_seconds / 3600.0,
+                  (p.runner_up->total_seconds - c.total_seconds) / 3600.0,
                   std::string(to_string(p.runner_up->quality)).c_str());
     }
     return exit_ok;

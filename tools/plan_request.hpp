@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "plan_inputs.hpp"
+#include "plan_shape.hpp"
 
 namespace safeamp::tool {
 
@@ -15,8 +15,9 @@ namespace safeamp::tool {
 // keep ~9.75% of the pool free: 5% of the pool, then 5% of what is left.
 inline constexpr double default_reserve_fraction = 0.05;
 inline constexpr double default_fragmentation_fraction = 0.05;
-inline constexpr std::uint64_t default_context_bytes = 512ULL << 20;   // ~300 MiB with lazy loading, plus margin
-inline constexpr std::uint64_t default_workspace_bytes = 32ULL << 20;  // cuBLASLt workspace as PyTorch sizes it on Hopper
+inline constexpr std::uint64_t default_context_bytes = 512ULL << 20;  // ~300 MiB with lazy loading, plus margin
+inline constexpr std::uint64_t default_workspace_bytes = 32ULL
+                                                         << 20;  // cuBLASLt workspace as PyTorch sizes it on Hopper
 
 struct gemm_request {
   double m = 0, n = 0, k = 0;
@@ -27,8 +28,8 @@ struct gemm_request {
 struct plan_request {
   device_spec device{};
   bool capacity_given = false;  // --capacity overrides the table's figure
-  memory_budget budget{};  // fixed/per-sample filled in below when known
-  bool has_budget = false;  // fixed and per-sample bytes are known
+  memory_budget budget{};       // fixed/per-sample filled in below when known
+  bool has_budget = false;      // fixed and per-sample bytes are known
   std::optional<std::uint64_t> parameters{};
   bool params_given = false;  // --params (with a shape it overrides the shape's 12Lh^2 + vh estimate)
   std::string policy_name = "bf16-mixed";
@@ -36,6 +37,8 @@ struct plan_request {
   state_options states{};
   zero_stage stage = zero_stage::none;
   std::uint64_t data_parallel = 1;
+  std::uint64_t devices = 0;  // --devices N: print the per-rank ledger over N data-parallel ranks (0: not asked)
+  bool bucket_view = false;   // --bucket-view: DDP's gradient_as_bucket_view=True
   std::optional<transformer_shape> shape{};
   recompute mode = recompute::none;
   bool recompute_given = false;
@@ -51,7 +54,7 @@ struct plan_request {
   std::optional<parity_results> parity{};  // --verified-by
   std::uint64_t measured_peak_bytes = 0;   // --measured-peak (0: none)
   std::uint64_t measured_microbatch = 1;
-  offload_link link{};  // --pcie-bandwidth, --host-bandwidth
+  offload_link link{};              // --pcie-bandwidth, --host-bandwidth
   std::uint64_t largest_layer = 0;  // --largest-layer (without a shape)
   double price_per_hour = 0.0;
   std::optional<gemm_request> gemm{};
@@ -64,7 +67,8 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     return it == v.end() ? nullptr : &it->second;
   };
   auto count = [&](const char* k, double max) -> std::optional<std::uint64_t> {
-    if (auto* s = get(k)) return parse_count(k, *s, max, "a whole number 1 .. " + std::to_string(static_cast<long long>(max)));
+    if (auto* s = get(k))
+      return parse_count(k, *s, max, "a whole number 1 .. " + std::to_string(static_cast<long long>(max)));
     return std::nullopt;
   };
   plan_request r;
@@ -75,7 +79,8 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   r.budget.context_bytes = default_context_bytes;
   r.budget.workspace_bytes = default_workspace_bytes;
   r.budget.fragmentation_fraction = default_fragmentation_fraction;
-  if (auto* s = get("reserve")) r.budget.reserve_fraction = parse_real("reserve", *s, 0.0, 1.0, false, "0 <= reserve < 1");
+  if (auto* s = get("reserve"))
+    r.budget.reserve_fraction = parse_real("reserve", *s, 0.0, 1.0, false, "0 <= reserve < 1");
   if (r.budget.reserve_fraction >= 1.0) throw error("reserve", "'" + *get("reserve") + "'", "0 <= reserve < 1");
   if (auto* s = get("context")) r.budget.context_bytes = parse_bytes(*s, "context");
   if (auto* s = get("workspace")) r.budget.workspace_bytes = parse_bytes(*s, "workspace");
@@ -111,6 +116,18 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     r.stage = static_cast<zero_stage>((*s)[0] - '0');
   }
   if (auto c = count("dp", 1e6)) r.data_parallel = *c;
+  if (auto c = count("devices", 1e6)) {
+    if (get("dp") && *c != r.data_parallel) {
+      throw error("devices", std::to_string(*c),
+                  "the same count as --dp (" + std::to_string(r.data_parallel) + "), or one of them");
+    }
+    r.devices = *c;
+    r.data_parallel = *c;
+  }
+  if (auto* s = get("bucket-view")) {
+    if (!get("devices")) throw error("bucket-view", "'" + *s + "'", "only with --devices N (DDP's gradient buckets)");
+    r.bucket_view = parse_bool("bucket-view", *s);
+  }
   if (auto c = count("largest-layer", 1e15)) r.largest_layer = *c;
   if (auto* s = get("recompute")) {
     r.mode = parse_recompute(*s);
@@ -118,43 +135,20 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   }
   if (auto c = count("global-batch", 1e12)) r.global_batch = static_cast<std::int64_t>(*c);
   if (auto* s = get("rounding")) {
-    if (*s == "ceil") r.rounding = accumulation_rounding::ceil;
-    else if (*s == "exact" || *s == "exact-divisor") r.rounding = accumulation_rounding::exact_divisor;
-    else if (*s == "exact-or-ceil") r.rounding = accumulation_rounding::exact_or_ceil;
-    else throw error("rounding", "'" + *s + "'", "exact-or-ceil (default), exact or ceil");
+    if (*s == "ceil")
+      r.rounding = accumulation_rounding::ceil;
+    else if (*s == "exact" || *s == "exact-divisor")
+      r.rounding = accumulation_rounding::exact_divisor;
+    else if (*s == "exact-or-ceil")
+      r.rounding = accumulation_rounding::exact_or_ceil;
+    else
+      throw error("rounding", "'" + *s + "'", "exact-or-ceil (default), exact or ceil");
   }
 
-  for (const char* k : {"attention", "kv-heads", "ffn-hidden", "mlp", "embeddings"}) {
-    if (get(k) && !get("seq")) throw error(k, "'" + *get(k) + "'", "a transformer shape (--seq --hidden --heads --layers --vocab)");
-  }
-  const char* shape_keys[] = {"seq", "hidden", "heads", "layers", "vocab"};
-  int shape_given = 0;
-  for (const char* k : shape_keys) shape_given += get(k) ? 1 : 0;
-  if (shape_given > 0) {
-    if (shape_given < 5) throw error("transformer shape", std::to_string(shape_given) + " of 5 keys", "all of --seq --hidden --heads --layers --vocab");
-    transformer_shape t;
-    t.sequence = *count("seq", 1e7);
-    t.hidden = *count("hidden", 1e6);
-    t.heads = *count("heads", 1e5);
-    t.layers = *count("layers", 1e5);
-    t.vocabulary = *count("vocab", 1e8);
-    if (auto c = count("tp", 1e6)) t.tensor_parallel = *c;
-    if (auto* s = get("sp")) t.sequence_parallel = parse_bool("sp", *s);
-    if (auto* s = get("attention")) t.attention = parse_attention_kernel(*s);
-    if (auto c = count("kv-heads", 1e5)) t.kv_heads = *c;
-    if (auto c = count("ffn-hidden", 16e6)) t.ffn_hidden = *c;
-    if (auto* s = get("mlp")) {
-      if (*s != "gelu" && *s != "swiglu") throw error("mlp", "'" + *s + "'", "gelu or swiglu");
-      t.gated_mlp = *s == "swiglu";
-    }
-    if (auto* s = get("embeddings")) {
-      if (*s != "tied" && *s != "untied") throw error("embeddings", "'" + *s + "'", "tied or untied");
-      t.tied_embeddings = *s == "tied";
-    }
-    validate(t);
+  if (std::optional<transformer_shape> t = resolve_shape(v)) {
     r.shape = t;
-    r.parameters = parameter_count(t);  // --params, when given, overrides this estimate (below)
-    r.tokens_per_sample = t.sequence;
+    r.parameters = parameter_count(*t);  // --params, when given, overrides this estimate (below)
+    r.tokens_per_sample = t->sequence;
   }
   if (auto* s = get("params")) {
     r.params_given = true;
@@ -169,30 +163,54 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
       if (auto c = count("adapter-params", 1e15)) {
         r.states.adapter_parameters = *c;
       } else if (r.shape) {
-        r.states.adapter_parameters = lora_parameters(*r.shape, count("lora-rank", 1e5).value_or(16));
+        r.states.adapter_rank = count("lora-rank", 1e5).value_or(16);
+        r.states.adapter_parameters = lora_parameters(*r.shape, r.states.adapter_rank);
+        r.shape->lora_rank = r.states.adapter_rank;  // validated below with the activations
       } else {
-        throw error("tuning", "'" + *s + "' without a shape", "--adapter-params N (or a transformer shape and --lora-rank)");
+        throw error("tuning", "'" + *s + "' without a shape",
+                    "--adapter-params N (or a transformer shape and --lora-rank)");
       }
       r.states.base_4bit = *s == "qlora";
       r.states.fp32_gradient_copy = false;
     }
   }
   if (auto* s = get("offload")) {
-    if (*s == "optimizer") {
+    if (*s == "optimizer" || *s == "parameters") {
       r.states.offload_optimizer = true;
       r.states.impl = optimizer_impl::fused;  // the CPU update allocates nothing on the device
     } else if (*s != "none") {
-      throw error("offload", "'" + *s + "'", "none or optimizer");
+      throw error("offload", "'" + *s + "'",
+                  "none, optimizer or parameters (optimizer and parameters: ZeRO-3 offload_param)");
+    }
+    if (*s == "parameters") {
+      if (get("zero-stage") && r.stage != zero_stage::parameters) {
+        throw error("offload", "'parameters' with ZeRO stage " + *get("zero-stage"),
+                    "ZeRO stage 3 (or no --zero-stage)");
+      }
+      if (!r.shape && r.largest_layer == 0) {
+        throw error("offload", "'parameters' without a largest layer", "a transformer shape or --largest-layer N");
+      }
+      r.stage = zero_stage::parameters;
+      r.states.offload_parameters = true;
     }
   }
-  if (auto* s = get("pcie-bandwidth")) r.link.pcie_bytes_per_second = static_cast<double>(parse_bytes(*s, "pcie-bandwidth"));
-  if (auto* s = get("host-bandwidth")) r.link.host_bytes_per_second = static_cast<double>(parse_bytes(*s, "host-bandwidth"));
-  if (!(r.link.pcie_bytes_per_second > 0.0)) throw error("pcie-bandwidth", *get("pcie-bandwidth"), "> 0 bytes per second");
-  if (!(r.link.host_bytes_per_second > 0.0)) throw error("host-bandwidth", *get("host-bandwidth"), "> 0 bytes per second");
+  if (auto* s = get("pcie-bandwidth"))
+    r.link.pcie_bytes_per_second = static_cast<double>(parse_bytes(*s, "pcie-bandwidth"));
+  if (auto* s = get("host-bandwidth"))
+    r.link.host_bytes_per_second = static_cast<double>(parse_bytes(*s, "host-bandwidth"));
+  if (!(r.link.pcie_bytes_per_second > 0.0))
+    throw error("pcie-bandwidth", *get("pcie-bandwidth"), "> 0 bytes per second");
+  if (!(r.link.host_bytes_per_second > 0.0))
+    throw error("host-bandwidth", *get("host-bandwidth"), "> 0 bytes per second");
   for (const char* k : {"lora-rank", "adapter-params"}) {
-    if (get(k) && r.states.adapter_parameters == 0) throw error(k, "'" + *get(k) + "'", "only with --tuning lora or qlora");
+    if (get(k) && r.states.adapter_parameters == 0)
+      throw error(k, "'" + *get(k) + "'", "only with --tuning lora or qlora");
   }
 
+  if (r.devices > 0 && !r.parameters) {
+    throw error("devices", std::to_string(r.devices),
+                "a model for the per-rank ledger (--params or a transformer shape)");
+  }
   std::optional<std::uint64_t> fixed;
   if (auto* s = get("states")) {
     fixed = parse_bytes(*s, "states");
@@ -236,8 +254,10 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   if (auto* s = get("verified-by")) r.parity = read_parity_summary(*s);
   if (auto* s = get("measured-peak")) {
     r.measured_peak_bytes = parse_bytes(*s, "measured-peak");
-    if (r.measured_peak_bytes == 0) throw error("measured-peak", "'" + *s + "'", "> 0 bytes (torch.cuda.max_memory_allocated())");
-    if (!r.parameters) throw error("measured-peak", "'" + *s + "'", "a model to calibrate (--params or a transformer shape)");
+    if (r.measured_peak_bytes == 0)
+      throw error("measured-peak", "'" + *s + "'", "> 0 bytes (torch.cuda.max_memory_allocated())");
+    if (!r.parameters)
+      throw error("measured-peak", "'" + *s + "'", "a model to calibrate (--params or a transformer shape)");
   }
   if (auto c = count("measured-microbatch", 1e9)) {
     if (r.measured_peak_bytes == 0) throw error("measured-microbatch", std::to_string(*c), "only with --measured-peak");
@@ -245,8 +265,10 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   }
   if (r.window_seconds > 0.0) {
     if (r.samples <= 0.0) throw error("samples", "missing", "--samples or --tokens with --window");
-    if (!r.parameters) throw error("params", "missing", "--params (with --per-sample) or a transformer shape with --window");
-    if (!r.shape && !per_sample) throw error("per-sample", "missing", "--per-sample or a transformer shape with --window");
+    if (!r.parameters)
+      throw error("params", "missing", "--params (with --per-sample) or a transformer shape with --window");
+    if (!r.shape && !per_sample)
+      throw error("per-sample", "missing", "--per-sample or a transformer shape with --window");
   }
 
   if (auto* s = get("gemm")) {
@@ -269,9 +291,10 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     r.gemm = g;
   }
   if (!r.gemm && r.window_seconds <= 0.0 && !r.has_budget) {
-    throw error("plan inputs", "incomplete",
-                "model states (--states or --params/--policy/--optimizer) with activations (--per-sample or a transformer "
-                "shape), a --window with --samples, or a --gemm MxNxK");
+    throw error(
+        "plan inputs", "incomplete",
+        "model states (--states or --params/--policy/--optimizer) with activations (--per-sample or a transformer "
+        "shape), a --window with --samples, or a --gemm MxNxK");
   }
   return r;
 }

@@ -40,7 +40,8 @@ struct budget_breakdown {
 
 inline void validate(const memory_budget& b) {
   if (b.device_bytes == 0) throw error("device capacity", "0 bytes", "> 0 bytes");
-  if (b.device_bytes > max_ledger_bytes) throw error("device capacity", std::to_string(b.device_bytes), "<= 2^62 bytes");
+  if (b.device_bytes > max_ledger_bytes)
+    throw error("device capacity", std::to_string(b.device_bytes), "<= 2^62 bytes");
   if (!std::isfinite(b.reserve_fraction) || b.reserve_fraction < 0.0 || b.reserve_fraction >= 1.0) {
     throw error("reserve fraction", std::to_string(b.reserve_fraction), "0 <= reserve < 1");
   }
@@ -53,7 +54,8 @@ inline void validate(const memory_budget& b) {
   }
   if (b.workspace_bytes >= b.device_bytes || b.context_bytes + b.workspace_bytes >= b.device_bytes) {
     throw error("runtime overhead (context + workspace)",
-                std::to_string(b.context_bytes + b.workspace_bytes) + " bytes (capacity " + std::to_string(b.device_bytes) + ")",
+                std::to_string(b.context_bytes + b.workspace_bytes) + " bytes (capacity " +
+                    std::to_string(b.device_bytes) + ")",
                 "less than the device capacity");
   }
   if (b.fixed_bytes > max_ledger_bytes) throw error("fixed bytes", std::to_string(b.fixed_bytes), "<= 2^62 bytes");
@@ -103,9 +105,10 @@ inline void validate(const memory_budget& b) {
 [[nodiscard]] inline std::int64_t headroom_bytes(const memory_budget& b, std::int64_t microbatch) {
   if (microbatch < 0) throw error("microbatch", std::to_string(microbatch), ">= 0");
   const budget_breakdown d = breakdown(b);
-  const std::uint64_t act = checked_mul(static_cast<std::uint64_t>(microbatch), b.activation_bytes_per_sample, "activations");
-  const auto avail = static_cast<std::int64_t>(d.available_for_activations_bytes) -
-                     static_cast<std::int64_t>(d.fixed_shortfall_bytes);
+  const std::uint64_t act =
+      checked_mul(static_cast<std::uint64_t>(microbatch), b.activation_bytes_per_sample, "activations");
+  const auto avail =
+      static_cast<std::int64_t>(d.available_for_activations_bytes) - static_cast<std::int64_t>(d.fixed_shortfall_bytes);
   return avail - static_cast<std::int64_t>(act);
 }
 
@@ -119,24 +122,39 @@ inline void validate(const memory_budget& b) {
 enum class accumulation_rounding : std::uint8_t { ceil, exact_divisor, exact_or_ceil };
 
 [[nodiscard]] constexpr std::string_view to_string(accumulation_rounding r) noexcept {
-  return r == accumulation_rounding::ceil ? "ceil" : r == accumulation_rounding::exact_divisor ? "exact" : "exact-or-ceil";
+  return r == accumulation_rounding::ceil            ? "ceil"
+         : r == accumulation_rounding::exact_divisor ? "exact"
+                                                     : "exact-or-ceil";
 }
 
 struct accumulation_plan {
   std::int64_t microbatch = 0;
-  std::int64_t steps = 0;           // microbatches per optimizer step
-  std::int64_t global_batch = 0;    // realized: microbatch x steps x data_parallel
+  std::int64_t steps = 0;         // microbatches per optimizer step
+  std::int64_t global_batch = 0;  // realized: microbatch x steps x data_parallel
   friend constexpr bool operator==(const accumulation_plan&, const accumulation_plan&) = default;
 };
 
-[[nodiscard]] inline accumulation_plan accumulation_for(std::int64_t target_global_batch, std::int64_t max_micro,
-                                                        std::int64_t data_parallel = 1,
-                                                        accumulation_rounding rule = accumulation_rounding::exact_or_ceil) {
+/// What accumulation_for needs, by name: three counts of one type in a row would compile when swapped
+/// (`accumulation_for({.target_global_batch = 512, .max_microbatch = 13})`).
+struct accumulation_request {
+  std::int64_t target_global_batch = 0;  // samples per optimizer step over all devices
+  std::int64_t max_microbatch = 0;       // the largest microbatch that fits one device
+  std::int64_t data_parallel = 1;        // devices sharing the global batch
+  accumulation_rounding rule = accumulation_rounding::exact_or_ceil;
+  friend constexpr bool operator==(const accumulation_request&, const accumulation_request&) = default;
+};
+
+[[nodiscard]] inline accumulation_plan accumulation_for(const accumulation_request& request) {
+  const std::int64_t target_global_batch = request.target_global_batch;
+  const std::int64_t max_micro = request.max_microbatch;
+  const std::int64_t data_parallel = request.data_parallel;
+  const accumulation_rounding rule = request.rule;
   if (target_global_batch < 1 || target_global_batch > (std::int64_t{1} << 40)) {
     throw error("global batch", std::to_string(target_global_batch), "1 .. 2^40 samples");
   }
   if (max_micro < 1) throw error("microbatch", std::to_string(max_micro), ">= 1 (nothing fits at microbatch 1)");
-  if (data_parallel < 1 || data_parallel > 1'000'000) throw error("data_parallel devices", std::to_string(data_parallel), "1 .. 1000000");
+  if (data_parallel < 1 || data_parallel > 1'000'000)
+    throw error("data_parallel devices", std::to_string(data_parallel), "1 .. 1000000");
   if (target_global_batch % data_parallel != 0 && rule == accumulation_rounding::exact_divisor) {
     throw error("global batch", std::to_string(target_global_batch),
                 "a multiple of the data-parallel size " + std::to_string(data_parallel) + " for exact_divisor");

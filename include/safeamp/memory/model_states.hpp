@@ -26,10 +26,14 @@ enum class optimizer_kind : std::uint8_t { sgd, sgd_momentum, adam, adam_8bit };
 
 [[nodiscard]] constexpr std::string_view to_string(optimizer_kind o) noexcept {
   switch (o) {
-    case optimizer_kind::sgd: return "sgd";
-    case optimizer_kind::sgd_momentum: return "sgd-momentum";
-    case optimizer_kind::adam: return "adamw";
-    case optimizer_kind::adam_8bit: return "adam-8bit";
+    case optimizer_kind::sgd:
+      return "sgd";
+    case optimizer_kind::sgd_momentum:
+      return "sgd-momentum";
+    case optimizer_kind::adam:
+      return "adamw";
+    case optimizer_kind::adam_8bit:
+      return "adam-8bit";
   }
   return "?";
 }
@@ -100,11 +104,21 @@ struct state_options {
   /// Fine-tuning with adapters (LoRA, Hu et al. 2021): when > 0, the base parameters are frozen (no gradients, no
   /// optimizer states, no master copy) and only this many adapter parameters train, in fp32.
   std::uint64_t adapter_parameters = 0;
+  /// The adapters' LoRA rank r, for their r-wide activations (transformer_shape::lora_rank); 0: not known (adapters
+  /// given as a count), their activations are not counted.
+  std::uint64_t adapter_rank = 0;
   /// QLoRA (Dettmers et al. 2023): the frozen base stored in 4-bit NF4 with double quantization (needs adapters).
   bool base_4bit = false;
   /// ZeRO-Offload (Ren et al. 2021, USENIX ATC): fp32 parameters, optimizer states and fp32 gradients live in CPU
-  /// memory and the CPU runs the update; the device keeps the weights and the gradients it produces.
+  /// memory and the CPU runs the update; the device keeps the weights and the gradients it produces. With 8-bit
+  /// AdamW it is bitsandbytes' paged optimizer instead (QLoRA, Dettmers et al. 2023, section 3, "Paged Optimizers"):
+  /// the 8-bit states live in CPU memory (unified memory, evicted there under pressure) and the GPU runs the update.
+  /// With adapters only the adapters' optimizer is offloaded.
   bool offload_optimizer = false;
+  /// ZeRO-Infinity / ZeRO-3 `offload_param` (Rajbhandari et al. 2021, "ZeRO-Infinity", arXiv:2104.07857): the
+  /// parameters live in CPU memory too and each layer is fetched when it runs; the device holds one gathered layer
+  /// (step_phases' offloaded_layer_bytes). Needs offload_optimizer with fp32 AdamW and no adapters.
+  bool offload_parameters = false;
   friend constexpr bool operator==(const state_options&, const state_options&) = default;
 };
 
@@ -132,10 +146,18 @@ inline constexpr double adam_8bit_block = 2048.0;  // bitsandbytes blockwise qua
   b.master = policy.master_weights ? storage_bytes(fp32) : 0;
   const double state = storage_bytes(options.optimizer_state_format);
   switch (options.optimizer) {
-    case optimizer_kind::sgd: b.optimizer = 0.0; break;
-    case optimizer_kind::sgd_momentum: b.optimizer = state; break;
-    case optimizer_kind::adam: b.optimizer = 2.0 * state; break;
-    case optimizer_kind::adam_8bit: b.optimizer = 2.0 * (1.0 + 4.0 / detail::adam_8bit_block); break;
+    case optimizer_kind::sgd:
+      b.optimizer = 0.0;
+      break;
+    case optimizer_kind::sgd_momentum:
+      b.optimizer = state;
+      break;
+    case optimizer_kind::adam:
+      b.optimizer = 2.0 * state;
+      break;
+    case optimizer_kind::adam_8bit:
+      b.optimizer = 2.0 * (1.0 + 4.0 / detail::adam_8bit_block);
+      break;
   }
   return b;
 }
@@ -147,6 +169,15 @@ inline constexpr double adam_8bit_block = 2048.0;  // bitsandbytes blockwise qua
 [[nodiscard]] constexpr double optimizer_temporary_bytes_per_param(state_options options) noexcept {
   if (options.impl != optimizer_impl::foreach || options.optimizer != optimizer_kind::adam) return 0.0;
   return storage_bytes(options.optimizer_state_format);
+}
+
+/// Host bytes per parameter of an offloaded optimizer (state_options::offload_optimizer):
+///  fp32 AdamW, ZeRO-Offload: fp32 parameters 4 + the states K_opt + fp32 gradients 4 = 16 (DeepSpeed's estimator's
+///    per-parameter CPU figure before its 1.5 buffer factor; 18 with offload_param, which adds the 2-byte weights);
+///  8-bit AdamW, paged: the states only, 2 + 8/2048.
+[[nodiscard]] constexpr double offloaded_bytes_per_param(const state_bytes_per_param& b,
+                                                         const state_options& o) noexcept {
+  return o.optimizer == optimizer_kind::adam_8bit ? b.optimizer : 4.0 + b.optimizer + 4.0;
 }
 
 /// ZeRO stage: 0 plain data parallel; 1 P_os (optimizer states); 2 P_os+g (+ gradients); 3 P_os+g+p (+ parameters).
@@ -198,12 +229,17 @@ inline void validate_parameter_count(double parameters) {
     throw error("adapter parameters", std::to_string(options.adapter_parameters),
                 "at most the model's " + std::to_string(parameters) + " parameters");
   }
-  if (options.offload_optimizer && (options.adapter_parameters > 0 || options.optimizer == optimizer_kind::adam_8bit)) {
-    throw error("optimizer offload", options.adapter_parameters > 0 ? "with adapters" : "with 8-bit AdamW",
-                "a full fine-tune with an fp32 optimizer (DeepSpeed's CPU Adam)");
+  if (options.offload_parameters && (!options.offload_optimizer || options.adapter_parameters > 0 ||
+                                     options.optimizer == optimizer_kind::adam_8bit)) {
+    throw error("parameter offload",
+                !options.offload_optimizer   ? "without optimizer offload"
+                : options.adapter_parameters ? "with adapters"
+                                             : "with 8-bit AdamW",
+                "optimizer offload too, a full fine-tune with an fp32 optimizer (DeepSpeed's ZeRO-3 offload_param)");
   }
   if (options.base_4bit && options.adapter_parameters == 0) {
-    throw error("4-bit base (QLoRA)", "without adapters", "adapter parameters > 0 (a frozen 4-bit base trains nothing)");
+    throw error("4-bit base (QLoRA)", "without adapters",
+                "adapter parameters > 0 (a frozen 4-bit base trains nothing)");
   }
   const auto psi = static_cast<double>(parameters);
   const auto n = static_cast<double>(data_parallel);
@@ -226,6 +262,10 @@ inline void validate_parameter_count(double parameters) {
                                  part(ab.weights, s >= 3, "adapter weight bytes", adapters), "weight bytes");
     m.gradient_bytes = part(ab.gradients, s >= 2, "adapter gradient bytes", adapters);
     m.optimizer_bytes = part(ab.optimizer, s >= 1, "adapter optimizer-state bytes", adapters);
+    if (options.offload_optimizer) {  // the adapters' optimizer on the CPU (see offloaded_bytes_per_param)
+      m.host_bytes = part(offloaded_bytes_per_param(ab, a), s >= 1, "offloaded adapter bytes", adapters);
+      m.optimizer_bytes = 0;
+    }
     (void)m.total_bytes();
     return m;
   }
@@ -242,12 +282,15 @@ inline void validate_parameter_count(double parameters) {
     m.gradient_bytes = 0;
   }
   if (options.offload_optimizer) {
-    // On the CPU: fp32 parameters 4 + the optimizer states + fp32 gradients 4 (16 with Adam, DeepSpeed's estimator's
-    // per-parameter CPU figure before its 1.5 buffer factor); the device keeps weights and gradients.
-    m.host_bytes = part(4.0 + b.optimizer + 4.0, s >= 1, "offloaded bytes", psi);
-    m.master_bytes = 0;
+    m.host_bytes = part(offloaded_bytes_per_param(b, options), s >= 1, "offloaded bytes", psi);
+    if (options.optimizer != optimizer_kind::adam_8bit) m.master_bytes = 0;  // paged: only the states move
     m.optimizer_bytes = 0;
     m.fp32_gradient_bytes = 0;
+  }
+  if (options.offload_parameters) {  // the weights on the CPU too; the gradients stream there as they are produced
+    m.host_bytes = checked_add(m.host_bytes, part(b.weights, s >= 3, "offloaded weight bytes", psi), "offloaded bytes");
+    m.weight_bytes = 0;
+    m.gradient_bytes = 0;
   }
   (void)m.total_bytes();  // throws if the sum overflows
   return m;

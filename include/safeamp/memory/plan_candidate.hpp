@@ -34,10 +34,11 @@ struct workload {
 
 struct planner_options {
   device_spec device{};
-  memory_budget budget{};           // device_bytes (0: the device's capacity), reserve, context, workspace, fragmentation
-  double window_seconds = 0.0;     // completion window
-  double efficiency = 0.4;         // fraction of the roofline bound reached (MFU-like); 40% is typical of tuned training
-  double measured_samples_per_second = 0.0;  // if > 0: replaces `efficiency` (calibrated on `measured_policy`, no recompute)
+  memory_budget budget{};       // device_bytes (0: the device's capacity), reserve, context, workspace, fragmentation
+  double window_seconds = 0.0;  // completion window
+  double efficiency = 0.4;      // fraction of the roofline bound reached (MFU-like); 40% is typical of tuned training
+  double measured_samples_per_second =
+      0.0;  // if > 0: replaces `efficiency` (calibrated on `measured_policy`, no recompute)
   std::string_view measured_policy = "bf16-mixed";
   std::vector<named_policy> policies{policy_presets.begin(), policy_presets.end()};
   std::vector<recompute> recompute_modes{recompute::none, recompute::selective, recompute::full};
@@ -45,8 +46,8 @@ struct planner_options {
   zero_stage stage = zero_stage::none;
   std::uint64_t data_parallel = 1;
   accumulation_rounding rounding = accumulation_rounding::ceil;
-  double price_per_hour = 0.0;     // optional: device price, for a cost per sample in money
-  offload_link link{};             // PCIe and host bandwidth of an offloaded optimizer step
+  double price_per_hour = 0.0;  // optional: device price, for a cost per sample in money
+  offload_link link{};          // PCIe and host bandwidth of an offloaded optimizer step
   /// Measured over modelled peak (calibrate_peak) applied to every candidate's phases; 1 = the model as it is.
   double peak_calibration_ratio = 1.0;
   /// Policies a `safeamp sim` parity gate passed (verified) or failed; a failed policy is never chosen.
@@ -61,10 +62,14 @@ enum class quality_status : std::uint8_t { reference, verified, unverified, fail
 
 [[nodiscard]] constexpr std::string_view to_string(quality_status q) noexcept {
   switch (q) {
-    case quality_status::reference: return "reference (fp32)";
-    case quality_status::verified: return "verified (parity PASS)";
-    case quality_status::unverified: return "quality unverified";
-    case quality_status::failed: return "parity FAIL";
+    case quality_status::reference:
+      return "reference (fp32)";
+    case quality_status::verified:
+      return "verified (parity PASS)";
+    case quality_status::unverified:
+      return "quality unverified";
+    case quality_status::failed:
+      return "parity FAIL";
   }
   return "?";
 }
@@ -74,26 +79,26 @@ struct plan_candidate {
   std::string policy_name{};
   precision_policy policy{};
   recompute mode = recompute::none;
-  state_options states{};            // optimizer, state format and implementation evaluated
-  bool supported = true;             // the device has math units for the policy's compute format
+  state_options states{};  // optimizer, state format and implementation evaluated
+  bool supported = true;   // the device has math units for the policy's compute format
   quality_status quality = quality_status::unverified;
   std::uint64_t state_bytes = 0;
-  std::uint64_t host_bytes = 0;      // CPU memory of an offloaded optimizer
-  double offload_seconds_per_step = 0.0;  // the offloaded optimizer step (PCIe and the CPU update)
+  std::uint64_t host_bytes = 0;                   // CPU memory of an offloaded optimizer
+  double offload_seconds_per_step = 0.0;          // the offloaded optimizer step (PCIe and the CPU update)
   std::uint64_t activation_bytes_per_sample = 0;  // backward-pass activation peak per sample
   std::int64_t max_microbatch = 0;   // 0: not even one sample fits (with accumulation, when the target needs it)
   std::int64_t shortfall_bytes = 0;  // bytes missing at microbatch 1 in the limiting phase (0 when it fits)
   step_phase limiting_phase = step_phase::forward;  // the phase that sets the microbatch (or is short)
-  step_needs needs{};                // what each phase holds (as lines in the microbatch)
+  step_needs needs{};                               // what each phase holds (as lines in the microbatch)
   std::array<std::uint64_t, 3> phase_peak_bytes{};  // forward, backward, optimizer step at the chosen microbatch
   accumulation_plan accumulation{};
-  std::int64_t headroom_bytes = 0;   // at the chosen microbatch, in the tightest phase
+  std::int64_t headroom_bytes = 0;  // at the chosen microbatch, in the tightest phase
   double flops_per_sample = 0.0;
-  double attainable_flops = 0.0;     // effective roofline bound: flops over the bound's time (GEMMs and the rest)
+  double attainable_flops = 0.0;  // effective roofline bound: flops over the bound's time (GEMMs and the rest)
   double seconds_per_sample = 0.0;
-  double total_seconds = 0.0;        // samples x seconds per sample + optimizer steps
-  double margin_seconds = 0.0;       // window - total (negative: late)
-  double cost_per_sample = 0.0;      // price_per_hour x total / 3600 / samples (0 without a price)
+  double total_seconds = 0.0;    // samples x seconds per sample + optimizer steps
+  double margin_seconds = 0.0;   // window - total (negative: late)
+  double cost_per_sample = 0.0;  // price_per_hour x total / 3600 / samples (0 without a price)
   [[nodiscard]] bool fits_memory() const noexcept { return supported && max_microbatch >= 1; }
   [[nodiscard]] bool fits() const noexcept {
     return fits_memory() && margin_seconds >= 0.0 && quality != quality_status::failed;
@@ -105,14 +110,20 @@ struct plan_result {
   std::optional<plan_candidate> chosen{};
   std::optional<plan_candidate> runner_up{};
   std::optional<plan_candidate> fastest_verified{};  // fastest fitting one whose quality is fp32 or a parity PASS
-  double efficiency = 0.0;                  // used (given, or calibrated from a measurement)
-  std::vector<std::string> failures{};       // when nothing fits: which constraint, by how much
-  std::vector<std::string> remedies{};       // when nothing fits in memory: what would
+  double efficiency = 0.0;                           // used (given, or calibrated from a measurement)
+  std::vector<std::string> failures{};               // when nothing fits: which constraint, by how much
+  std::vector<std::string> remedies{};               // when nothing fits in memory: what would
 };
 
 namespace detail {
 inline std::string gb_text(double bytes) {
   return format_bytes(static_cast<std::uint64_t>(std::max(0.0, bytes)), byte_unit::gb);
+}
+
+/// The shape with the rank of the adapters being trained (their r-wide activations), or none for a full fine-tune.
+inline transformer_shape with_adapters(transformer_shape t, const state_options& states) {
+  t.lora_rank = states.adapter_parameters > 0 ? states.adapter_rank : 0;
+  return t;
 }
 
 inline quality_status quality_of(const planner_options& o, const precision_policy& p) {
@@ -159,17 +170,19 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   c.mode = mode;
   c.states = states;
   c.quality = quality_of(o, p.policy);
-  c.supported = peak_flops_for(o.device, p.policy.compute) > 0.0 && peak_flops_for(o.device, other_matmul_format(p.policy)) > 0.0;
+  c.supported =
+      peak_flops_for(o.device, p.policy.compute) > 0.0 && peak_flops_for(o.device, other_matmul_format(p.policy)) > 0.0;
   const model_states ms = model_states_for(w.parameters, p.policy, states, stage, data_parallel);
   c.state_bytes = ms.total_bytes();
   c.host_bytes = ms.host_bytes;
   if (states.offload_optimizer) {
-    c.offload_seconds_per_step = offload_step_seconds(w.parameters, bytes_per_param(p.policy, states), o.link) /
+    c.offload_seconds_per_step = optimizer_update_seconds(w.parameters, p.policy, states, o.device, o.link) /
                                  static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);
   }
   std::uint64_t stored = w.activation_bytes_per_sample, peak = w.activation_bytes_per_sample;
   if (w.shape) {
-    const activation_ledger l = activation_ledger_for(*w.shape, 1, mode, storage_bytes(p.policy.output));
+    const activation_ledger l =
+        activation_ledger_for(with_adapters(*w.shape, states), 1, mode, storage_bytes(p.policy.output));
     stored = l.stored_bytes;
     peak = l.peak_bytes;
   }
@@ -182,9 +195,19 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   // First without accumulation (no gradients in the forward pass); if the target batch needs more than one
   // microbatch per step, again with the gradients held through the forward passes.
   const std::uint64_t largest = w.shape ? largest_layer_parameters(*w.shape) : w.largest_layer_parameters;
-  const std::uint64_t gathered = gathered_layer_bytes(largest, p.policy, stage, data_parallel);
+  const std::uint64_t gathered = states.offload_parameters
+                                     ? offloaded_layer_bytes(largest, p.policy)
+                                     : gathered_layer_bytes(largest, p.policy, stage, data_parallel);
   const auto needs_for = [&](bool accumulating) {
-    step_inputs in = step_inputs_for(w.parameters, p.policy, states, stage, data_parallel, stored, peak, accumulating, full);
+    step_inputs in = step_inputs_for({.parameters = w.parameters,
+                                      .policy = p.policy,
+                                      .states = states,
+                                      .stage = stage,
+                                      .data_parallel = data_parallel,
+                                      .forward_bytes_per_sample = stored,
+                                      .backward_bytes_per_sample = peak,
+                                      .accumulating = accumulating,
+                                      .full_recompute = full});
     in.gathered_bytes = gathered;
     const step_needs n = step_needs_for(in);
     return o.peak_calibration_ratio == 1.0 ? n : scaled(n, o.peak_calibration_ratio);
@@ -204,22 +227,27 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
     for (std::size_t i = 0; i < 3; ++i) c.phase_peak_bytes[i] = c.needs[i].bytes_at(1);
     return c;
   }
-  c.accumulation = w.global_batch > 0
-                       ? accumulation_for(w.global_batch, c.max_microbatch, dp, o.rounding)
-                       : accumulation_plan{.microbatch = c.max_microbatch, .steps = 1, .global_batch = c.max_microbatch * dp};
+  c.accumulation =
+      w.global_batch > 0
+          ? accumulation_for({.target_global_batch = w.global_batch,
+                              .max_microbatch = c.max_microbatch,
+                              .data_parallel = dp,
+                              .rule = o.rounding})
+          : accumulation_plan{.microbatch = c.max_microbatch, .steps = 1, .global_batch = c.max_microbatch * dp};
   const auto micro = static_cast<std::uint64_t>(c.accumulation.microbatch);
   for (std::size_t i = 0; i < 3; ++i) c.phase_peak_bytes[i] = c.needs[i].bytes_at(micro);
   c.headroom_bytes = phase_headroom_bytes(pool, c.needs, micro);
   if (!c.supported) return c;
-  c.seconds_per_sample = seconds_per_sample(w, o.device, p.policy, mode, c.accumulation.microbatch, efficiency, adapters);
+  c.seconds_per_sample =
+      seconds_per_sample(w, o.device, p.policy, mode, c.accumulation.microbatch, efficiency, adapters);
   c.attainable_flops = c.flops_per_sample / (c.seconds_per_sample * efficiency);
+  if (states.offload_parameters) {  // each microbatch fetches every layer twice over PCIe
+    c.seconds_per_sample += parameter_fetch_seconds(w.parameters, p.policy, o.link) /
+                            static_cast<double>(c.accumulation.microbatch) / static_cast<double>(data_parallel);
+  }
   const double optimizer_steps = std::ceil(w.samples / static_cast<double>(c.accumulation.global_batch));
   c.total_seconds = w.samples * c.seconds_per_sample / static_cast<double>(data_parallel) +
-                    optimizer_steps *
-                        (adapters > 0 ? optimizer_step_seconds(adapters, bytes_per_param(precision_policy{}, states), o.device)
-                         : states.offload_optimizer
-                             ? offload_step_seconds(w.parameters, bytes_per_param(p.policy, states), o.link)
-                             : optimizer_step_seconds(w.parameters, bytes_per_param(p.policy, states), o.device)) /
+                    optimizer_steps * optimizer_update_seconds(w.parameters, p.policy, states, o.device, o.link) /
                         static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);
   c.margin_seconds = o.window_seconds - c.total_seconds;
   if (o.price_per_hour > 0.0) {

@@ -144,6 +144,7 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
         if (optimizers[i].offload_optimizer) continue;
         state_options a = optimizers[i];
         a.adapter_parameters = lora_parameters(*w.shape, lora_rank_lever);
+        a.adapter_rank = lora_rank_lever;
         a.base_4bit = four_bit;
         a.fp32_gradient_copy = false;
         optimizers.push_back(a);

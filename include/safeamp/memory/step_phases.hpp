@@ -136,29 +136,55 @@ struct step_inputs {
   return bytes_from_real(per * static_cast<double>(largest_layer_parameters), "gathered layer bytes");
 }
 
+/// What step_inputs_for needs, by name (runs of same-typed counts and flags in a positional list compile when swapped).
+struct step_request {
+  std::uint64_t parameters = 0;
+  precision_policy policy{};
+  state_options states{};
+  zero_stage stage = zero_stage::none;
+  std::uint64_t data_parallel = 1;
+  std::uint64_t forward_bytes_per_sample = 0;   // activations held at the end of the forward pass
+  std::uint64_t backward_bytes_per_sample = 0;  // activation peak of the backward pass
+  bool accumulating = false;                    // more than one microbatch per optimizer step
+  bool full_recompute = false;                  // every layer checkpointed
+};
+
+/// The layer on the device when the parameters are offloaded (state_options::offload_parameters): the largest layer's
+/// weights, its gradients before they stream to the CPU, and its compute-format copy, (w + g + copy) x its parameters;
+/// DeepSpeed's ZeRO-3 estimator with offload_param has gpu_mem = largest_layer_memory = 4 x largest-layer parameters.
+[[nodiscard]] inline std::uint64_t offloaded_layer_bytes(std::uint64_t largest_layer_parameters,
+                                                         const precision_policy& policy) {
+  const double per = storage_bytes(policy.param) +
+                     storage_bytes(policy.master_weights ? policy.gradient : policy.param) +
+                     weight_copy_bytes_per_param(policy);
+  return bytes_from_real(per * static_cast<double>(largest_layer_parameters), "offloaded layer bytes");
+}
+
 /// step_inputs for `parameters` under a policy and optimizer, ZeRO-partitioned like the model states (the weight
 /// copies follow the weights, the temporaries the optimizer states), with per-sample activation figures.
-[[nodiscard]] inline step_inputs step_inputs_for(std::uint64_t parameters, const precision_policy& policy,
-                                                 state_options options, zero_stage stage, std::uint64_t data_parallel,
-                                                 std::uint64_t forward_bytes_per_sample,
-                                                 std::uint64_t backward_bytes_per_sample, bool accumulating,
-                                                 bool full_recompute) {
+[[nodiscard]] inline step_inputs step_inputs_for(const step_request& request) {
+  const std::uint64_t parameters = request.parameters;
+  const precision_policy& policy = request.policy;
+  const state_options& options = request.states;
+  const zero_stage stage = request.stage;
+  const std::uint64_t data_parallel = request.data_parallel;
   step_inputs in;
   in.states = model_states_for(parameters, policy, options, stage, data_parallel);
   const auto psi = static_cast<double>(parameters);
   const auto n = static_cast<double>(data_parallel);
   const int s = static_cast<int>(stage);
   // A 4-bit base is dequantized matmul by matmul (bitsandbytes saves the packed weight for backward): no copies.
-  const double copies = options.base_4bit ? 0.0 : weight_copy_bytes_per_param(policy);
+  // With offloaded parameters the copies are of the one layer on the device (offloaded_layer_bytes).
+  const double copies = options.base_4bit || options.offload_parameters ? 0.0 : weight_copy_bytes_per_param(policy);
   const double trained = options.adapter_parameters > 0 ? static_cast<double>(options.adapter_parameters) : psi;
   in.weight_copy_bytes = bytes_from_real(copies * psi / (s >= 3 ? n : 1.0), "weight copies");
   const double temporaries =
       options.offload_optimizer ? 0.0 : optimizer_temporary_bytes_per_param(options);  // CPU side
   in.optimizer_temporary_bytes = bytes_from_real(temporaries * trained / (s >= 1 ? n : 1.0), "optimizer temporaries");
-  in.forward_bytes_per_sample = forward_bytes_per_sample;
-  in.backward_bytes_per_sample = backward_bytes_per_sample;
-  in.accumulating = accumulating;
-  in.full_recompute = full_recompute;
+  in.forward_bytes_per_sample = request.forward_bytes_per_sample;
+  in.backward_bytes_per_sample = request.backward_bytes_per_sample;
+  in.accumulating = request.accumulating;
+  in.full_recompute = request.full_recompute;
   return in;
 }
 
@@ -227,12 +253,19 @@ struct peak_calibration {
 /// something else (another configuration, or max_memory_reserved / nvidia-smi instead of max_memory_allocated).
 inline constexpr double max_calibration_ratio = 4.0;
 
-/// Calibrates the model with `measured_bytes`, the peak PyTorch reports after one whole step at `microbatch` samples
-/// (torch.cuda.max_memory_allocated(): tensors only, without the CUDA context or the allocator's cached slack, which
-/// the budget counts separately). Throws safeamp::error for 0 bytes, a microbatch of 0, or a ratio outside
-/// [1/4, 4].
-[[nodiscard]] inline peak_calibration calibrate_peak(const step_needs& needs, std::uint64_t microbatch,
-                                                     std::uint64_t measured_bytes) {
+/// A peak measured after one whole step: torch.cuda.max_memory_allocated() at `microbatch` samples (named fields: a
+/// byte count and a sample count side by side would compile when swapped).
+struct peak_measurement {
+  std::uint64_t measured_bytes = 0;
+  std::uint64_t microbatch = 1;
+};
+
+/// Calibrates the model with the measured peak (torch.cuda.max_memory_allocated(): tensors only, without the CUDA
+/// context or the allocator's cached slack, which the budget counts separately). Throws safeamp::error for 0 bytes, a
+/// microbatch of 0, or a ratio outside [1/4, 4].
+[[nodiscard]] inline peak_calibration calibrate_peak(const step_needs& needs, const peak_measurement& measurement) {
+  const std::uint64_t microbatch = measurement.microbatch;
+  const std::uint64_t measured_bytes = measurement.measured_bytes;
   if (microbatch == 0) throw error("measured-microbatch", "0", ">= 1 (the microbatch the peak was measured at)");
   if (measured_bytes == 0) throw error("measured-peak", "0 bytes", "> 0 bytes (torch.cuda.max_memory_allocated())");
   peak_calibration c;

@@ -24,8 +24,15 @@ namespace safeamp {
   return 2.0 * static_cast<double>(t.layers) * s * s * static_cast<double>(t.hidden);
 }
 
+/// FLOPs a chunked cross-entropy adds per sample: its backward recomputes each chunk's logits, one more forward of
+/// the output layer, 2 s h v; 0 when the logits are stored.
+[[nodiscard]] inline double chunked_loss_recompute_flops(const transformer_shape& t) {
+  if (t.cross_entropy_chunks == 0) return 0.0;
+  return 2.0 * static_cast<double>(t.sequence) * static_cast<double>(t.hidden) * static_cast<double>(t.vocabulary);
+}
+
 /// Training FLOPs per sample of a transformer (Korthikanti et al. 2022, Appendix A, per sample, B = 1), plus
-/// flash_recompute_flops with flash attention:
+/// flash_recompute_flops with flash attention and chunked_loss_recompute_flops with a chunked cross-entropy:
 ///   model FLOPs  72 L s h^2 (1 + s/(6h) + v/(12 h L))
 ///   selective    the attention core's forward again: + 72 L s h^2 s/(6h) = 12 L s^2 h (s/6h becomes s/3h)
 ///   full         the whole forward again: x 4/3 (forward is 1/3 of forward + backward)
@@ -60,7 +67,8 @@ struct flops_split {
   // One forward pass of the layers' weight GEMMs is 2 s x their parameters: 24 L s h^2 for GPT's 12 h^2.
   f.linear = weight_passes * 2.0 * s * l * static_cast<double>(layer_parameters(t)) +
              6.0 * static_cast<double>(adapter_parameters) * s;
-  f.other = attention_passes * 4.0 * l * s * s * h + weight_passes * 2.0 * s * h * v + flash_recompute_flops(t);
+  f.other = attention_passes * 4.0 * l * s * s * h + weight_passes * 2.0 * s * h * v + flash_recompute_flops(t) +
+            chunked_loss_recompute_flops(t);
   return f;
 }
 
@@ -72,11 +80,14 @@ struct flops_split {
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double l = static_cast<double>(t.layers), v = static_cast<double>(t.vocabulary);
   const double model = 72.0 * l * s * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * h * l));
-  const double flash = flash_recompute_flops(t);
+  const double flash = flash_recompute_flops(t) + chunked_loss_recompute_flops(t);
   switch (mode) {
-    case recompute::none: return model + flash;
-    case recompute::selective: return model + 12.0 * l * s * s * h + flash;
-    case recompute::full: return model * 4.0 / 3.0 + flash;
+    case recompute::none:
+      return model + flash;
+    case recompute::selective:
+      return model + 12.0 * l * s * s * h + flash;
+    case recompute::full:
+      return model * 4.0 / 3.0 + flash;
   }
   return model;
 }
@@ -113,8 +124,8 @@ struct flops_split {
 
 /// The dominant GEMM of a transformer step at microbatch b: the MLP's up-projection, (b s) x (f / t) x h, inputs in
 /// the compute format and output in the activation format. Small microbatches make it memory-bound.
-[[nodiscard]] inline kernel_cost dominant_gemm(const transformer_shape& t, std::uint64_t microbatch, format_spec compute,
-                                               format_spec output) {
+[[nodiscard]] inline kernel_cost dominant_gemm(const transformer_shape& t, std::uint64_t microbatch,
+                                               format_spec compute, format_spec output) {
   const double m = static_cast<double>(t.sequence) * static_cast<double>(microbatch);
   const double n = static_cast<double>(ffn_of(t)) / static_cast<double>(t.tensor_parallel);
   const double k = static_cast<double>(t.hidden);
@@ -126,7 +137,8 @@ struct flops_split {
 /// gradients, the master copy and the optimizer states and writes back weights, master copy and states.
 [[nodiscard]] inline double optimizer_step_seconds(std::uint64_t parameters, state_bytes_per_param b,
                                                    const device_spec& d) {
-  const double bytes = static_cast<double>(parameters) * (2.0 * b.weights + b.gradients + 2.0 * b.master + 2.0 * b.optimizer);
+  const double bytes =
+      static_cast<double>(parameters) * (2.0 * b.weights + b.gradients + 2.0 * b.master + 2.0 * b.optimizer);
   return bytes / d.memory_bytes_per_second;
 }
 
@@ -145,12 +157,42 @@ struct offload_link {
 [[nodiscard]] inline double offload_step_seconds(std::uint64_t parameters, state_bytes_per_param b, offload_link link) {
   if (!(link.pcie_bytes_per_second > 0.0) || !(link.host_bytes_per_second > 0.0) ||
       !std::isfinite(link.pcie_bytes_per_second) || !std::isfinite(link.host_bytes_per_second)) {
-    throw error("offload bandwidth", std::to_string(link.pcie_bytes_per_second) + " / " +
-                                         std::to_string(link.host_bytes_per_second) + " B/s", "finite numbers > 0");
+    throw error(
+        "offload bandwidth",
+        std::to_string(link.pcie_bytes_per_second) + " / " + std::to_string(link.host_bytes_per_second) + " B/s",
+        "finite numbers > 0");
   }
   const auto p = static_cast<double>(parameters);
   return p * (b.gradients + b.weights) / link.pcie_bytes_per_second +
          p * (12.0 + 2.0 * b.optimizer) / link.host_bytes_per_second;
+}
+
+/// Seconds of one optimizer step of what trains (the adapters when there are any, otherwise every parameter):
+///  on the device: optimizer_step_seconds;
+///  offloaded fp32 AdamW (ZeRO-Offload): offload_step_seconds;
+///  paged 8-bit AdamW: the states paged out and back in over PCIe, 2 P K_opt / PCIe (an upper bound: every step
+///    evicts them), then the device's update.
+[[nodiscard]] inline double optimizer_update_seconds(std::uint64_t parameters, const precision_policy& policy,
+                                                     const state_options& states, const device_spec& d,
+                                                     offload_link link) {
+  const bool adapters = states.adapter_parameters > 0;
+  const std::uint64_t trained = adapters ? states.adapter_parameters : parameters;
+  const state_bytes_per_param b = bytes_per_param(adapters ? precision_policy{} : policy, states);  // fp32 adapters
+  if (!states.offload_optimizer) return optimizer_step_seconds(trained, b, d);
+  if (states.optimizer == optimizer_kind::adam_8bit) {
+    (void)offload_step_seconds(0, b, link);  // validates the link
+    return 2.0 * static_cast<double>(trained) * b.optimizer / link.pcie_bytes_per_second +
+           optimizer_step_seconds(trained, b, d);
+  }
+  return offload_step_seconds(trained, b, link);
+}
+
+/// Seconds per microbatch of fetching offloaded parameters (state_options::offload_parameters): every layer's weights
+/// cross PCIe for the forward and again for the backward, 2 w P / PCIe (not overlapped: an upper bound).
+[[nodiscard]] inline double parameter_fetch_seconds(std::uint64_t parameters, const precision_policy& policy,
+                                                    offload_link link) {
+  (void)offload_step_seconds(0, {}, link);  // validates the link
+  return 2.0 * storage_bytes(policy.param) * static_cast<double>(parameters) / link.pcie_bytes_per_second;
 }
 
 }  // namespace safeamp

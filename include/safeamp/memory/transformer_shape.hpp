@@ -46,8 +46,22 @@ struct transformer_shape {
   std::uint64_t ffn_hidden = 0;  // f, the MLP's inner width; 0 = 4h
   bool gated_mlp = false;        // SwiGLU (Shazeer 2020): gate and up h x f, down f x h, instead of h x f, f x h
   bool tied_embeddings = true;   // the output layer shares the input embedding's v x h
+  /// Cross-entropy over the logits: 0 materializes all s x v fp32 logits (and their gradient in backward); k > 0
+  /// computes them in k chunks of ceil(s/k) tokens per sample, recomputed in backward (chunked/fused cross-entropy:
+  /// Wijmans et al. 2024, "Cut Your Losses in Large-Vocabulary Language Models", arXiv:2411.09009; Liger Kernel's
+  /// fused linear cross-entropy, whose default is k = ceil(v/h) chunks).
+  std::uint64_t cross_entropy_chunks = 0;
+  /// Rank r of LoRA adapters on every linear layer (0: none): each adapted matrix stores its r-wide A output for
+  /// the gradient of B (see lora_parameters for which matrices are adapted).
+  std::uint64_t lora_rank = 0;
   friend constexpr bool operator==(const transformer_shape&, const transformer_shape&) = default;
 };
+
+/// Liger Kernel's default number of cross-entropy chunks, ceil(v/h): each chunk's logits are about the size of the
+/// hidden states (linkedin/Liger-Kernel, fused_linear_cross_entropy.py: inc_factor = cdiv(V, H)).
+[[nodiscard]] constexpr std::uint64_t default_cross_entropy_chunks(const transformer_shape& t) noexcept {
+  return t.hidden == 0 ? 1 : (t.vocabulary + t.hidden - 1) / t.hidden;
+}
 
 /// K/V heads (a when kv_heads is 0) and the MLP width (4h when ffn_hidden is 0).
 [[nodiscard]] constexpr std::uint64_t kv_heads_of(const transformer_shape& t) noexcept {
@@ -74,6 +88,12 @@ inline void validate(const transformer_shape& t) {
     throw error("kv_heads", std::to_string(t.kv_heads), "a divisor of heads (" + std::to_string(t.heads) + "), or 0");
   }
   if (t.ffn_hidden > 16'000'000) throw error("ffn_hidden", std::to_string(t.ffn_hidden), "1 .. 16000000, or 0 (4h)");
+  if (t.lora_rank > t.hidden)
+    throw error("lora_rank", std::to_string(t.lora_rank), "0 .. hidden (" + std::to_string(t.hidden) + ")");
+  if (t.cross_entropy_chunks > t.sequence) {
+    throw error("cross_entropy_chunks", std::to_string(t.cross_entropy_chunks),
+                "1 .. the sequence (" + std::to_string(t.sequence) + " tokens), or 0 (all logits at once)");
+  }
 }
 
 /// Weight parameters of one layer: attention Q and O (h x h each), K and V (h x h kv/a each), and the MLP, 2hf or
@@ -101,6 +121,12 @@ inline void validate(const transformer_shape& t) {
   const std::uint64_t embedding = checked_mul(t.vocabulary, t.hidden, "largest layer");
   const std::uint64_t mlp = checked_mul(ffn_of(t), t.hidden, "largest layer") / t.tensor_parallel;
   return embedding > mlp ? embedding : mlp;
+}
+
+/// Linear layers LoRA adapts per transformer layer: GPT's layout has 4 (fused QKV, projection, fc1, fc2); a shape with
+/// grouped-query attention or a gated MLP is taken as Llama's, with 7 (q, k, v, o, gate, up, down).
+[[nodiscard]] constexpr std::uint64_t adapted_matrices_per_layer(const transformer_shape& t) noexcept {
+  return t.kv_heads != 0 || t.gated_mlp ? 7 : 4;
 }
 
 /// LoRA adapter parameters (Hu et al. 2021: W + BA with B of d x r and A of r x k, r (d + k) parameters per matrix)

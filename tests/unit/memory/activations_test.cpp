@@ -1,11 +1,11 @@
 // Activation memory against Korthikanti et al. 2022 (arXiv:2205.05198): Table 2's per-layer formula for the
 // paper's 22B configuration (Table 3), the Eq. 5 / Eq. 6 totals, selective recomputation's savings for GPT-3,
 // and the forward-pass ledger's peak.
-#include <catch2/catch.hpp>
+#include "safeamp/memory/activations.hpp"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 
-#include "safeamp/memory/activations.hpp"
 #include "safeamp/memory/step_time.hpp"
 
 using namespace safeamp;
@@ -25,16 +25,19 @@ TEST_CASE("per-layer activations of the 22B configuration (Table 2)") {
   CHECK(activation_bytes_per_layer(tp, 4, recompute::none) == 13 * sbh + 5ULL * 64 * 2048 * 2048 * 4 / 8);
   CHECK(activation_bytes_per_layer(tp, 4, recompute::selective) == 13 * sbh);  // sbh(10 + 24/t)
   tp.sequence_parallel = true;
-  CHECK(activation_bytes_per_layer(tp, 4, recompute::selective) == 213'909'504ULL);  // 34 sbh / t
+  CHECK(activation_bytes_per_layer(tp, 4, recompute::selective) == 213'909'504ULL);   // 34 sbh / t
   CHECK(activation_bytes_per_layer(tp, 4, recompute::none) == 7'079'985'152ULL / 8);  // Eq. 4: everything / t
-  CHECK(activation_bytes_per_layer(model_22b, 4, recompute::full) == 2 * sbh);       // 2 sbh: the layer input
+  CHECK(activation_bytes_per_layer(model_22b, 4, recompute::full) == 2 * sbh);        // 2 sbh: the layer input
   // Eq. 5 and Eq. 6 totals over L = 48 layers: 42.48 GB and 10.27 GB.
-  CHECK(static_cast<double>(48 * activation_bytes_per_layer(tp, 4, recompute::none)) / 1e9 == Approx(42.48).margin(0.005));
-  CHECK(static_cast<double>(48 * activation_bytes_per_layer(tp, 4, recompute::selective)) / 1e9 == Approx(10.27).margin(0.005));
+  CHECK(static_cast<double>(48 * activation_bytes_per_layer(tp, 4, recompute::none)) / 1e9 ==
+        Approx(42.48).margin(0.005));
+  CHECK(static_cast<double>(48 * activation_bytes_per_layer(tp, 4, recompute::selective)) / 1e9 ==
+        Approx(10.27).margin(0.005));
   // Selective + SP is 16.1% of the tensor-parallel baseline.
   transformer_shape baseline = tp;
   baseline.sequence_parallel = false;
-  CHECK(static_cast<double>(213'909'504ULL) / static_cast<double>(activation_bytes_per_layer(baseline, 4, recompute::none)) ==
+  CHECK(static_cast<double>(213'909'504ULL) /
+            static_cast<double>(activation_bytes_per_layer(baseline, 4, recompute::none)) ==
         Approx(0.161).margin(0.0005));
 }
 
@@ -57,7 +60,7 @@ TEST_CASE("the ledger accumulates layer by layer and peaks in the backward pass"
   const transformer_shape t{.sequence = 128, .hidden = 256, .heads = 4, .layers = 2, .vocabulary = 1000};
   const std::uint64_t sbh = 128ULL * 256;
   const std::uint64_t layer = 34 * sbh + 5ULL * 4 * 128 * 128;  // 1,441,792
-  const std::uint64_t logits = 4ULL * 128 * 1000;              // fp32 logits, 512,000
+  const std::uint64_t logits = 4ULL * 128 * 1000;               // fp32 logits, 512,000
   const activation_ledger l = activation_ledger_for(t, 1, recompute::none);
   REQUIRE(l.entries.size() == 6);  // embedding, 2 layers, head inputs, logits, logits gradient
   CHECK(l.entries[0].bytes == sbh);
@@ -132,7 +135,8 @@ TEST_CASE("flash attention's backward recomputes QK^T: 2 s^2 h FLOPs per layer")
   const double eager = training_flops_per_sample(t, recompute::none);
   t.attention = attention_kernel::flash;
   // 2 x 48 x 2048^2 x 6144 = 2.4739e12 FLOPs per sample on top of the model's.
-  CHECK(training_flops_per_sample(t, recompute::none) - eager == Approx(2.0 * 48 * 2048.0 * 2048.0 * 6144).epsilon(1e-9));
+  CHECK(training_flops_per_sample(t, recompute::none) - eager ==
+        Approx(2.0 * 48 * 2048.0 * 2048.0 * 6144).epsilon(1e-9));
   CHECK(training_flops_split(t, recompute::none).total() ==
         Approx(training_flops_per_sample(t, recompute::none)).epsilon(1e-15));
 }
@@ -162,9 +166,9 @@ TEST_CASE("architecture options: Llama-style shapes count their parameters like 
   CHECK(lora_parameters(gpt, 16) == 16ULL * 16 * 2048 * 24);
   // The largest layer: Llama 3's 128256 x 4096 embedding; a GPT MLP h x 4h when the vocabulary is small.
   CHECK(largest_layer_parameters(llama3) == 128256ULL * 4096);
-  CHECK_THROWS_WITH(validate(transformer_shape{.sequence = 1, .hidden = 64, .heads = 8, .layers = 1, .vocabulary = 1,
-                                               .kv_heads = 3}),
-                    Catch::Contains("kv_heads"));
+  CHECK_THROWS_WITH(
+      validate(transformer_shape{.sequence = 1, .hidden = 64, .heads = 8, .layers = 1, .vocabulary = 1, .kv_heads = 3}),
+      Catch::Contains("kv_heads"));
 }
 
 TEST_CASE("architecture options change what a layer stores and the linear FLOPs") {
@@ -182,5 +186,43 @@ TEST_CASE("architecture options change what a layer stores and the linear FLOPs"
   t.tensor_parallel = 1;
   CHECK(layer_parameters(t) == 589'824ULL);
   CHECK(training_flops_split(t, recompute::none).linear == Approx(905'969'664.0).epsilon(1e-15));
-  CHECK(training_flops_per_sample(t, recompute::none) == Approx(training_flops_split(t, recompute::none).total()).epsilon(1e-15));
+  CHECK(training_flops_per_sample(t, recompute::none) ==
+        Approx(training_flops_split(t, recompute::none).total()).epsilon(1e-15));
+}
+
+TEST_CASE("chunked cross-entropy: no s x v logits stored, one chunk's logits and gradient in backward") {
+  // GPT-2 small with flash attention (s = 1024, h = 768, a = 12, L = 12, v = 50257), per sample:
+  //   embedding mask s h = 786,432; 12 layers x 26,787,840 (34 s h + 4 a s) = 321,454,080;
+  //   final norm and output-layer input 2e s h = 4 x 786,432 = 3,145,728 -> 325,386,240 before the logits.
+  transformer_shape gpt2{.sequence = 1024,
+                         .hidden = 768,
+                         .heads = 12,
+                         .layers = 12,
+                         .vocabulary = 50257,
+                         .attention = attention_kernel::flash};
+  // Full logits: + 4 s v = 205,852,672 stored, + the same again as the backward's gradient: 737,091,584 at the peak.
+  activation_ledger full = activation_ledger_for(gpt2, 1, recompute::none);
+  CHECK(full.stored_bytes == 325'386'240ULL + 205'852'672ULL);
+  CHECK(full.peak_bytes == 325'386'240ULL + 2 * 205'852'672ULL);
+  // Chunked with Liger's default k = ceil(50257 / 768) = 66 chunks (65 x 768 = 49,920 < 50,257): c = ceil(1024 / 66)
+  // = 16 tokens per chunk; the forward holds 4 c v = 3,216,448 at a time, the backward 8 c v = 6,432,896.
+  CHECK(default_cross_entropy_chunks(gpt2) == 66);
+  gpt2.cross_entropy_chunks = 66;
+  const activation_ledger chunked = activation_ledger_for(gpt2, 1, recompute::none);
+  CHECK(chunked.stored_bytes == 325'386'240ULL);
+  CHECK(chunked.peak_bytes == 325'386'240ULL + 6'432'896ULL);
+  CHECK(chunked.peak_block == "backward: one chunk's logits + gradient (fp32)");
+  CHECK(chunked.entries.at(14).bytes == 3'216'448ULL);  // embedding, 12 layers, head input, then the forward chunk
+  CHECK(chunked.entries.at(14).transient);
+  // At microbatch 4 every term is 4x (the chunk taken per sample: ceil(b s / k) <= b ceil(s / k) tokens).
+  CHECK(activation_ledger_for(gpt2, 4, recompute::none).peak_bytes == 4 * (325'386'240ULL + 6'432'896ULL));
+  // The backward recomputes the chunks' logits: one more output-layer forward, 2 s h v = 79,047,426,048 FLOPs.
+  transformer_shape stored = gpt2;
+  stored.cross_entropy_chunks = 0;
+  CHECK(chunked_loss_recompute_flops(gpt2) == 79'047'426'048.0);
+  CHECK(training_flops_per_sample(gpt2, recompute::none) - training_flops_per_sample(stored, recompute::none) ==
+        Approx(79'047'426'048.0).epsilon(1e-12));
+  // One chunk per token is the most; more chunks than tokens is refused.
+  gpt2.cross_entropy_chunks = 1025;
+  CHECK_THROWS_WITH(validate(gpt2), Catch::Contains("cross_entropy_chunks"));
 }

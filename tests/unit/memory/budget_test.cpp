@@ -1,11 +1,10 @@
 // The memory budget: the issue's 24 GB case (54), an exact fit (46), overheads, headroom, accumulation
 // rounding, bad input.
-#include <catch2/catch.hpp>
+#include "safeamp/memory/budget.hpp"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
-
-#include "safeamp/memory/budget.hpp"
 
 using namespace safeamp;
 
@@ -66,40 +65,76 @@ TEST_CASE("when the fixed part alone does not fit, the microbatch is 0 and the s
   CHECK(headroom_bytes(b, 1) == -740'000'000LL);  // 0.4 GB + one sample
 }
 
+// Issue 14: the counts are named; a positional call, where 512 and 13 would compile swapped, does not.
+template <typename... A>
+constexpr bool accumulation_callable = requires(A... a) {
+  accumulation_for(a...);
+};
+static_assert(!accumulation_callable<std::int64_t, std::int64_t>);
+static_assert(!accumulation_callable<std::int64_t, std::int64_t, std::int64_t, accumulation_rounding>);
+static_assert(accumulation_callable<accumulation_request>);
+
 TEST_CASE("accumulation steps: ceil rule and exact-divisor rule") {
   // Target 512 with at most 54 per microbatch: ceil(512/54) = 10 steps, evened out to ceil(512/10) = 52 -> 520.
-  CHECK(accumulation_for(512, 54, 1, accumulation_rounding::ceil) ==
+  CHECK(accumulation_for({.target_global_batch = 512,
+                          .max_microbatch = 54,
+                          .data_parallel = 1,
+                          .rule = accumulation_rounding::ceil}) ==
         accumulation_plan{.microbatch = 52, .steps = 10, .global_batch = 520});
   // Exact divisor: the largest divisor of 512 not above 54 is 32 -> 16 steps, exactly 512.
-  CHECK(accumulation_for(512, 54, 1, accumulation_rounding::exact_divisor) ==
+  CHECK(accumulation_for({.target_global_batch = 512,
+                          .max_microbatch = 54,
+                          .data_parallel = 1,
+                          .rule = accumulation_rounding::exact_divisor}) ==
         accumulation_plan{.microbatch = 32, .steps = 16, .global_batch = 512});
   // Over 4 data-parallel devices: 128 per device, 54 max -> 3 steps of 43 = 516 in all.
-  CHECK(accumulation_for(512, 54, 4, accumulation_rounding::ceil) == accumulation_plan{.microbatch = 43, .steps = 3, .global_batch = 516});
+  CHECK(accumulation_for({.target_global_batch = 512,
+                          .max_microbatch = 54,
+                          .data_parallel = 4,
+                          .rule = accumulation_rounding::ceil}) ==
+        accumulation_plan{.microbatch = 43, .steps = 3, .global_batch = 516});
   // A target smaller than the largest microbatch: one step.
-  CHECK(accumulation_for(16, 54) == accumulation_plan{.microbatch = 16, .steps = 1, .global_batch = 16});
+  CHECK(accumulation_for({.target_global_batch = 16, .max_microbatch = 54}) ==
+        accumulation_plan{.microbatch = 16, .steps = 1, .global_batch = 16});
   // A prime target under exact_divisor falls back to microbatch 1.
-  CHECK(accumulation_for(509, 54, 1, accumulation_rounding::exact_divisor).microbatch == 1);
-  CHECK_THROWS_AS(accumulation_for(0, 54), error);
+  CHECK(accumulation_for({.target_global_batch = 509,
+                          .max_microbatch = 54,
+                          .data_parallel = 1,
+                          .rule = accumulation_rounding::exact_divisor})
+            .microbatch == 1);
+  CHECK_THROWS_AS(accumulation_for({.target_global_batch = 0, .max_microbatch = 54}), error);
   CHECK(to_string(accumulation_rounding::exact_or_ceil) == "exact-or-ceil");
-  CHECK_THROWS_AS(accumulation_for(512, 0), error);
-  CHECK_THROWS_AS(accumulation_for(510, 54, 4, accumulation_rounding::exact_divisor), error);
+  CHECK_THROWS_AS(accumulation_for({.target_global_batch = 512, .max_microbatch = 0}), error);
+  CHECK_THROWS_AS(accumulation_for({.target_global_batch = 510,
+                                    .max_microbatch = 54,
+                                    .data_parallel = 4,
+                                    .rule = accumulation_rounding::exact_divisor}),
+                  error);
 }
 
 TEST_CASE("the default rule keeps an exact global batch when a divisor keeps half the microbatch") {
   // The issue's case: 512 with at most 13 per microbatch. ceil: 40 steps of 13 = 520; the divisors of 512 up to 13
   // are 1, 2, 4, 8, and 8 >= 13 / 2, so 8 x 64 steps = 512 exactly.
-  CHECK(accumulation_for(512, 13) == accumulation_plan{.microbatch = 8, .steps = 64, .global_batch = 512});
-  CHECK(accumulation_for(512, 13, 1, accumulation_rounding::ceil).global_batch == 520);
+  CHECK(accumulation_for({.target_global_batch = 512, .max_microbatch = 13}) ==
+        accumulation_plan{.microbatch = 8, .steps = 64, .global_batch = 512});
+  CHECK(accumulation_for(
+            {.target_global_batch = 512, .max_microbatch = 13, .data_parallel = 1, .rule = accumulation_rounding::ceil})
+            .global_batch == 520);
   // 512 with at most 54: 32 >= 27 -> 32 x 16.
-  CHECK(accumulation_for(512, 54) == accumulation_plan{.microbatch = 32, .steps = 16, .global_batch = 512});
+  CHECK(accumulation_for({.target_global_batch = 512, .max_microbatch = 54}) ==
+        accumulation_plan{.microbatch = 32, .steps = 16, .global_batch = 512});
   // A prime target: the only divisor <= 54 is 1 < 27, so ceil: 10 steps of ceil(509 / 10) = 51 -> 510.
-  CHECK(accumulation_for(509, 54) == accumulation_plan{.microbatch = 51, .steps = 10, .global_batch = 510});
+  CHECK(accumulation_for({.target_global_batch = 509, .max_microbatch = 54}) ==
+        accumulation_plan{.microbatch = 51, .steps = 10, .global_batch = 510});
   // 96 with at most 50: 48 divides 96 -> 48 x 2 (the largest divisor, not merely one above half).
-  CHECK(accumulation_for(96, 50) == accumulation_plan{.microbatch = 48, .steps = 2, .global_batch = 96});
+  CHECK(accumulation_for({.target_global_batch = 96, .max_microbatch = 50}) ==
+        accumulation_plan{.microbatch = 48, .steps = 2, .global_batch = 96});
   // 510 is not a multiple of 4 devices: ceil, ceil(510 / 4) = 128 per device, 3 steps of 43 = 516.
-  CHECK(accumulation_for(510, 54, 4) == accumulation_plan{.microbatch = 43, .steps = 3, .global_batch = 516});
+  CHECK(accumulation_for({.target_global_batch = 510, .max_microbatch = 54, .data_parallel = 4}) ==
+        accumulation_plan{.microbatch = 43, .steps = 3, .global_batch = 516});
   // Over 4 devices, 512: 128 per device, largest divisor <= 54 is 32 -> 32 x 4 steps x 4 devices.
-  CHECK(accumulation_for(512, 54, 4) == accumulation_plan{.microbatch = 32, .steps = 4, .global_batch = 512});
+  CHECK(accumulation_for({.target_global_batch = 512, .max_microbatch = 54, .data_parallel = 4}) ==
+        accumulation_plan{.microbatch = 32, .steps = 4, .global_batch = 512});
 }
 
 TEST_CASE("bad budgets are rejected with the field named") {

@@ -1,0 +1,96 @@
+// `safeamp plan --device all`: the request on every card of the device table, one row each (the step's peaks and
+// largest microbatch, or the night's plan with its time, margin and quality).
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "plan_reports.hpp"
+
+namespace safeamp::tool {
+
+/// `--device all`: the request on every card of the table, one row each (the step's peaks, or the night's plan).
+inline int report_all_devices(plan_values v, bool json) {
+  for (const char* k : {"capacity", "bandwidth", "peak-fp32", "peak-tf32", "peak-fp16", "peak-fp8", "gemm", "states",
+                        "measured-peak", "measured-sps", "devices", "bucket-view"}) {
+    if (v.count(k) != 0)
+      throw error(k, "'" + v[k] + "' with --device all", "the table's own figures (drop --" + std::string(k) + ")");
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  int fitting = 0;
+  bool night = false;
+  for (const device_spec& d : device_table()) {
+    v["device"] = std::string(d.name);
+    const plan_request r = resolve_request(v, d);
+    auto [w, o] = planner_inputs(r);
+    nlohmann::json row = {{"device", std::string(d.name)},
+                          {"capacity_bytes", d.capacity_bytes},
+                          {"usable_bytes", detail::phase_pool_bytes(o.budget)}};
+    night = r.window_seconds > 0.0;
+    if (night) {
+      const plan_result p = plan(w, o);
+      row["fits"] = p.chosen.has_value();
+      if (p.chosen) {
+        row["plan"] = candidate_json(*p.chosen);
+        ++fitting;
+      } else {
+        const auto late = std::find_if(p.candidates.begin(), p.candidates.end(),
+                                       [](const plan_candidate& c) { return c.fits_memory(); });
+        row["reason"] = late != p.candidates.end() ? "late: the fastest that fits memory (" + late->policy_name +
+                                                         ", recompute " + std::string(to_string(late->mode)) +
+                                                         ") takes " + detail::hours_text(late->total_seconds)
+                                                   : std::string("microbatch 1 does not fit memory with any policy");
+        row["failures"] = p.failures;
+      }
+    } else {
+      const plan_candidate c =
+          detail::evaluate(w, o, {r.policy_name, r.policy}, r.mode, o.efficiency, o.states, o.stage, o.data_parallel);
+      row["fits"] = c.max_microbatch >= 1;
+      row["step"] = candidate_json(c);
+      fitting += c.max_microbatch >= 1 ? 1 : 0;
+    }
+    rows.push_back(row);
+  }
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"devices", rows}}.dump(2).c_str());
+    return fitting > 0 ? exit_ok : exit_check_failed;
+  }
+  std::printf(
+      "Every card of the table (capacities as listed: pass one --device with --capacity for your card's own)\n");
+  if (night) {
+    std::printf("  %-14s %9s %9s  %-18s %-9s %6s %6s %8s %9s  %s\n", "device", "cap GB", "usable GB", "policy",
+                "recompute", "micro", "steps", "total h", "margin h", "quality");
+  } else {
+    std::printf("  %-14s %9s %9s %6s %-15s %9s %9s\n", "device", "cap GB", "usable GB", "micro", "limit", "peak GB",
+                "short GB");
+  }
+  for (const nlohmann::json& row : rows) {
+    const double cap = row["capacity_bytes"].get<double>() / 1e9, usable = row["usable_bytes"].get<double>() / 1e9;
+    const std::string name = row["device"].get<std::string>();
+    if (night && row["fits"].get<bool>()) {
+      const nlohmann::json& c = row["plan"];
+      std::printf("  %-14s %9.2f %9.2f  %-18s %-9s %6lld %6lld %8.2f %9.2f  %s\n", name.c_str(), cap, usable,
+                  c["policy"].get<std::string>().c_str(), c["recompute"].get<std::string>().c_str(),
+                  c["microbatch"].get<long long>(), c["accumulation_steps"].get<long long>(),
+                  c["total_seconds"].get<double>() / 3600.0, c["margin_seconds"].get<double>() / 3600.0,
+                  c["quality"].get<std::string>().c_str());
+    } else if (night) {
+      std::printf("  %-14s %9.2f %9.2f  no plan: %s\n", name.c_str(), cap, usable,
+                  row["reason"].get<std::string>().c_str());
+    } else {
+      const nlohmann::json& c = row["step"];
+      const std::string limit = c["limiting_phase"].get<std::string>();
+      const auto& peaks = c["phase_peak_bytes"];
+      const double peak = std::max({peaks["forward"].get<double>(), peaks["backward"].get<double>(),
+                                    peaks["optimizer_step"].get<double>()}) /
+                          1e9;
+      std::printf("  %-14s %9.2f %9.2f %6lld %-15s %9.3f %9.3f\n", name.c_str(), cap, usable,
+                  c["max_microbatch"].get<long long>(), limit.c_str(), peak, c["shortfall_bytes"].get<double>() / 1e9);
+    }
+  }
+  return fitting > 0 ? exit_ok : exit_check_failed;
+}
+
+}  // namespace safeamp::tool
