@@ -20,7 +20,8 @@ struct remedy {
   plan_candidate result{};
   std::string time_cost{};    // what the changes cost in time
   std::uint64_t devices = 1;  // > 1: needs that many devices (ZeRO stage 3)
-  int intrusiveness = 0;      // the most intrusive change: 1 recompute, 2 fused, 4 8-bit, 5 LoRA, 6 QLoRA, 7 offload
+  int intrusiveness = 0;      // the most intrusive change: 1 recompute, 2 fused, 4 8-bit, 5 LoRA, 6 QLoRA, 7 offload,
+                              // 8 parameter offload
   [[nodiscard]] std::string text() const {
     std::string s;
     for (const std::string& c : changes) s += (s.empty() ? "" : " + ") + c;
@@ -75,7 +76,15 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     cost += std::string(cost.empty() ? "" : ", ") + "none (one kernel instead of foreach's passes)";
     r.intrusiveness = 2;
   }
-  if (states.offload_optimizer != from.states.offload_optimizer) {
+  if (states.offload_parameters != from.states.offload_parameters) {
+    r.changes.push_back("offload the parameters and the optimizer to the CPU (ZeRO-3 offload_param, " +
+                        format_bytes(r.result.host_bytes, byte_unit::gb) + " of host memory)");
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "+%.3g s per optimizer step and every microbatch's weights twice over PCIe",
+                  r.result.offload_seconds_per_step);
+    cost += std::string(cost.empty() ? "" : ", ") + buf;
+    r.intrusiveness = 8;
+  } else if (states.offload_optimizer != from.states.offload_optimizer) {
     r.changes.push_back("offload the optimizer to the CPU (ZeRO-Offload, " +
                         format_bytes(r.result.host_bytes, byte_unit::gb) + " of host memory)");
     char buf[96];
@@ -136,6 +145,10 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     off.offload_optimizer = true;
     off.impl = optimizer_impl::fused;
     optimizers.push_back(off);
+    if (w.shape || w.largest_layer_parameters > 0) {  // the weights too: one layer on the device (ZeRO-3 offload_param)
+      off.offload_parameters = true;
+      optimizers.push_back(off);
+    }
   }
   if (w.shape && from.states.adapter_parameters == 0 && !offloaded) {  // full fine-tune: LoRA, then QLoRA
     const std::size_t full_options = optimizers.size();
