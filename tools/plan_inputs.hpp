@@ -55,7 +55,7 @@ inline constexpr plan_key plan_keys[] = {
     {"accounting", "pytorch (default) or deepspeed: an fp32 copy of the gradients as well (2 + 18/N bytes/param at ZeRO-2)"},
     {"dp", "data-parallel devices (default 1)"},
     {"devices", "data-parallel ranks N: print each rank's bytes under DDP, ZeRO-1 (distributed optimizer), ZeRO-2 and ZeRO-3 (and plan with N)"},
-    {"bucket-view", "with --devices: DDP's gradient_as_bucket_view, true/false (default false: buckets copy the gradients)"},
+    {"bucket-view", "with --devices or --dp > 1: DDP's gradient_as_bucket_view, true/false (default false: the buckets copy the gradients)"},
     {"largest-layer", "parameters of the largest layer, for ZeRO-3's gathered layer without a shape (e.g. 32M)"},
     {"seq", "transformer: sequence length s"},
     {"hidden", "transformer: hidden size h"},

@@ -246,6 +246,7 @@ inline std::pair<workload, planner_options> planner_inputs(const plan_request& r
   o.rounding = r.rounding;
   o.price_per_hour = r.price_per_hour;
   o.link = r.link;
+  o.gradient_as_bucket_view = r.bucket_view;
   if (r.parity) {
     o.verified_policies = r.parity->passed;
     o.failed_policies = r.parity->failed;

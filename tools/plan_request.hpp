@@ -125,7 +125,9 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     r.data_parallel = *c;
   }
   if (auto* s = get("bucket-view")) {
-    if (!get("devices")) throw error("bucket-view", "'" + *s + "'", "only with --devices N (DDP's gradient buckets)");
+    if (r.data_parallel < 2) {
+      throw error("bucket-view", "'" + *s + "'", "only with --devices N or --dp N, N > 1 (DDP's gradient buckets)");
+    }
     r.bucket_view = parse_bool("bucket-view", *s);
   }
   if (auto c = count("largest-layer", 1e15)) r.largest_layer = *c;

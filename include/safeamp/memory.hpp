@@ -5,6 +5,7 @@
 #include "safeamp/memory/activations.hpp"
 #include "safeamp/memory/budget.hpp"
 #include "safeamp/memory/bytes.hpp"
+#include "safeamp/memory/calibration.hpp"
 #include "safeamp/memory/data_parallel.hpp"
 #include "safeamp/memory/device_spec.hpp"
 #include "safeamp/memory/device_table.hpp"

@@ -59,7 +59,7 @@ using rank_ledger = std::array<rank_ledger_row, 4>;  // DDP, ZeRO-1, ZeRO-2, ZeR
     row.stage = static_cast<zero_stage>(i);
     row.states = model_states_for(r.parameters, r.policy, r.states, row.stage, r.ranks);
   }
-  if (r.ranks > 1 && !r.gradient_as_bucket_view) out[0].bucket_bytes = out[0].states.gradient_bytes;
+  out[0].bucket_bytes = ddp_bucket_bytes(out[0].states, zero_stage::none, r.ranks, r.gradient_as_bucket_view);
   out[3].gathered_bytes = gathered_layer_bytes(r.largest_layer_parameters, r.policy, zero_stage::parameters, r.ranks);
   return out;
 }

@@ -13,6 +13,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/memory/activations.hpp"
 #include "safeamp/memory/budget.hpp"
+#include "safeamp/memory/calibration.hpp"
 #include "safeamp/memory/model_states.hpp"
 #include "safeamp/memory/step_phases.hpp"
 #include "safeamp/memory/step_time.hpp"
@@ -50,6 +51,8 @@ struct planner_options {
   offload_link link{};          // PCIe and host bandwidth of an offloaded optimizer step
   /// Measured over modelled peak (calibrate_peak) applied to every candidate's phases; 1 = the model as it is.
   double peak_calibration_ratio = 1.0;
+  /// DDP's gradient_as_bucket_view: plain data parallelism over N > 1 devices keeps no bucket copy of the gradients.
+  bool gradient_as_bucket_view = false;
   /// Policies a `safeamp sim` parity gate passed (verified) or failed; a failed policy is never chosen.
   std::vector<precision_policy> verified_policies{};
   std::vector<precision_policy> failed_policies{};
@@ -207,7 +210,8 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
                                       .forward_bytes_per_sample = stored,
                                       .backward_bytes_per_sample = peak,
                                       .accumulating = accumulating,
-                                      .full_recompute = full});
+                                      .full_recompute = full,
+                                      .gradient_as_bucket_view = o.gradient_as_bucket_view});
     in.gathered_bytes = gathered;
     const step_needs n = step_needs_for(in);
     return o.peak_calibration_ratio == 1.0 ? n : scaled(n, o.peak_calibration_ratio);

@@ -63,6 +63,7 @@ struct step_inputs {
   std::uint64_t forward_bytes_per_sample = 0;   // activations held at the end of the forward pass (ledger's stored)
   std::uint64_t backward_bytes_per_sample = 0;  // activation peak of the backward pass (ledger's peak, >= stored)
   std::uint64_t gathered_bytes = 0;             // ZeRO stage 3: one layer's gathered parameters and gradients
+  std::uint64_t bucket_bytes = 0;               // DDP's all-reduce buckets (ddp_bucket_bytes)
   bool accumulating = false;                    // more than one microbatch per optimizer step
   bool full_recompute = false;                  // every layer checkpointed
 };
@@ -102,6 +103,7 @@ struct step_inputs {
   if (in.accumulating) fwd.items.push_back({"gradients (accumulating)", m.gradient_bytes, 0});
   if (in.weight_copy_bytes > 0) fwd.items.push_back({"weight copies in the compute format", in.weight_copy_bytes, 0});
   if (in.gathered_bytes > 0) fwd.items.push_back({"gathered layer (ZeRO-3)", in.gathered_bytes, 0});
+  if (in.bucket_bytes > 0) fwd.items.push_back({"DDP gradient buckets", in.bucket_bytes, 0});
   fwd.items.push_back({"activations (stored)", 0, in.forward_bytes_per_sample});
 
   phase_need& bwd = out[1];
@@ -112,6 +114,7 @@ struct step_inputs {
     bwd.items.push_back({"weight copies saved by the graph", in.weight_copy_bytes, 0});
   }
   if (in.gathered_bytes > 0) bwd.items.push_back({"gathered layer (ZeRO-3)", in.gathered_bytes, 0});
+  if (in.bucket_bytes > 0) bwd.items.push_back({"DDP gradient buckets", in.bucket_bytes, 0});
   bwd.items.push_back({"activations (peak, with transients)", 0, in.backward_bytes_per_sample});
 
   phase_need& opt = out[2];
@@ -120,7 +123,17 @@ struct step_inputs {
   opt.items.push_back({"gradients", m.gradient_bytes, 0});
   if (m.fp32_gradient_bytes > 0) opt.items.push_back({"fp32 gradient copy (DeepSpeed)", m.fp32_gradient_bytes, 0});
   if (in.optimizer_temporary_bytes > 0) opt.items.push_back({"optimizer temporaries", in.optimizer_temporary_bytes, 0});
+  if (in.bucket_bytes > 0) opt.items.push_back({"DDP gradient buckets", in.bucket_bytes, 0});
   return out;
+}
+
+/// PyTorch DistributedDataParallel's all-reduce buckets: allocated when the model is wrapped and kept, they hold a copy
+/// of every gradient (bucket_cap_mb = 25 each) unless `gradient_as_bucket_view=True` makes the gradients views into
+/// them ("the saved memory size will be equal to the total gradients size", the DDP documentation): the gradient bytes
+/// under plain data parallelism (stage 0) over more than one rank, otherwise 0 (ZeRO partitions instead).
+[[nodiscard]] constexpr std::uint64_t ddp_bucket_bytes(const model_states& states, zero_stage stage,
+                                                       std::uint64_t data_parallel, bool gradient_as_bucket_view) {
+  return stage == zero_stage::none && data_parallel > 1 && !gradient_as_bucket_view ? states.gradient_bytes : 0;
 }
 
 /// ZeRO stage 3's gathered layer: the largest layer's parameters and gradients at full size, (w + g) x its
@@ -147,6 +160,7 @@ struct step_request {
   std::uint64_t backward_bytes_per_sample = 0;  // activation peak of the backward pass
   bool accumulating = false;                    // more than one microbatch per optimizer step
   bool full_recompute = false;                  // every layer checkpointed
+  bool gradient_as_bucket_view = false;         // DDP's option: no bucket copy of the gradients
 };
 
 /// The layer on the device when the parameters are offloaded (state_options::offload_parameters): the largest layer's
@@ -185,6 +199,7 @@ struct step_request {
   in.backward_bytes_per_sample = request.backward_bytes_per_sample;
   in.accumulating = request.accumulating;
   in.full_recompute = request.full_recompute;
+  in.bucket_bytes = ddp_bucket_bytes(in.states, stage, data_parallel, request.gradient_as_bucket_view);
   return in;
 }
 
@@ -240,61 +255,6 @@ inline constexpr std::int64_t max_phase_microbatch = std::int64_t{1} << 40;
   std::uint64_t peak = 0;
   for (const phase_need& p : needs) peak = std::max(peak, p.bytes_at(microbatch));
   return static_cast<std::int64_t>(available_bytes) - static_cast<std::int64_t>(peak);
-}
-
-/// A measured peak against the model's: ratio = measured / predicted at the measured microbatch.
-struct peak_calibration {
-  std::uint64_t measured_bytes = 0;
-  std::uint64_t predicted_bytes = 0;  // the largest phase peak at the measured microbatch
-  double ratio = 1.0;
-};
-
-/// Widest accepted disagreement between a measurement and the model: beyond 4x either way the measurement is of
-/// something else (another configuration, or max_memory_reserved / nvidia-smi instead of max_memory_allocated).
-inline constexpr double max_calibration_ratio = 4.0;
-
-/// A peak measured after one whole step: torch.cuda.max_memory_allocated() at `microbatch` samples (named fields: a
-/// byte count and a sample count side by side would compile when swapped).
-struct peak_measurement {
-  std::uint64_t measured_bytes = 0;
-  std::uint64_t microbatch = 1;
-};
-
-/// Calibrates the model with the measured peak (torch.cuda.max_memory_allocated(): tensors only, without the CUDA
-/// context or the allocator's cached slack, which the budget counts separately). Throws safeamp::error for 0 bytes, a
-/// microbatch of 0, or a ratio outside [1/4, 4].
-[[nodiscard]] inline peak_calibration calibrate_peak(const step_needs& needs, const peak_measurement& measurement) {
-  const std::uint64_t microbatch = measurement.microbatch;
-  const std::uint64_t measured_bytes = measurement.measured_bytes;
-  if (microbatch == 0) throw error("measured-microbatch", "0", ">= 1 (the microbatch the peak was measured at)");
-  if (measured_bytes == 0) throw error("measured-peak", "0 bytes", "> 0 bytes (torch.cuda.max_memory_allocated())");
-  peak_calibration c;
-  c.measured_bytes = measured_bytes;
-  for (const phase_need& p : needs) c.predicted_bytes = std::max(c.predicted_bytes, p.bytes_at(microbatch));
-  c.ratio = static_cast<double>(measured_bytes) / static_cast<double>(c.predicted_bytes);
-  if (!(c.ratio <= max_calibration_ratio && c.ratio >= 1.0 / max_calibration_ratio)) {
-    throw error("measured-peak",
-                std::to_string(measured_bytes) + " bytes, " + std::to_string(c.ratio) + "x the model's " +
-                    std::to_string(c.predicted_bytes) + " at microbatch " + std::to_string(microbatch),
-                "within 4x of the model: the peak of the same configuration from torch.cuda.max_memory_allocated()");
-  }
-  return c;
-}
-
-/// The needs with every allocation multiplied by `ratio` (to the nearest byte): the model calibrated to a
-/// measurement, on the assumption that its error is proportional (the same in every phase and per sample).
-[[nodiscard]] inline step_needs scaled(const step_needs& needs, double ratio) {
-  if (!(ratio > 0.0) || !std::isfinite(ratio))
-    throw error("calibration ratio", std::to_string(ratio), "a finite number > 0");
-  step_needs out = needs;
-  for (phase_need& p : out) {
-    for (phase_item& i : p.items) {
-      i.fixed_bytes = bytes_from_real(std::round(static_cast<double>(i.fixed_bytes) * ratio), "calibrated bytes");
-      i.bytes_per_sample =
-          bytes_from_real(std::round(static_cast<double>(i.bytes_per_sample) * ratio), "calibrated bytes");
-    }
-  }
-  return out;
 }
 
 }  // namespace safeamp

@@ -335,3 +335,28 @@ TEST_CASE("ZeRO stage 3 gathers the largest layer: DeepSpeed's 4 x largest-layer
     }));
   }
 }
+
+TEST_CASE("plain data parallelism holds DDP's gradient buckets in every phase, unless they are the gradients") {
+  // 1e9 parameters, bf16 autocast, fused AdamW, 4 ranks at stage 0: the fp32 gradients (4 GB) are copied into DDP's
+  // buckets, which live as long as the wrapped model: forward 4 + 8 + 2 (copies) + 4 = 18 GB, backward 4 + 8 + 4 + 2
+  // + 4 = 22 GB, optimizer step 4 + 8 + 4 + 4 = 20 GB.
+  const step_request ddp{.parameters = 1'000'000'000ULL,
+                         .policy = presets::bf16_mixed,
+                         .states = {.impl = optimizer_impl::fused},
+                         .data_parallel = 4};
+  const step_needs n = step_needs_for(step_inputs_for(ddp));
+  CHECK(n[0].fixed_bytes() == 18 * gb);
+  CHECK(n[1].fixed_bytes() == 22 * gb);
+  CHECK(n[2].fixed_bytes() == 20 * gb);
+  // gradient_as_bucket_view=True: the gradients are the buckets, 4 GB less in every phase; one rank has no buckets;
+  // ZeRO-1 reduce-scatters instead (no DDP).
+  step_request view = ddp;
+  view.gradient_as_bucket_view = true;
+  CHECK(step_needs_for(step_inputs_for(view))[1].fixed_bytes() == 18 * gb);
+  step_request one = ddp;
+  one.data_parallel = 1;
+  CHECK(step_inputs_for(one).bucket_bytes == 0);
+  step_request zero1 = ddp;
+  zero1.stage = zero_stage::optimizer;
+  CHECK(step_inputs_for(zero1).bucket_bytes == 0);
+}
