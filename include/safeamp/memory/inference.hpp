@@ -172,7 +172,11 @@ struct context_search {
   const auto fits = [&](std::uint64_t context) {
     r.context_tokens = context;
     r.prompt_tokens = context - generated_tokens;
-    return inference_needs_for(r).peak_bytes(batch) <= available_bytes;
+    try {
+      return inference_needs_for(r).peak_bytes(batch) <= available_bytes;
+    } catch (const error&) {  // a need beyond the ledger's 2^62 bytes does not fit either
+      return false;
+    }
   };
   std::uint64_t lo = generated_tokens, hi = 10'000'000;  // lo: fits (or the floor), hi: the cap
   if (!fits(generated_tokens + 1)) return 0;

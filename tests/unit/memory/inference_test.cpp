@@ -102,3 +102,18 @@ TEST_CASE("bad inference requests name the field") {
                     Catch::Contains("batch"));
   CHECK_THROWS_WITH(parse_kept_logits("some"), Catch::Contains("logits"));
 }
+
+TEST_CASE("the longest-context search treats a need beyond the ledger's 2^62 bytes as not fitting") {
+  // Eager attention with 100,000 heads: at 10^7 tokens the scores alone are 2 x 2 x 10^5 x 10^14 = 4e19 bytes > 2^62,
+  // which the ledger refuses; the search still answers for the contexts that can be counted. With h = 10^5 the weights
+  // are 2 x 12 h^2 = 2.4e11 bytes and the scores 2 e a T^2 = 4e5 T^2, so a 1e12-byte pool holds about
+  // sqrt(7.6e11 / 4e5) ~ 1,380 tokens, far below the 10^7 cap.
+  const transformer_shape wide{.sequence = 16, .hidden = 100'000, .heads = 100'000, .layers = 1, .vocabulary = 10};
+  const std::uint64_t longest =
+      max_inference_context({.shape = wide, .context_tokens = 16},
+                            {.generated_tokens = 0, .batch = 1, .available_bytes = 1'000'000'000'000ULL});
+  CHECK(longest > 0);
+  CHECK(longest < 10'000);
+  CHECK(inference_needs_for({.shape = wide, .context_tokens = longest}).peak_bytes(1) <= 1'000'000'000'000ULL);
+  CHECK(inference_needs_for({.shape = wide, .context_tokens = longest + 1}).peak_bytes(1) > 1'000'000'000'000ULL);
+}
