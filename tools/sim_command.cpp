@@ -18,6 +18,7 @@
 #include "plan_inputs.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/memory/bytes.hpp"
+#include "data_parallel_run.hpp"
 #include "safeamp/sim/datasets.hpp"
 #include "safeamp/sim/parity.hpp"
 #include "safeamp/sim/parity_fallback.hpp"
@@ -126,14 +127,14 @@ preflight_record preflight(const sim_options& o, const std::vector<run_config>& 
 // `every` steps and after the last step; resumed from when --resume finds them.
 class run_checkpoints {
  public:
-  run_checkpoints(fs::path dir, std::int64_t every, bool resume)
-      : dir_(std::move(dir)), every_(every), resume_(resume) {}
+  run_checkpoints(fs::path dir, std::int64_t every, bool resume, data_parallel_run& ranks)
+      : dir_(std::move(dir)), every_(every), resume_(resume), ranks_(&ranks) {}
 
   // Trains `cfg` with checkpointing, continuing from its checkpoint when resuming and one exists.
   run_result train_run(run_config cfg) {
     const fs::path file = dir_ / (file_slug(cfg.label) + ".ckpt");
     std::error_code ec;
-    if (every_ > 0) {
+    if (every_ > 0 && ranks_->writes_outputs()) {
       cfg.checkpoint.save_path = file.string();
       cfg.checkpoint.save_every = every_;
     }
@@ -142,7 +143,7 @@ class run_checkpoints {
       ++resumed_;
       std::fprintf(stderr, "safeamp sim: --resume: %s continues from %s\n", cfg.label.c_str(), file.string().c_str());
     }
-    return train(cfg);
+    return train(cfg, {}, ranks_->exchange());
   }
 
   // Removes every checkpoint file of the folder (stale ones of an invocation not resumed, or all of them
@@ -165,6 +166,7 @@ class run_checkpoints {
   fs::path dir_;
   std::int64_t every_;
   bool resume_;
+  data_parallel_run* ranks_;
   int resumed_ = 0;
 };
 
@@ -245,21 +247,26 @@ int run_sim(const sim_options& o) {
       c.checkpoint.save_every = every;
     }
   }
+  // Under mpirun every rank runs this function; each trains its share, rank 0 alone writes.
+  data_parallel_run ranks(s);
+  const bool writer = ranks.writes_outputs();
   std::error_code exists_ec;
   const preflight_record pre = preflight(o, runs, !o.relock && fs::exists(ref_file, exists_ec));
-  prepare_output_folder(out);
-  prepare_output_folder(out / "reference");
-  prepare_output_folder(out / "telemetry");
-  prepare_output_folder(out / "checkpoints");
+  if (writer) {
+    prepare_output_folder(out);
+    prepare_output_folder(out / "reference");
+    prepare_output_folder(out / "telemetry");
+    prepare_output_folder(out / "checkpoints");
+  }
   // A killed writer's temporaries are removed when their file is written again; these folders may hold
   // some whose file this run does not rewrite (a reused reference's telemetry), so sweep them all now.
   for (const fs::path& dir : {out, out / "reference", out / "telemetry", out / "checkpoints"}) {
-    (void)remove_stale_temporaries_in(dir);
+    if (writer) (void)remove_stale_temporaries_in(dir);
   }
   const run_manifest ref_manifest = manifest_for(s, ref_cfg);
   const std::optional<known_good_record> last_good = read_known_good(out / "known_good.json");
-  run_checkpoints checkpoints(out / "checkpoints", every, o.resume);
-  if (!o.resume) {
+  run_checkpoints checkpoints(out / "checkpoints", every, o.resume, ranks);
+  if (!o.resume && writer) {
     if (const std::size_t stale = checkpoints.clear(); stale > 0) {
       std::fprintf(stderr,
                    "safeamp sim: removed %zu checkpoint file(s) of an interrupted run (--resume continues one)\n",
@@ -288,14 +295,17 @@ int run_sim(const sim_options& o) {
     bar.update(0, ref_cfg.label);
     const run_result ref_run = checkpoints.train_run(ref_cfg);
     summary.reference = lock_reference(ref_run, ref_manifest);
+    ranks.record(ref_run);
     // --relock never deletes a reference: only now that the new one is trained and checked, the old file is
     // kept beside it under its id and lock time, then reference.json is replaced atomically.
-    if (fs::exists(ref_file, ec)) {
+    if (writer && fs::exists(ref_file, ec)) {
       const fs::path kept = keep_previous_reference(ref_file);
       std::fprintf(stderr, "safeamp sim: --relock: the previous reference is kept as %s\n", kept.string().c_str());
     }
-    write_reference(ref_file, summary.reference);
-    write_file_atomically(out / "telemetry" / (file_slug(ref_cfg.label) + ".jsonl"), telemetry_jsonl(ref_run));
+    if (writer) {
+      write_reference(ref_file, summary.reference);
+      write_file_atomically(out / "telemetry" / (file_slug(ref_cfg.label) + ".jsonl"), telemetry_jsonl(ref_run));
+    }
   }
   const locked_reference& ref = summary.reference;
 
@@ -310,6 +320,7 @@ int run_sim(const sim_options& o) {
     k.faults = faults_text(c.faults);
     k.expect = c.expect;
     k.run = checkpoints.train_run(cfg);
+    ranks.record(k.run);
     run_manifest m = manifest_for(s, cfg);
     m.probe_rows = k.run.probe_rows;
     m.probe_cols = k.run.probe_cols;
@@ -317,7 +328,7 @@ int run_sim(const sim_options& o) {
     k.parity = evaluate_parity(ref, k.run, tolerances_for(s, c));
     k.parity.candidate = c.name;
     k.telemetry_file = "telemetry/" + file_slug(c.name) + ".jsonl";
-    write_file_atomically(out / k.telemetry_file, telemetry_jsonl(k.run));
+    if (writer) write_file_atomically(out / k.telemetry_file, telemetry_jsonl(k.run));
     results.push_back(k.parity);
     summary.candidates.push_back(std::move(k));
   }
@@ -331,11 +342,12 @@ int run_sim(const sim_options& o) {
     k.as_expected = meets_expectation(k.expect, k.parity.outcome);
     all_expected = all_expected && k.as_expected;
     decisions.push_back(k.decision);
-    if (k.parity.outcome == verdict::pass) {
+    if (k.parity.outcome == verdict::pass && writer) {
       write_known_good(out / "known_good.json",
                        {k.name, k.parity.policy, s.name, ref.reference_id, k.decision.decided_utc});
     }
   }
+  if (!writer) return ranks.finish(out, all_expected ? exit_ok : exit_check_failed);  // the others write nothing
   append_decisions(out / "decisions.jsonl", decisions);
   summary.exit_code = all_expected ? exit_ok : exit_check_failed;
   summary.peak_rss_bytes = peak_rss_bytes();
@@ -344,6 +356,7 @@ int run_sim(const sim_options& o) {
   const std::string json_text = render_summary_json(summary);
   write_file_atomically(out / "summary.json", json_text);
   write_file_atomically(out / "report.html", render_html_report(summary));
+  (void)ranks.finish(out, summary.exit_code);  // data_parallel.json, when the scenario is data parallel
   // Everything is written: the checkpoints of this invocation have served their purpose (and their folder,
   // when nothing else is in it).
   (void)checkpoints.clear();
@@ -393,7 +406,7 @@ const register_command reg{tool_command{
                       "refuse a scenario whose estimated training time exceeds this (e.g. 90s, 15m, 8h)")
           ->capture_default_str();
       cmd->add_flag("--print-default-scenario", o->print_default, "print the embedded default scenario and exit");
-      cmd->callback([o, &exit_code] { exit_code = run_sim(*o); });
+      cmd->callback([o, &exit_code] { exit_code = run_on_every_rank([&] { return run_sim(*o); }); });
     }}};
 
 }  // namespace

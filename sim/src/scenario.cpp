@@ -13,6 +13,7 @@
 #include "safeamp/policy/precision_policy.hpp"
 #include "safeamp/scaling/scaler_presets.hpp"
 #include "safeamp/scaling/scaler_validate.hpp"
+#include "data_parallel_json.hpp"
 #include "safeamp/sim/json_input.hpp"
 #include "safeamp/sim/report.hpp"
 #include "safeamp/sim/report_files.hpp"
@@ -391,7 +392,7 @@ scenario parse_scenario(std::string_view text, std::string_view source) {
   const json j = parse_json_input(text, "scenario", source);
   const object_reader r(j, "",
                         {"name", "description", "model", "data", "training", "reference", "candidates", "tolerances",
-                         "baselines", "cost"});
+                         "baselines", "cost", "data_parallel"});
   scenario s;
   s.base.model = model_kind::transformer;
   s.name = r.text("name", s.name);
@@ -441,6 +442,10 @@ scenario parse_scenario(std::string_view text, std::string_view source) {
   if (r.has("cost")) {
     const object_reader c(r.at("cost"), "cost", {"dollars_per_hour"});
     s.dollars_per_hour = c.number("dollars_per_hour", 0.0, 0.0, 1e9, "a finite number >= 0");
+  }
+  if (r.has("data_parallel")) {
+    s.data_parallel = parse_data_parallel(r.at("data_parallel"), "data_parallel");
+    validate(*s.data_parallel, 1, s.base.batch_size);
   }
   // The simulator's own validation of every run this scenario makes (shapes, policy vs model, faults).
   validate(reference_config(s));

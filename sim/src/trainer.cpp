@@ -17,7 +17,9 @@
 #include "safeamp/error.hpp"
 #include "safeamp/policy/precision_policy.hpp"
 #include "safeamp/scaling/loss_scaler.hpp"
+#include "safeamp/scaling/communicator.hpp"
 #include "safeamp/sim/checkpoint.hpp"
+#include "safeamp/sim/communicator.hpp"
 #include "safeamp/sim/datasets.hpp"
 #include "safeamp/sim/loss.hpp"
 #include "safeamp/sim/models.hpp"
@@ -28,6 +30,8 @@ namespace safeamp::sim {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+// With data parallelism, part k's casts use sites from k << 16 and the optimizer's from here.
+constexpr std::uint32_t optimizer_cast_sites = 0xFFFF0000u;
 using any_scaler = std::variant<loss_scaler, static_loss_scaler, noop_loss_scaler>;
 
 any_scaler make_scaler(const scaler_choice& s) {
@@ -146,7 +150,7 @@ class phase_clock {
 
 }  // namespace
 
-run_result train(const run_config& cfg, const step_observer& on_step) {
+run_result train(const run_config& cfg, const step_observer& on_step, gradient_exchange* exchange) {
   validate(cfg);
   const auto wall_start = clock_type::now();
   const precision_policy& pol = cfg.policy;
@@ -194,6 +198,7 @@ run_result train(const run_config& cfg, const step_observer& on_step) {
   result.policy = pol;
   result.steps = std::move(history);  // a resumed run reports the steps before its checkpoint too
 
+  single_rank solo;
   std::vector<std::span<float>> buffers;
   for (parameter& p : params) buffers.push_back(span_of(p.grad));
 
@@ -205,11 +210,8 @@ run_result train(const run_config& cfg, const step_observer& on_step) {
     ctx.begin_step(step);
     batch b = data.train_batch(step, cfg.batch_size);
     b.inject_nan = fault_at(cfg, fault_kind::input_nan, step);
-    zero_grads(params);
+    if (exchange != nullptr) exchange->begin_step(step);
     phase_clock phase(result.phases);
-    net->forward(ctx, pol, b, logits);
-    phase.lap(&step_phase_seconds::forward);
-    result.activation_elements = ctx.activation_stats.elements;
 
     step_record rec;
     rec.step = step;
@@ -217,34 +219,64 @@ run_result train(const run_config& cfg, const step_observer& on_step) {
     std::visit(
         [&](auto& s) {
           rec.scale = s.scale();
-          const loss_result lr =
-              cross_entropy(ctx, pol, logits, b.targets, static_cast<double>(s.scale()) * factor, &dlogits);
-          rec.loss = lr.loss * factor;
-          phase.lap(&step_phase_seconds::loss);
-          net->backward(ctx, pol, dlogits);
-          phase.lap(&step_phase_seconds::backward);
-          for (std::size_t i = 0; i < cfg.faults.size(); ++i) {
-            const fault_spec& f = cfg.faults[i];
-            if ((f.kind == fault_kind::gradient_inf || f.kind == fault_kind::gradient_nan) &&
-                std::find(f.steps.begin(), f.steps.end(), step) != f.steps.end()) {
-              params[fault_targets[i]].grad.data()[0] = f.kind == fault_kind::gradient_inf
-                                                            ? std::numeric_limits<float>::infinity()
-                                                            : std::numeric_limits<float>::quiet_NaN();
+          // Forward and backward of one part of the batch (the whole batch without data parallelism).
+          const auto run_part = [&](const batch& part, bool with_gradient_faults) {
+            zero_grads(params);
+            net->forward(ctx, pol, part, logits);
+            phase.lap(&step_phase_seconds::forward);
+            result.activation_elements = ctx.activation_stats.elements;
+            const loss_result lr =
+                cross_entropy(ctx, pol, logits, part.targets, static_cast<double>(s.scale()) * factor, &dlogits);
+            phase.lap(&step_phase_seconds::loss);
+            net->backward(ctx, pol, dlogits);
+            phase.lap(&step_phase_seconds::backward);
+            for (std::size_t i = 0; with_gradient_faults && i < cfg.faults.size(); ++i) {
+              const fault_spec& f = cfg.faults[i];
+              if ((f.kind == fault_kind::gradient_inf || f.kind == fault_kind::gradient_nan) &&
+                  std::find(f.steps.begin(), f.steps.end(), step) != f.steps.end()) {
+                params[fault_targets[i]].grad.data()[0] = f.kind == fault_kind::gradient_inf
+                                                              ? std::numeric_limits<float>::infinity()
+                                                              : std::numeric_limits<float>::quiet_NaN();
+              }
             }
-          }
-          if (cfg.record_layer_counts) {
-            const cast_stats& d = lr.gradient_stats;  // where the backward starts: the loss gradient's cast
-            rec.grads.push_back(layer_counts{.name = std::string(loss_gradient_name), .elements = d.elements,
-                                             .overflow = d.overflow, .underflow = d.underflow,
-                                             .subnormal = d.subnormal, .nan = d.nan});
-            for (const parameter& p : params) {
-              rec.grads.push_back(layer_counts{.name = p.name, .elements = p.grad_stats.elements,
-                                               .overflow = p.grad_stats.overflow, .underflow = p.grad_stats.underflow,
-                                               .subnormal = p.grad_stats.subnormal, .nan = p.grad_stats.nan});
+            part_result r{.loss = lr.loss * factor, .counts = {}};
+            if (cfg.record_layer_counts) {
+              r.counts.push_back(lr.gradient_stats);  // where the backward starts: the loss gradient's cast
+              for (const parameter& p : params) r.counts.push_back(p.grad_stats);
             }
+            return r;
+          };
+          part_result total;
+          if (exchange == nullptr) {
+            total = run_part(b, true);
+          } else {
+            // Data parallel: this rank's parts, each with its own cast-site range so stochastic rounding
+            // bits depend on the part, not on which rank computes it; then the reduction across ranks.
+            for (const batch_part& part : exchange->local_parts(b.samples)) {
+              ctx.begin_step(step);
+              ctx.cast_site = static_cast<std::uint32_t>(part.index) << 16;
+              exchange->keep(
+                  part, buffers,
+                  run_part(slice_batch(b, part.first_sample, part.samples), exchange->gradient_faults_in(part.index)));
+            }
+            total = exchange->reduce(buffers);
+            ctx.begin_step(step);
+            ctx.cast_site = optimizer_cast_sites;  // the optimizer's casts: the same keys on every rank
           }
-          phase.skip();  // fault injection and counters are not a phase
-          for (const std::span<float> g : buffers) (void)s.unscale(g);
+          rec.loss = total.loss;
+          for (std::size_t i = 0; i < total.counts.size(); ++i) {
+            const cast_stats& d = total.counts[i];
+            rec.grads.push_back(layer_counts{.name = i == 0 ? std::string(loss_gradient_name) : params[i - 1].name,
+                                             .elements = d.elements,
+                                             .overflow = d.overflow,
+                                             .underflow = d.underflow,
+                                             .subnormal = d.subnormal,
+                                             .nan = d.nan});
+          }
+          phase.skip();  // fault injection, counters and the cross-rank reduction are not a phase
+          // Unscale with the element-wise check, then one found_inf for every rank (integer MAX).
+          communicator& group = exchange != nullptr ? exchange->ranks() : solo;
+          (void)unscale_and_agree(group, s, std::span<const std::span<float>>(buffers));
           phase.lap(&step_phase_seconds::unscale_check);
           const std::span<const std::span<float>> all(buffers);
           if (cfg.clip_norm > 0.0) {
@@ -259,8 +291,9 @@ run_result train(const run_config& cfg, const step_observer& on_step) {
           const step_report report = s.step([&] { opt.step(ctx, params); });
           rec.found_inf = report.found_inf;
           rec.skipped = !report.applied;
-          (void)s.update();
+          const step_report done = s.update();
           phase.lap(&step_phase_seconds::optimizer);
+          check_scaler_consensus(group, scaler_consensus_hash(done), done.step);  // names diverging ranks
         },
         scaler);
     rec.step_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();

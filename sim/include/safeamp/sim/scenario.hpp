@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "safeamp/sim/data_parallel.hpp"
 #include "safeamp/sim/parity.hpp"
 #include "safeamp/sim/reference.hpp"
 #include "safeamp/sim/run_config.hpp"
@@ -43,6 +44,7 @@ struct scenario {
   tolerance_overrides tolerances;       // scenario-wide
   std::vector<std::string> baselines;   // fallback order, e.g. {"bf16-mixed", "fp32"}
   double dollars_per_hour = 0.0;        // price of the machine for the cost section; 0: not shown
+  std::optional<data_parallel_config> data_parallel;  // set: every run is data parallel (mpirun -np N)
 };
 
 /// Parses scenario JSON. `source` names the text in errors (a path or "embedded default"). Throws

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "safeamp/sim/gradient_exchange.hpp"
 #include "safeamp/sim/run_config.hpp"
 #include "safeamp/sim/run_result.hpp"
 
@@ -16,6 +17,9 @@ using step_observer = std::function<void(std::int64_t steps_done, std::int64_t s
 
 /// Trains as configured. Deterministic: the same config gives bit-identical step records, probe logits
 /// and weights_hash for any `threads`, and across a save/resume. Throws safeamp::error on bad input.
-[[nodiscard]] run_result train(const run_config& cfg, const step_observer& on_step = {});
+/// With `exchange` (data parallelism) the rank computes only its parts of each global batch, the exchange
+/// reduces the gradients, and found_inf and the scaler state are agreed across its ranks.
+[[nodiscard]] run_result train(const run_config& cfg, const step_observer& on_step = {},
+                               gradient_exchange* exchange = nullptr);
 
 }  // namespace safeamp::sim

@@ -1,0 +1,55 @@
+// Data parallelism in the simulator: the global batch of every step is cut into `micro_batches` equal parts,
+// rank r of N computes the contiguous block of parts [r*K/N, (r+1)*K/N), and the gradients are combined by
+// pure data movement (an all-gather) plus local arithmetic in a fixed order, never a floating-point MPI
+// reduction. The canonical fp32 reduction gives the same bits for every N; the wire-format modes emulate what
+// a low-precision collective does at N ranks (reduction.hpp). train(cfg, &exchange) runs it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "safeamp/sim/communicator.hpp"
+#include "safeamp/sim/gradient_exchange.hpp"
+#include "safeamp/sim/reduction.hpp"
+
+namespace safeamp::sim {
+
+struct data_parallel_config {
+  std::int64_t micro_batches = 4;      // K: parts of every global batch (the batch size must be a multiple); N <= K
+  reduce_spec reduction{};             // canonical fp32 by default
+  std::int64_t fault_micro_batch = 0;  // gradient_inf/gradient_nan faults land in this part only (its rank only)
+  std::int64_t exit_rank = -1;         // test hook: this rank ends abruptly (no clean-up) at exit_step
+  std::int64_t exit_step = -1;
+  friend bool operator==(const data_parallel_config&, const data_parallel_config&) = default;
+};
+
+/// Throws safeamp::error when `cfg` cannot run on `ranks` ranks with global batches of `batch_size` samples.
+void validate(const data_parallel_config& cfg, std::int64_t ranks, std::int64_t batch_size);
+
+class data_parallel final : public gradient_exchange {
+ public:
+  data_parallel(communicator& ranks, data_parallel_config cfg);
+
+  [[nodiscard]] std::vector<batch_part> local_parts(std::int64_t global_samples) const override;
+  [[nodiscard]] bool gradient_faults_in(std::int64_t index) const override;
+  void keep(const batch_part& part, std::span<const std::span<float>> grads, part_result result) override;
+  [[nodiscard]] part_result reduce(std::span<const std::span<float>> grads) override;
+  [[nodiscard]] communicator& ranks() override { return *ranks_; }
+  void begin_step(std::int64_t step) override;
+
+  [[nodiscard]] const data_parallel_config& config() const noexcept { return cfg_; }
+
+ private:
+  [[nodiscard]] std::int64_t first_part(int rank) const noexcept;
+  communicator* ranks_;
+  data_parallel_config cfg_;
+  std::int64_t max_local_parts_ = 0;
+  std::vector<float> kept_;  // (max_local_parts, elements): this rank's parts' gradients, in part order
+  std::vector<part_result> results_;
+  std::size_t elements_ = 0;
+};
+
+}  // namespace safeamp::sim

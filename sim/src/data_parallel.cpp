@@ -1,0 +1,212 @@
+// Data parallelism across ranks (see data_parallel.hpp), and slice_batch for the trainer's parts.
+#include "safeamp/sim/data_parallel.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "data_parallel_json.hpp"
+#include "safeamp/error.hpp"
+#include "safeamp/scaling/communicator.hpp"
+#include "safeamp/sim/json_input.hpp"
+
+namespace safeamp::sim {
+
+batch slice_batch(const batch& b, std::int64_t first, std::int64_t count) {
+  if (first < 0 || count < 1 || first + count > b.samples) {
+    throw error("batch part", "samples [" + std::to_string(first) + ", " + std::to_string(first + count) + ")",
+                "a range inside the batch's " + std::to_string(b.samples) + " samples");
+  }
+  const auto cut = [&](const auto& v) {
+    using vec = std::decay_t<decltype(v)>;
+    const std::size_t per = v.size() / static_cast<std::size_t>(b.samples);
+    return vec(v.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(first) * per),
+               v.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(first + count) * per));
+  };
+  batch part;
+  part.samples = count;
+  part.inject_nan = b.inject_nan;
+  if (b.features.size() > 0) part.features = b.features.middleRows(first, count);
+  part.tokens = cut(b.tokens);
+  part.targets = cut(b.targets);
+  part.slices = cut(b.slices);
+  return part;
+}
+
+data_parallel_config parse_data_parallel(const nlohmann::json& j, std::string_view path) {
+  const std::string p(path);
+  if (!j.is_object()) throw error(p, summarize_json(j), "an object");
+  static const char* const keys[] = {"micro_batches", "reduction", "fault_micro_batch", "exit_rank", "exit_step"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (std::find_if(std::begin(keys), std::end(keys), [&](const char* k) { return it.key() == k; }) ==
+        std::end(keys)) {
+      throw error(p + "." + it.key(), "an unknown key",
+                  "micro_batches, reduction, fault_micro_batch, exit_rank, exit_step");
+    }
+  }
+  const auto integer = [&](const char* key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
+    if (!j.contains(key)) return fallback;
+    const nlohmann::json& v = j.at(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) {
+      throw error(p + "." + key, summarize_json(v),
+                  "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    return v.get<std::int64_t>();
+  };
+  data_parallel_config c;
+  c.micro_batches = integer("micro_batches", c.micro_batches, 1, 4096);
+  c.fault_micro_batch = integer("fault_micro_batch", c.fault_micro_batch, 0, c.micro_batches - 1);
+  c.exit_rank = integer("exit_rank", c.exit_rank, -1, 1 << 20);
+  c.exit_step = integer("exit_step", c.exit_step, -1, std::int64_t{1} << 40);
+  if (j.contains("reduction")) {
+    const nlohmann::json& v = j.at("reduction");
+    if (!v.is_string()) throw error(p + ".reduction", summarize_json(v), reduce_specs_accepted);
+    c.reduction = parse_reduce_spec(v.get<std::string>(), p + ".reduction");
+  }
+  return c;
+}
+
+void validate(const data_parallel_config& cfg, std::int64_t ranks, std::int64_t batch_size) {
+  if (cfg.micro_batches < 1 || batch_size % cfg.micro_batches != 0) {
+    throw error("data_parallel.micro_batches", std::to_string(cfg.micro_batches),
+                "a divisor of the batch size " + std::to_string(batch_size));
+  }
+  if (ranks > cfg.micro_batches) {
+    throw error("mpirun -np", std::to_string(ranks),
+                "at most data_parallel.micro_batches = " + std::to_string(cfg.micro_batches) +
+                    " ranks (every rank computes at least one micro-batch)");
+  }
+  if (cfg.fault_micro_batch < 0 || cfg.fault_micro_batch >= cfg.micro_batches) {
+    throw error("data_parallel.fault_micro_batch", std::to_string(cfg.fault_micro_batch),
+                "a micro-batch index in [0, " + std::to_string(cfg.micro_batches - 1) + "]");
+  }
+}
+
+data_parallel::data_parallel(communicator& ranks, data_parallel_config cfg) : ranks_(&ranks), cfg_(cfg) {
+  for (int r = 0; r < ranks_->size(); ++r)
+    max_local_parts_ = std::max(max_local_parts_, first_part(r + 1) - first_part(r));
+}
+
+std::int64_t data_parallel::first_part(int rank) const noexcept { return cfg_.micro_batches * rank / ranks_->size(); }
+
+std::vector<batch_part> data_parallel::local_parts(std::int64_t global_samples) const {
+  validate(cfg_, ranks_->size(), global_samples);
+  const std::int64_t per = global_samples / cfg_.micro_batches;
+  std::vector<batch_part> parts;
+  for (std::int64_t k = first_part(ranks_->rank()); k < first_part(ranks_->rank() + 1); ++k) {
+    parts.push_back(batch_part{.index = k, .first_sample = k * per, .samples = per});
+  }
+  return parts;
+}
+
+bool data_parallel::gradient_faults_in(std::int64_t index) const { return index == cfg_.fault_micro_batch; }
+
+void data_parallel::begin_step(std::int64_t step) {
+  if (ranks_->rank() == cfg_.exit_rank && step == cfg_.exit_step) {
+    std::fprintf(stderr, "safeamp sim: rank %d ends abruptly at step %lld (data_parallel.exit_rank, a test hook)\n",
+                 ranks_->rank(), static_cast<long long>(step));
+    std::fflush(stderr);
+    std::_Exit(3);  // a crash: no clean-up, no MPI_Finalize
+  }
+  results_.clear();
+}
+
+void data_parallel::keep(const batch_part& part, std::span<const std::span<float>> grads, part_result result) {
+  std::size_t elements = 0;
+  for (const std::span<float> g : grads) elements += g.size();
+  const std::size_t slot = static_cast<std::size_t>(part.index - first_part(ranks_->rank()));
+  if (results_.empty()) {
+    elements_ = elements;
+    kept_.assign(static_cast<std::size_t>(max_local_parts_) * elements_, 0.0f);
+  }
+  float* out = kept_.data() + slot * elements_;
+  for (const std::span<float> g : grads) out = std::copy(g.begin(), g.end(), out);
+  results_.push_back(std::move(result));
+}
+
+part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
+  communicator& c = *ranks_;
+  const auto n = static_cast<std::size_t>(c.size());
+  const auto slots = static_cast<std::size_t>(max_local_parts_);
+  const std::int64_t k_total = cfg_.micro_batches;
+  std::vector<float> reduced(elements_);
+  if (cfg_.reduction.order == reduce_order::canonical) {
+    // Every part's gradient to every rank, then one fixed-order fp32 sum over parts 0..K-1.
+    std::vector<float> all(n * slots * elements_);
+    c.allgather(std::as_bytes(std::span<const float>(kept_)), std::as_writable_bytes(std::span<float>(all)));
+    for (std::int64_t k = 0; k < k_total; ++k) {
+      int owner = 0;
+      while (first_part(owner + 1) <= k) ++owner;
+      const float* g =
+          all.data() +
+          (static_cast<std::size_t>(owner) * slots + static_cast<std::size_t>(k - first_part(owner))) * elements_;
+      if (k == 0) {
+        std::copy(g, g + elements_, reduced.begin());
+      } else {
+        for (std::size_t i = 0; i < elements_; ++i) reduced[i] += g[i];
+      }
+    }
+  } else {
+    // Each rank's own parts summed in fp32, then the emulated collective over ranks.
+    std::vector<float> mine(elements_);
+    for (std::size_t s = 0; s < results_.size(); ++s) {
+      const float* g = kept_.data() + s * elements_;
+      for (std::size_t i = 0; i < elements_; ++i) mine[i] = s == 0 ? g[i] : mine[i] + g[i];
+    }
+    std::vector<float> all(n * elements_);
+    c.allgather(std::as_bytes(std::span<const float>(mine)), std::as_writable_bytes(std::span<float>(all)));
+    reduce_across_ranks(cfg_.reduction, all, c.size(), reduced);
+  }
+  const auto parts = static_cast<float>(k_total);
+  float* src = reduced.data();
+  for (const std::span<float> g : grads) {
+    for (float& v : g) v = *src++ / parts;  // the mean over parts; exact when K is a power of two
+  }
+
+  // The loss: every part's loss, summed in part order; the counters: integer sums (order-free).
+  std::vector<double> losses(slots, 0.0);
+  for (std::size_t s = 0; s < results_.size(); ++s) losses[s] = results_[s].loss;
+  std::vector<double> all_losses(n * slots);
+  c.allgather(std::as_bytes(std::span<const double>(losses)), std::as_writable_bytes(std::span<double>(all_losses)));
+  part_result total;
+  for (std::int64_t k = 0; k < k_total; ++k) {
+    int owner = 0;
+    while (first_part(owner + 1) <= k) ++owner;
+    total.loss += all_losses[static_cast<std::size_t>(owner) * slots + static_cast<std::size_t>(k - first_part(owner))];
+  }
+  total.loss /= static_cast<double>(k_total);
+  const std::size_t counters = results_.front().counts.size();
+  if (counters > 0) {
+    constexpr std::size_t fields = 6;
+    std::vector<std::uint64_t> mine(counters * fields, 0);
+    for (const part_result& r : results_) {
+      for (std::size_t i = 0; i < counters; ++i) {
+        const cast_stats& s = r.counts[i];
+        const std::uint64_t f[fields] = {s.elements, s.overflow, s.underflow, s.subnormal, s.nan, s.infinity};
+        for (std::size_t k = 0; k < fields; ++k) mine[i * fields + k] += f[k];
+      }
+    }
+    std::vector<std::uint64_t> all(n * mine.size());
+    c.allgather(std::as_bytes(std::span<const std::uint64_t>(mine)),
+                std::as_writable_bytes(std::span<std::uint64_t>(all)));
+    total.counts.assign(counters, cast_stats{});
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::size_t i = 0; i < counters; ++i) {
+        const std::uint64_t* f = all.data() + (r * counters + i) * fields;
+        cast_stats& s = total.counts[i];
+        s.elements += f[0];
+        s.overflow += f[1];
+        s.underflow += f[2];
+        s.subnormal += f[3];
+        s.nan += f[4];
+        s.infinity += f[5];
+      }
+    }
+  }
+  return total;
+}
+
+}  // namespace safeamp::sim

@@ -1,0 +1,123 @@
+// Data parallelism in the simulator on N ranks of an in-process thread group (the same trainer code mpirun
+// runs, see mpirun_hashes.sh for the real processes): the exchange is transparent on one rank and one part;
+// the canonical fp32 reduction gives the same bits for N = 1, 2, 4; an overflow in one rank's micro-batch skips
+// the step on every rank; bad configurations are refused by name.
+#include "safeamp/sim/data_parallel.hpp"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "../../support/thread_communicator.hpp"
+#include "safeamp/error.hpp"
+#include "safeamp/policy/policy_presets.hpp"
+#include "safeamp/scaling/scaler_presets.hpp"
+#include "safeamp/sim/trainer.hpp"
+
+using namespace safeamp;
+using namespace safeamp::sim;
+using safeamp::testing::thread_world;
+
+namespace {
+
+run_config tiny_run() {
+  run_config c;
+  c.model = model_kind::mlp;
+  c.mlp = mlp_shape{.input_dim = 8, .hidden_dim = 16, .hidden_layers = 1, .classes = 4};
+  c.data.train_samples = 256;
+  c.data.eval_samples = 64;
+  c.data.probe_rows = 4;
+  c.policy = presets::fp16_mixed;
+  c.scaler.kind = scaler_kind::dynamic;
+  c.scaler.dynamic = scaler_config{.init_scale = 1024.0f, .growth_interval = 4};
+  c.steps = 8;
+  c.batch_size = 16;
+  c.clip_norm = 1.0;
+  return c;
+}
+
+// Trains `cfg` data parallel on `ranks` thread ranks; returns every rank's result.
+std::vector<run_result> train_on(int ranks, const run_config& cfg, const data_parallel_config& dp) {
+  thread_world w(ranks);
+  std::vector<run_result> out(static_cast<std::size_t>(ranks));
+  w.run([&](thread_world::rank_handle& h) {
+    communicator_adapter<thread_world::rank_handle> c(h);
+    data_parallel exchange(c, dp);
+    out[static_cast<std::size_t>(h.rank())] = train(cfg, {}, &exchange);
+  });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("one rank, one micro-batch: the exchange changes no bit of a run", "[data_parallel]") {
+  run_config cfg = tiny_run();
+  cfg.faults = {fault_spec{.kind = fault_kind::gradient_inf, .steps = {2}, .target = {}, .factor = 1.0}};
+  const run_result plain = train(cfg);
+  const std::vector<run_result> dp = train_on(1, cfg, data_parallel_config{.micro_batches = 1});
+  CHECK(dp[0].weights_hash == plain.weights_hash);
+  REQUIRE(dp[0].steps.size() == plain.steps.size());
+  for (std::size_t i = 0; i < plain.steps.size(); ++i) {
+    CHECK(dp[0].steps[i].loss == plain.steps[i].loss);
+    CHECK(dp[0].steps[i].scale == plain.steps[i].scale);
+    CHECK(dp[0].steps[i].skipped == plain.steps[i].skipped);
+  }
+  CHECK(plain.steps[2].skipped);
+}
+
+TEST_CASE("canonical fp32 reduction: the same bits for N = 1, 2 and 4 ranks", "[data_parallel]") {
+  const run_config cfg = tiny_run();
+  const data_parallel_config dp{.micro_batches = 4};
+  const run_result one = train_on(1, cfg, dp).front();
+  for (const int n : {2, 4}) {
+    for (const run_result& r : train_on(n, cfg, dp)) {
+      CHECK(r.weights_hash == one.weights_hash);
+      REQUIRE(r.steps.size() == one.steps.size());
+      for (std::size_t i = 0; i < r.steps.size(); ++i) {
+        CHECK(r.steps[i].loss == one.steps[i].loss);
+        CHECK(r.steps[i].grad_norm_before_clip == one.steps[i].grad_norm_before_clip);
+      }
+      CHECK(r.probe_logits == one.probe_logits);
+    }
+  }
+  // Four micro-batches are not the plain run of the whole batch (each part's mean, then the mean of the parts).
+  CHECK(one.weights_hash != train(cfg).weights_hash);
+}
+
+TEST_CASE("an overflow in one rank's micro-batch skips the step on every rank", "[data_parallel]") {
+  run_config cfg = tiny_run();
+  cfg.faults = {fault_spec{.kind = fault_kind::gradient_nan, .steps = {3}, .target = {}, .factor = 1.0}};
+  // Micro-batch 3 belongs to rank 3 alone: the other ranks' own gradients are finite.
+  const std::vector<run_result> four =
+      train_on(4, cfg, data_parallel_config{.micro_batches = 4, .fault_micro_batch = 3});
+  for (const run_result& r : four) {
+    for (const step_record& s : r.steps) CHECK(s.skipped == (s.step == 3));
+    CHECK(r.steps[4].scale == r.steps[3].scale * 0.5f);  // one backoff, on every rank
+    CHECK(r.weights_hash == four[0].weights_hash);
+  }
+}
+
+TEST_CASE("bf16 ring reduction changes the bits with N, the canonical reduction does not", "[data_parallel]") {
+  run_config cfg = tiny_run();
+  cfg.policy = presets::bf16_mixed;
+  cfg.scaler.kind = scaler_kind::none;
+  const data_parallel_config ring{.micro_batches = 4, .reduction = parse_reduce_spec("bf16-ring", "reduction")};
+  const std::uint64_t two = train_on(2, cfg, ring).front().weights_hash;
+  const std::uint64_t four = train_on(4, cfg, ring).front().weights_hash;
+  const std::uint64_t canonical = train_on(4, cfg, data_parallel_config{.micro_batches = 4}).front().weights_hash;
+  CHECK(two != four);
+  CHECK(four != canonical);
+}
+
+TEST_CASE("bad data-parallel settings are refused by name", "[data_parallel]") {
+  CHECK_THROWS_WITH(
+      validate(data_parallel_config{.micro_batches = 3}, 1, 16),
+      Catch::Contains("data_parallel.micro_batches is 3") && Catch::Contains("divisor of the batch size 16"));
+  CHECK_THROWS_WITH(validate(data_parallel_config{.micro_batches = 2}, 4, 16),
+                    Catch::Contains("mpirun -np is 4") && Catch::Contains("at most data_parallel.micro_batches = 2"));
+  CHECK_THROWS_WITH(validate(data_parallel_config{.micro_batches = 4, .fault_micro_batch = 4}, 2, 16),
+                    Catch::Contains("fault_micro_batch is 4"));
+  CHECK_THROWS_WITH(parse_reduce_spec("bf16-sum", "data_parallel.reduction"),
+                    Catch::Contains("data_parallel.reduction is 'bf16-sum'") && Catch::Contains("<wire>-ring"));
+  CHECK_THROWS_WITH(parse_reduce_spec("tf32-ring", "r"), Catch::Contains("bf16, fp16, e4m3, e5m2"));
+}
