@@ -5,6 +5,7 @@
 #include "safeamp/sim/data_parallel.hpp"
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -36,14 +37,17 @@ run_config tiny_run() {
   return c;
 }
 
-// Trains `cfg` data parallel on `ranks` thread ranks; returns every rank's result.
+// Trains `cfg` data parallel on `ranks` thread ranks; returns every rank's result. As the tool does, only
+// rank 0 saves checkpoints.
 std::vector<run_result> train_on(int ranks, const run_config& cfg, const data_parallel_config& dp) {
   thread_world w(ranks);
   std::vector<run_result> out(static_cast<std::size_t>(ranks));
   w.run([&](thread_world::rank_handle& h) {
     communicator_adapter<thread_world::rank_handle> c(h);
     data_parallel exchange(c, dp);
-    out[static_cast<std::size_t>(h.rank())] = train(cfg, {}, &exchange);
+    run_config mine = cfg;
+    if (h.rank() != 0) mine.checkpoint.save_path.clear();
+    out[static_cast<std::size_t>(h.rank())] = train(mine, {}, &exchange);
   });
   return out;
 }
@@ -95,6 +99,22 @@ TEST_CASE("an overflow in one rank's micro-batch skips the step on every rank", 
     CHECK(r.steps[4].scale == r.steps[3].scale * 0.5f);  // one backoff, on every rank
     CHECK(r.weights_hash == four[0].weights_hash);
   }
+}
+
+TEST_CASE("a checkpoint saved by rank 0 of 2 ranks resumes on 4 ranks bit-identically", "[data_parallel]") {
+  const run_config cfg = tiny_run();
+  const data_parallel_config dp{.micro_batches = 4};
+  const std::uint64_t uninterrupted = train_on(4, cfg, dp).front().weights_hash;
+  const std::string file = "data_parallel_test_resume.ckpt";
+  run_config first = cfg;
+  first.checkpoint.save_path = file;
+  first.checkpoint.save_after_step = 4;
+  first.checkpoint.stop_after_steps = 5;
+  (void)train_on(2, first, dp);
+  run_config rest = cfg;
+  rest.checkpoint.resume_path = file;
+  for (const run_result& r : train_on(4, rest, dp)) CHECK(r.weights_hash == uninterrupted);
+  std::remove(file.c_str());
 }
 
 TEST_CASE("bf16 ring reduction changes the bits with N, the canonical reduction does not", "[data_parallel]") {
