@@ -191,7 +191,6 @@ int run_plan(const plan_args& args) {
   const plan_request req = resolve_request(v, resolve_device(v));
   int code = exit_ok;
   if (req.gemm) code = std::max(code, report_roofline(req, out, args.json));
-  if (req.devices > 0) code = std::max(code, report_ranks(req, out, args.json));
   if (req.window_seconds > 0.0) {
     code = std::max(code, report_planner(req, out, args.json));
   } else if (req.has_budget && req.states_ledger) {
@@ -199,6 +198,7 @@ int run_plan(const plan_args& args) {
   } else if (req.has_budget) {
     code = std::max(code, report_budget(req, out, args.json));
   }
+  if (req.devices > 0) code = std::max(code, report_ranks(req, out, args.json));  // after the device and the step
   if (args.json) std::printf("%s\n", out.dump(2).c_str());
   return code;
 }
