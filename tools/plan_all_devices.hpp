@@ -7,17 +7,67 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "plan_inference.hpp"
 #include "plan_reports.hpp"
 
 namespace safeamp::tool {
 
-/// `--device all`: the request on every card of the table, one row each (the step's peaks, or the night's plan).
-inline int report_all_devices(plan_values v, bool json) {
+/// Figures that belong to one card, refused with `--device all`.
+inline void refuse_per_card_keys(const plan_values& v) {
   for (const char* k : {"capacity", "bandwidth", "peak-fp32", "peak-tf32", "peak-fp16", "peak-fp8", "gemm", "states",
                         "measured-peak", "measured-sps", "devices", "bucket-view"}) {
-    if (v.count(k) != 0)
-      throw error(k, "'" + v[k] + "' with --device all", "the table's own figures (drop --" + std::string(k) + ")");
+    if (v.count(k) != 0) {
+      throw error(k, "'" + v.at(k) + "' with --device all", "the table's own figures (drop --" + std::string(k) + ")");
+    }
   }
+}
+
+/// `--device all --inference`: the largest batch and the longest context (at --batch, default 1) on every card.
+inline int report_inference_all_devices(plan_values v, bool json) {
+  refuse_per_card_keys(v);
+  nlohmann::json rows = nlohmann::json::array();
+  int fitting = 0;
+  std::uint64_t context = 0;
+  for (const device_spec& d : device_table()) {
+    v["device"] = std::string(d.name);
+    const inference_plan p = resolve_inference(v, d);
+    context = p.request.context_tokens;
+    const std::uint64_t usable = detail::phase_pool_bytes(p.budget);
+    const inference_needs n = inference_needs_for(p.request);
+    const std::uint64_t batch = p.batch > 0 ? p.batch : 1;
+    const std::uint64_t largest = max_inference_batch(n, usable);
+    const std::uint64_t longest = max_inference_context(
+        p.request, {.generated_tokens = p.generated_tokens, .batch = batch, .available_bytes = usable});
+    fitting += largest >= batch ? 1 : 0;
+    rows.push_back({{"device", std::string(d.name)},
+                    {"capacity_bytes", d.capacity_bytes},
+                    {"usable_bytes", usable},
+                    {"weight_bytes", n.weight_bytes},
+                    {"max_batch", largest},
+                    {"batch", batch},
+                    {"max_context_tokens", longest},
+                    {"fits", largest >= batch}});
+  }
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"devices", rows}}.dump(2).c_str());
+    return fitting > 0 ? exit_ok : exit_check_failed;
+  }
+  std::printf("Inference on every card of the table (%s tokens of context; capacities as listed)\n",
+              std::to_string(context).c_str());
+  std::printf("  %-14s %9s %9s %10s %10s %16s\n", "device", "cap GB", "usable GB", "weights GB", "max batch",
+              "longest context");
+  for (const nlohmann::json& row : rows) {
+    std::printf("  %-14s %9.2f %9.2f %10.3f %10llu %9llu (b=%llu)\n", row["device"].get<std::string>().c_str(),
+                row["capacity_bytes"].get<double>() / 1e9, row["usable_bytes"].get<double>() / 1e9,
+                row["weight_bytes"].get<double>() / 1e9, row["max_batch"].get<unsigned long long>(),
+                row["max_context_tokens"].get<unsigned long long>(), row["batch"].get<unsigned long long>());
+  }
+  return fitting > 0 ? exit_ok : exit_check_failed;
+}
+
+/// `--device all`: the request on every card of the table, one row each (the step's peaks, or the night's plan).
+inline int report_all_devices(plan_values v, bool json) {
+  refuse_per_card_keys(v);
   nlohmann::json rows = nlohmann::json::array();
   int fitting = 0;
   bool night = false;

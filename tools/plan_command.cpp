@@ -179,8 +179,7 @@ int run_plan(const plan_args& args) {
   const bool inference = inference_requested(v);
   if (!inference) refuse_inference_keys(v);
   if (auto it = v.find("device"); it != v.end() && it->second == "all") {
-    if (inference) throw error("device", "'all' with --inference", "one device (--device NAME)");
-    return report_all_devices(v, args.json);
+    return inference ? report_inference_all_devices(v, args.json) : report_all_devices(v, args.json);
   }
   nlohmann::json out;
   if (inference) {
