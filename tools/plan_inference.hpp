@@ -78,11 +78,17 @@ inline inference_plan resolve_inference(const plan_values& v, const device_spec&
   if (v.count("seq") == 0) {
     throw error("inference", "without a shape", "a transformer shape (--seq --hidden --heads --layers --vocab)");
   }
-  const plan_request shape_request = resolve_request(v, device);  // the shape and the budget's overheads
+  // The budget's overheads through the training request's parser, without the training figures of the shape (a
+  // context an inference fits can be one whose training activations exceed the ledger).
+  plan_values budget_keys{{"states", "0"}, {"per-sample", "1"}};
+  for (const char* k : {"capacity", "reserve", "context", "workspace", "fragmentation"}) {
+    if (v.count(k) != 0) budget_keys[k] = v.at(k);
+  }
+  const plan_request budget_request = resolve_request(budget_keys, device);
   inference_plan p;
-  p.budget = shape_request.budget;
+  p.budget = budget_request.budget;
   inference_request& r = p.request;
-  r.shape = shape_request.shape.value();
+  r.shape = resolve_shape(v).value();
   r.context_tokens = r.shape.sequence;
   auto get = [&](const char* k) -> const std::string* {
     const auto it = v.find(k);
