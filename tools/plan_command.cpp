@@ -79,7 +79,8 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
                                   .data_parallel = static_cast<std::int64_t>(r.data_parallel),
                                   .rule = r.rounding})
               : accumulation_plan{.microbatch = f.max_microbatch, .steps = 1, .global_batch = f.max_microbatch};
-      c.headroom_bytes = phase_headroom_bytes(usable, c.needs, static_cast<std::uint64_t>(c.accumulation.microbatch));
+      c.headroom_bytes = phase_headroom_bytes(
+          c.needs, {.available_bytes = usable, .microbatch = static_cast<std::uint64_t>(c.accumulation.microbatch)});
     }
   }
   const bool fits = c.max_microbatch >= 1;

@@ -240,7 +240,7 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
           : accumulation_plan{.microbatch = c.max_microbatch, .steps = 1, .global_batch = c.max_microbatch * dp};
   const auto micro = static_cast<std::uint64_t>(c.accumulation.microbatch);
   for (std::size_t i = 0; i < 3; ++i) c.phase_peak_bytes[i] = c.needs[i].bytes_at(micro);
-  c.headroom_bytes = phase_headroom_bytes(pool, c.needs, micro);
+  c.headroom_bytes = phase_headroom_bytes(c.needs, {.available_bytes = pool, .microbatch = micro});
   if (!c.supported) return c;
   c.seconds_per_sample =
       seconds_per_sample(w, o.device, p.policy, mode, c.accumulation.microbatch, efficiency, adapters);

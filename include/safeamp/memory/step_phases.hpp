@@ -249,12 +249,17 @@ inline constexpr std::int64_t max_phase_microbatch = std::int64_t{1} << 40;
   return fit;
 }
 
-/// Headroom at `microbatch` in the tightest phase: available minus the largest phase peak (negative: over).
-[[nodiscard]] inline std::int64_t phase_headroom_bytes(std::uint64_t available_bytes, const step_needs& needs,
-                                                       std::uint64_t microbatch) {
+/// Where a headroom is taken, by name (a byte count and a sample count in a row would compile swapped).
+struct phase_point {
+  std::uint64_t available_bytes = 0;  // the pool the phases share
+  std::uint64_t microbatch = 1;
+};
+
+/// Headroom at the microbatch in the tightest phase: available minus the largest phase peak (negative: over).
+[[nodiscard]] inline std::int64_t phase_headroom_bytes(const step_needs& needs, const phase_point& at) {
   std::uint64_t peak = 0;
-  for (const phase_need& p : needs) peak = std::max(peak, p.bytes_at(microbatch));
-  return static_cast<std::int64_t>(available_bytes) - static_cast<std::int64_t>(peak);
+  for (const phase_need& p : needs) peak = std::max(peak, p.bytes_at(at.microbatch));
+  return static_cast<std::int64_t>(at.available_bytes) - static_cast<std::int64_t>(peak);
 }
 
 }  // namespace safeamp

@@ -48,6 +48,12 @@ constexpr bool calibrate_callable = requires(A... a) {
 };
 static_assert(!calibrate_callable<step_needs, std::uint64_t, std::uint64_t>);
 static_assert(calibrate_callable<step_needs, peak_measurement>);
+template <typename... A>
+constexpr bool headroom_callable = requires(A... a) {
+  phase_headroom_bytes(a...);
+};
+static_assert(!headroom_callable<std::uint64_t, step_needs, std::uint64_t>);
+static_assert(headroom_callable<step_needs, phase_point>);
 
 namespace {
 // 1e9 parameters, bf16-mixed, AdamW foreach: weights 4e9, gradients 4e9, moments 8e9, weight copies 2e9,
@@ -89,7 +95,9 @@ TEST_CASE("the largest microbatch is the smallest any phase allows; the step can
   CHECK(f.max_microbatch == 2);
   CHECK(f.limiting == step_phase::backward);
   CHECK(f.shortfall_bytes == 0);
-  CHECK(phase_headroom_bytes(21 * gb, n, 2) == 0);  // backward at 2: 18 + 3 = 21 exactly
+  CHECK(phase_headroom_bytes(n, {.available_bytes = 21 * gb, .microbatch = 2}) == 0);  // backward at 2: 18 + 3 = 21
+  // At 1 the optimizer step's 20 GB is the tightest (backward 19.5): 1 GB left.
+  CHECK(phase_headroom_bytes(n, {.available_bytes = 21 * gb, .microbatch = 1}) == 1'000'000'000LL);
   // 19.9 GB: backward at 1 is 19.5 (fits) but the step's 20 GB does not: short by 0.1 GB in the optimizer step.
   f = fit_phases(19'900'000'000ULL, n);
   CHECK(f.max_microbatch == 0);
