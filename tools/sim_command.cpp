@@ -20,6 +20,7 @@
 #include "safeamp/memory/bytes.hpp"
 #include "data_parallel_run.hpp"
 #include "safeamp/sim/datasets.hpp"
+#include "safeamp/sim/file_data.hpp"
 #include "safeamp/sim/parity.hpp"
 #include "safeamp/sim/parity_fallback.hpp"
 #include "safeamp/sim/preflight.hpp"
@@ -79,8 +80,10 @@ preflight_record preflight(const sim_options& o, const std::vector<run_config>& 
   preflight_inputs in;
   in.base_bytes = static_cast<double>(current_rss_bytes());
   const run_config& ref = runs.front();
-  if (ref.model == model_kind::transformer) {
-    const corpus_data data(ref.transformer, ref.data);  // reads and checks the corpus
+  if (reads_corpus(ref)) {
+    sim::transformer_shape shape = ref.transformer;
+    shape.context = preset_stack(ref).layers.front().context;
+    const corpus_data data(shape, ref.data);  // reads and checks the corpus
     in.vocab = data.vocab_size();
     std::error_code ec;
     in.corpus_bytes = static_cast<std::int64_t>(fs::file_size(ref.data.corpus_path, ec));
@@ -93,7 +96,8 @@ preflight_record preflight(const sim_options& o, const std::vector<run_config>& 
                               ? static_cast<double>(available_memory_bytes())
                               : static_cast<double>(parse_bytes(o.memory_budget, "--memory-budget"));
   r.time_budget_seconds = parse_duration_seconds("--time-budget", o.time_budget);  // plan --window's parser
-  in.flops_per_second = measure_training_rate(ref.model, ref.data);
+  check_data_files(ref);  // .npy inputs, targets and initial weights: a bad file exits 2 before any training
+  in.flops_per_second = measure_training_rate(reads_corpus(ref) ? model_kind::transformer : model_kind::mlp, ref.data);
   r.training_flops_per_second = in.flops_per_second;
   const preflight_estimate e = estimate_runs(runs, reference_reused, in);
   r.estimated_peak_bytes = e.peak_bytes;

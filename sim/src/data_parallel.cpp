@@ -30,6 +30,7 @@ batch slice_batch(const batch& b, std::int64_t first, std::int64_t count) {
   part.samples = count;
   part.inject_nan = b.inject_nan;
   if (b.features.size() > 0) part.features = b.features.middleRows(first, count);
+  if (b.target_values.size() > 0) part.target_values = b.target_values.middleRows(first, count);  // regression
   part.tokens = cut(b.tokens);
   part.targets = cut(b.targets);
   part.slices = cut(b.slices);

@@ -1,4 +1,4 @@
-// Cross-entropy in the policy's loss format (see loss.hpp).
+// Cross-entropy and the regression losses in the policy's loss format (see loss.hpp).
 #include "safeamp/sim/loss.hpp"
 
 #include <cmath>
@@ -61,6 +61,55 @@ loss_result cross_entropy(exec_context& ctx, const precision_policy& pol, const 
   }
   out.loss = static_cast<double>(round_scalar(f, total / static_cast<float>(rows)));
   if (dlogits != nullptr) out.gradient_stats = cast_in_place(ctx, *dlogits, pol.gradient);
+  return out;
+}
+
+loss_result regression_loss(exec_context& ctx, const precision_policy& pol, loss_kind kind, const matrix& outputs,
+                            const matrix& targets, double grad_scale, matrix* doutputs) {
+  if (targets.rows() != outputs.rows() || targets.cols() != outputs.cols()) {
+    throw error("regression targets", std::to_string(targets.rows()) + "x" + std::to_string(targets.cols()),
+                "the output's shape " + std::to_string(outputs.rows()) + "x" + std::to_string(outputs.cols()));
+  }
+  const format_spec f = pol.format_for(op_class::loss);
+  const Eigen::Index rows = outputs.rows();
+  const Eigen::Index cols = outputs.cols();
+  loss_result out;
+  out.row_loss.resize(static_cast<std::size_t>(rows));
+  out.predicted.assign(static_cast<std::size_t>(rows), -1);
+  if (doutputs != nullptr) doutputs->resize(rows, cols);
+  const float coef = static_cast<float>(grad_scale / static_cast<double>(rows * cols));
+  float total = 0.0f;
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    float row = 0.0f;
+    for (Eigen::Index j = 0; j < cols; ++j) {
+      const float d = round_scalar(f, round_scalar(f, outputs(r, j)) - targets(r, j));
+      const float a = std::fabs(d);
+      const float sign = d > 0.0f ? 1.0f : (d < 0.0f ? -1.0f : d);  // NaN stays NaN
+      float e = 0.0f, g = 0.0f;
+      switch (kind) {
+        case loss_kind::mse:
+          e = round_scalar(f, d * d);
+          g = round_scalar(f, 2.0f * d);
+          break;
+        case loss_kind::l1:
+          e = a;
+          g = sign;
+          break;
+        case loss_kind::huber:
+          e = a < 1.0f ? round_scalar(f, 0.5f * round_scalar(f, d * d)) : round_scalar(f, a - 0.5f);
+          g = a < 1.0f ? d : sign;
+          break;
+        case loss_kind::cross_entropy:
+          throw error("regression_loss kind", "cross_entropy", "mse, l1 or huber");
+      }
+      row = round_scalar(f, row + e);
+      total = round_scalar(f, total + e);
+      if (doutputs != nullptr) (*doutputs)(r, j) = round_scalar(f, coef * g);
+    }
+    out.row_loss[static_cast<std::size_t>(r)] = round_scalar(f, row / static_cast<float>(cols));
+  }
+  out.loss = static_cast<double>(round_scalar(f, total / static_cast<float>(rows * cols)));
+  if (doutputs != nullptr) out.gradient_stats = cast_in_place(ctx, *doutputs, pol.gradient);
   return out;
 }
 

@@ -10,7 +10,8 @@ optimizer::optimizer(const optimizer_config& cfg, const precision_policy& pol, b
     : cfg_(cfg), pol_(pol) {
   for (const parameter& p : params) {
     state_.first.push_back(matrix::Zero(p.value.rows(), p.value.cols()));
-    if (cfg.kind == optimizer_kind::adamw) state_.second.push_back(matrix::Zero(p.value.rows(), p.value.cols()));
+    if (cfg.kind == optimizer_kind::adamw || cfg.kind == optimizer_kind::adamw_torch)
+      state_.second.push_back(matrix::Zero(p.value.rows(), p.value.cols()));
     if (master_weights) state_.master.push_back(p.value);
   }
 }
@@ -30,27 +31,60 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
   const auto t = static_cast<double>(state_.updates);
   const auto c1 = static_cast<float>(1.0 / (1.0 - std::pow(cfg_.beta1, t)));
   const auto c2 = static_cast<float>(1.0 / (1.0 - std::pow(cfg_.beta2, t)));
+  // torch.optim.AdamW (_single_tensor_adamw): Python floats, converted to float where they meet a tensor.
+  const auto torch_decay = static_cast<float>(1.0 - cfg_.learning_rate * cfg_.weight_decay);
+  const auto torch_step_size = static_cast<float>(cfg_.learning_rate / (1.0 - std::pow(cfg_.beta1, t)));
+  const auto torch_bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(cfg_.beta2, t)));
+  const auto one_minus_b1 = static_cast<float>(1.0 - cfg_.beta1);
+  const auto one_minus_b2 = static_cast<float>(1.0 - cfg_.beta2);
+  const auto one_minus_damp = static_cast<float>(1.0 - cfg_.dampening);
+  const bool first_update = state_.updates == 1;
   matrix updated;
   for (std::size_t i = 0; i < params.size(); ++i) {
     parameter& p = params[i];
     matrix& weights = keeps_master() ? state_.master[i] : p.value;  // what the update is added to
     updated.resize(weights.rows(), weights.cols());
     float* m = state_.first[i].data();
-    float* v = cfg_.kind == optimizer_kind::adamw ? state_.second[i].data() : nullptr;
+    float* v = state_.second.empty() ? nullptr : state_.second[i].data();
     const float* g = p.grad.data();
     const float* w = weights.data();
     float* out = updated.data();
     for (Eigen::Index k = 0; k < weights.size(); ++k) {
       float upd = 0.0f;
-      if (cfg_.kind == optimizer_kind::sgd_momentum) {
-        m[k] = mu * m[k] + g[k];
-        upd = -lr * m[k];
-      } else {
-        m[k] = b1 * m[k] + (1.0f - b1) * g[k];
-        v[k] = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
-        upd = -lr * ((m[k] * c1) / (std::sqrt(v[k] * c2) + eps) + wd * w[k]);
+      float base = w[k];  // what the rounded update is added to
+      switch (cfg_.kind) {
+        case optimizer_kind::sgd_momentum:
+          m[k] = mu * m[k] + g[k];
+          upd = -lr * m[k];
+          break;
+        case optimizer_kind::adamw:
+          m[k] = b1 * m[k] + (1.0f - b1) * g[k];
+          v[k] = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
+          upd = -lr * ((m[k] * c1) / (std::sqrt(v[k] * c2) + eps) + wd * w[k]);
+          break;
+        case optimizer_kind::adamw_torch:
+          // param.mul_(1 - lr*wd); exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad,
+          // 1 - beta2); denom = exp_avg_sq.sqrt() / sqrt(bias_correction2) + eps;
+          // param.addcdiv_(exp_avg, denom, -lr / bias_correction1). lerp with weight < 0.5 is a + w (b - a).
+          base = w[k] * torch_decay;
+          m[k] =
+              one_minus_b1 < 0.5f ? m[k] + one_minus_b1 * (g[k] - m[k]) : g[k] - (g[k] - m[k]) * (1.0f - one_minus_b1);
+          v[k] = v[k] * b2 + one_minus_b2 * g[k] * g[k];  // addcmul: self + (value * t1) * t2
+          upd = -torch_step_size * m[k] / (std::sqrt(v[k]) / torch_bc2_sqrt + eps);  // addcdiv: (value * t1) / t2
+          break;
+        case optimizer_kind::sgd_torch: {
+          // d_p = grad + wd*param; buf = d_p on the first step, else buf*momentum + (1 - dampening)*d_p;
+          // nesterov: d_p += momentum*buf, else d_p = buf; param.add_(d_p, alpha=-lr).
+          float d = wd != 0.0f ? g[k] + wd * w[k] : g[k];
+          if (mu != 0.0f) {
+            m[k] = first_update ? d : m[k] * mu + one_minus_damp * d;
+            d = cfg_.nesterov ? d + mu * m[k] : m[k];
+          }
+          upd = -lr * d;
+          break;
+        }
       }
-      out[k] = w[k] + round_scalar(fu, upd);
+      out[k] = base + round_scalar(fu, upd);
     }
     if (keeps_master()) {
       weights = updated;  // fp32 master: the update is kept exactly as fp32 arithmetic gave it

@@ -20,6 +20,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/policy/policy_presets.hpp"
 #include "safeamp/sim/datasets.hpp"
+#include "safeamp/sim/models.hpp"
 #include "safeamp/sim/run_result.hpp"
 #include "safeamp/sim/trainer.hpp"
 
@@ -31,8 +32,48 @@ constexpr double margin = 1.5;  // allocator overhead and temporaries not itemis
 
 double d(std::int64_t v) { return static_cast<double>(v); }
 
+// The width of a described stack's head when its `out` is 0: the vocabulary on token data, the clusters'
+// classes, or (files, not read by the preflight) 1.
+std::int64_t stack_head_width(const run_config& c, std::int64_t vocab) {
+  if (c.data.from_files()) return 1;
+  return c.model == model_kind::transformer || (c.model == model_kind::stack &&
+                                                c.stack.layers.front().kind == layer_kind::embedding)
+             ? vocab
+             : c.mlp.classes;
+}
+
+// A described stack's per-row floats (as the presets' formulas below count them, layer by layer).
+double stack_floats_per_row(const run_config& c, std::int64_t vocab) {
+  double floats = 2.0 * d(c.stack.input_dim), widest = d(c.stack.input_dim);
+  std::int64_t width = c.stack.input_dim, context = 1;
+  for (std::size_t i = 0; i < c.stack.layers.size(); ++i) {
+    const layer_spec& l = c.stack.layers[i];
+    if (l.kind == layer_kind::linear) {
+      width = l.out > 0 ? l.out : stack_head_width(c, vocab);
+      floats += 4.0 * d(width);
+    } else if (l.kind == layer_kind::embedding) {
+      width = l.width;
+      context = l.context;
+      floats += 4.0 * d(width);
+    } else if (l.kind == layer_kind::transformer_block) {
+      floats += 13.0 * d(width) + 4.0 * d(l.ffn_multiplier * width) + 2.0 * d(l.heads) * d(context);
+      widest = std::max(widest, d(l.ffn_multiplier * width));
+    } else {
+      floats += 3.0 * d(width);
+    }
+    widest = std::max(widest, 3.0 * d(width));
+  }
+  return floats + 4.0 * widest;
+}
+
+std::int64_t stack_context(const run_config& c) {
+  const layer_spec& first = c.stack.layers.front();
+  return first.kind == layer_kind::embedding ? first.context : 1;
+}
+
 // Floats cached or allocated per row (MLP sample, transformer token) by one forward and backward pass.
 double floats_per_row(const run_config& c, std::int64_t vocab) {
+  if (c.model == model_kind::stack) return stack_floats_per_row(c, vocab);
   if (c.model == model_kind::mlp) {
     const mlp_shape& m = c.mlp;
     const double widest = std::max({d(m.input_dim), d(m.hidden_dim), d(m.classes)});
@@ -51,9 +92,13 @@ double floats_per_row(const run_config& c, std::int64_t vocab) {
 
 // Rows of one training batch and of the held-out pass.
 double train_rows(const run_config& c) {
+  if (c.model == model_kind::stack) return d(c.batch_size) * d(stack_context(c));
   return c.model == model_kind::mlp ? d(c.batch_size) : d(c.batch_size) * d(c.transformer.context);
 }
 double held_out_rows(const run_config& c, const preflight_inputs& in) {
+  if (c.model == model_kind::stack) {
+    return stack_context(c) > 1 ? d(in.eval_sequences) * d(stack_context(c)) : d(c.data.eval_samples);
+  }
   return c.model == model_kind::mlp ? d(c.data.eval_samples) : d(in.eval_sequences) * d(c.transformer.context);
 }
 
@@ -80,17 +125,23 @@ step_flops flops_of(const run_config& c, std::int64_t vocab) {
   if (c.model == model_kind::transformer) {
     const transformer_shape& t = c.transformer;
     f.forward_per_row += d(t.layers) * 4.0 * d(t.context) * d(t.width);  // QK^T and PV per token
+  } else if (c.model == model_kind::stack) {
+    for (const parameter_shape& p : shapes) {  // QK^T and PV per token of each block (its qkv weight: (w, 3w))
+      if (p.name.ends_with(".qkv.weight")) f.forward_per_row += 4.0 * d(stack_context(c)) * d(p.rows);
+    }
   }
   f.train = 3.0 * f.forward_per_row * train_rows(c);
   return f;
 }
 
 std::string model_fields(const run_config& c) {
+  if (c.model == model_kind::stack) return "model.layers, model.input_dim";
   return c.model == model_kind::mlp ? "model.hidden_dim, model.hidden_layers, model.input_dim, model.classes"
                                     : "model.width, model.layers, model.ffn_multiplier, the corpus's vocabulary";
 }
 
 std::string row_fields(const run_config& c) {
+  if (c.model == model_kind::stack) return "model.layers";
   return c.model == model_kind::mlp ? "model.hidden_dim, model.hidden_layers"
                                     : "model.width, model.layers, model.context, model.heads";
 }
@@ -107,31 +158,32 @@ std::vector<parameter_shape> parameter_shapes(const run_config& c, std::int64_t 
     out.push_back({name + ".gain", 1, width});
     out.push_back({name + ".bias", 1, width});
   };
-  if (c.model == model_kind::mlp) {
-    const mlp_shape& m = c.mlp;
-    std::int64_t in = m.input_dim;
-    for (std::int64_t i = 0; i < m.hidden_layers; ++i) {
-      linear("fc" + std::to_string(i), in, m.hidden_dim);
-      in = m.hidden_dim;
+  // The same walk as the model's constructor (models.cpp), over the preset's or the described stack.
+  const model_stack stack = preset_stack(c);
+  std::int64_t width = stack.input_dim;
+  for (std::size_t i = 0; i < stack.layers.size(); ++i) {
+    const layer_spec& l = stack.layers[i];
+    const std::string name = l.name.empty() ? to_string(l.kind) + std::to_string(i) : l.name;
+    if (l.kind == layer_kind::linear) {
+      const std::int64_t n = l.out > 0 ? l.out : stack_head_width(c, vocab);
+      linear(name, width, n);
+      width = n;
+    } else if (l.kind == layer_kind::layer_norm) {
+      norm(name, width);
+    } else if (l.kind == layer_kind::embedding) {
+      out.push_back({name + ".tokens", vocab, l.width});
+      out.push_back({name + ".positions", l.context, l.width});
+      width = l.width;
+    } else if (l.kind == layer_kind::transformer_block) {
+      const std::string p = name + ".";
+      norm(p + "ln1", width);
+      linear(p + "qkv", width, 3 * width);
+      linear(p + "proj", width, width);
+      norm(p + "ln2", width);
+      linear(p + "fc1", width, l.ffn_multiplier * width);
+      linear(p + "fc2", l.ffn_multiplier * width, width);
     }
-    linear("head", in, m.classes);
-    return out;
   }
-  const transformer_shape& t = c.transformer;
-  const std::int64_t w = t.width;
-  out.push_back({"embed.tokens", vocab, w});
-  out.push_back({"embed.positions", t.context, w});
-  for (std::int64_t l = 0; l < t.layers; ++l) {
-    const std::string p = "block" + std::to_string(l) + ".";
-    norm(p + "ln1", w);
-    linear(p + "qkv", w, 3 * w);
-    linear(p + "proj", w, w);
-    norm(p + "ln2", w);
-    linear(p + "fc1", w, t.ffn_multiplier * w);
-    linear(p + "fc2", t.ffn_multiplier * w, w);
-  }
-  norm("final_ln", w);
-  linear("head", w, vocab);
   return out;
 }
 
@@ -163,7 +215,8 @@ preflight_estimate estimate_runs(const std::vector<run_config>& runs, bool refer
     double elements = 0.0;
     for (const parameter_shape& p : shapes) elements += d(p.rows) * d(p.cols);
     e.parameters = static_cast<std::int64_t>(std::min(elements, 9.0e18));
-    const double moments = c.optimizer.kind == optimizer_kind::adamw ? 2.0 : 1.0;
+    const bool adam = c.optimizer.kind == optimizer_kind::adamw || c.optimizer.kind == optimizer_kind::adamw_torch;
+    const double moments = adam ? 2.0 : 1.0;
     const double tensors = 2.0 + moments + (keeps_master_weights(c) ? 1.0 : 0.0);  // value, gradient, ...
     const double states = elements * float_bytes * tensors;
     const double row = floats_per_row(c, in.vocab) * float_bytes;
@@ -176,8 +229,8 @@ preflight_estimate estimate_runs(const std::vector<run_config>& runs, bool refer
     const double telemetry_text = d(c.steps) * (200.0 + counters * 100.0);
     const bool checkpoints = !c.checkpoint.save_path.empty();
     const double checkpoint_records = checkpoints ? 2.0 * records : 0.0;  // the history copied and serialised
-    const double data = c.model == model_kind::transformer ? 5.0 * d(in.corpus_bytes) : 0.0;
-    const double report = 2.0 * 1048576.0 + d(c.steps) * 200.0;  // summary, report and its charts
+    const double data = 5.0 * d(in.corpus_bytes);                         // 0 unless the run reads a corpus
+    const double report = 2.0 * 1048576.0 + d(c.steps) * 200.0;           // summary, report and its charts
     std::vector<estimate_term> terms = {
         {"parameters, gradients and optimizer state (" + std::to_string(e.parameters) + " parameters)", model_fields(c),
          states},
@@ -222,6 +275,7 @@ preflight_estimate estimate_runs(const std::vector<run_config>& runs, bool refer
 }
 
 double measure_training_rate(model_kind kind, const data_config& data) {
+  if (kind == model_kind::stack) kind = model_kind::mlp;  // callers pass transformer for a stack on a corpus
   run_config c;
   c.label = "preflight calibration";
   c.model = kind;

@@ -57,7 +57,26 @@ void validate(const run_config& c) {
   require(std::isfinite(c.loss_weight) && c.loss_weight > 0.0, "loss_weight", num(c.loss_weight), "a finite number > 0");
   validate_policy(c.policy);
 
-  if (c.model == model_kind::mlp) {
+  if (c.model == model_kind::stack) {
+    require(!c.stack.layers.empty(), "model layers", "[]", "a non-empty list of layers ending in a linear head");
+    const bool tokens = c.stack.layers.front().kind == layer_kind::embedding;
+    require(tokens || c.stack.input_dim >= 1, "model input_dim", std::to_string(c.stack.input_dim),
+            ">= 1 (the columns of the inputs) when the first layer is not an embedding");
+    require(!tokens || !c.data.from_files(), "data inputs", "'" + c.data.inputs_path + "'",
+            "no input files for a stack that starts with an embedding (it reads the corpus)");
+  }
+  require(c.loss == loss_kind::cross_entropy || c.data.from_files(), "training loss", to_string(c.loss),
+          "cross_entropy unless the data come from files (regression targets are read from data.targets)");
+  require(c.data.from_files() == !c.data.targets_path.empty(), "data targets", "'" + c.data.targets_path + "'",
+          "set together with data.inputs");
+  require(c.data.eval_inputs_path.empty() == c.data.eval_targets_path.empty(), "data eval_targets",
+          "'" + c.data.eval_targets_path + "'", "set together with data.eval_inputs");
+  require(!c.data.from_files() || c.model == model_kind::stack, "data inputs", "'" + c.data.inputs_path + "'",
+          "input files only with model.kind \"stack\"");
+  if (c.data.from_files()) {
+    // Clusters and corpus settings do not apply; the model checks its widths against the files.
+  } else if (c.model == model_kind::mlp ||
+             (c.model == model_kind::stack && c.stack.layers.front().kind != layer_kind::embedding)) {
     const mlp_shape& m = c.mlp;
     require(m.input_dim >= 1, "mlp input_dim", std::to_string(m.input_dim), ">= 1");
     require(m.hidden_dim >= 1, "mlp hidden_dim", std::to_string(m.hidden_dim), ">= 1");
@@ -90,6 +109,9 @@ void validate(const run_config& c) {
   require(o.beta1 >= 0.0 && o.beta1 < 1.0, "optimizer beta1", num(o.beta1), "[0, 1)");
   require(o.beta2 >= 0.0 && o.beta2 < 1.0, "optimizer beta2", num(o.beta2), "[0, 1)");
   require(std::isfinite(o.epsilon) && o.epsilon > 0.0, "optimizer epsilon", num(o.epsilon), "a finite number > 0");
+  require(o.dampening >= 0.0 && o.dampening <= 1.0, "optimizer dampening", num(o.dampening), "[0, 1]");
+  require(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), "optimizer nesterov", "true",
+          "only with momentum > 0 and dampening 0 (torch.optim.SGD refuses it too)");
   require(std::isfinite(o.weight_decay) && o.weight_decay >= 0.0, "optimizer weight_decay", num(o.weight_decay),
           "a finite number >= 0");
 
@@ -117,17 +139,78 @@ void validate(const run_config& c) {
   require(k.stop_after_steps >= -1, "checkpoint stop_after_steps", std::to_string(k.stop_after_steps), ">= -1");
 }
 
-std::string to_string(model_kind k) { return k == model_kind::mlp ? "mlp" : "transformer"; }
-std::string to_string(activation_kind k) { return k == activation_kind::gelu ? "gelu" : "relu"; }
-std::string to_string(master_weights_mode m) {
-  switch (m) {
-    case master_weights_mode::from_policy: return "from_policy";
-    case master_weights_mode::on: return "on";
-    case master_weights_mode::off: return "off";
+std::string to_string(model_kind k) {
+  return k == model_kind::mlp ? "mlp" : k == model_kind::transformer ? "transformer" : "stack";
+}
+std::string to_string(loss_kind k) {
+  switch (k) {
+    case loss_kind::cross_entropy:
+      return "cross_entropy";
+    case loss_kind::mse:
+      return "mse";
+    case loss_kind::l1:
+      return "l1";
+    case loss_kind::huber:
+      return "huber";
   }
   return "unknown";
 }
-std::string to_string(optimizer_kind k) { return k == optimizer_kind::sgd_momentum ? "sgd-momentum" : "adamw"; }
+std::string to_string(layer_kind k) {
+  switch (k) {
+    case layer_kind::linear:
+      return "linear";
+    case layer_kind::activation:
+      return "activation";
+    case layer_kind::layer_norm:
+      return "layer_norm";
+    case layer_kind::embedding:
+      return "embedding";
+    case layer_kind::transformer_block:
+      return "transformer_block";
+  }
+  return "unknown";
+}
+optimizer_config torch_defaults(optimizer_kind k, optimizer_config base) {
+  base.kind = k;
+  if (k == optimizer_kind::adamw_torch) {
+    base.learning_rate = 1e-3;
+    base.beta1 = 0.9;
+    base.beta2 = 0.999;
+    base.epsilon = 1e-8;
+    base.weight_decay = 1e-2;
+  } else if (k == optimizer_kind::sgd_torch) {
+    base.momentum = 0.0;
+    base.dampening = 0.0;
+    base.weight_decay = 0.0;
+    base.nesterov = false;
+  }
+  return base;
+}
+std::string to_string(activation_kind k) { return k == activation_kind::gelu ? "gelu" : "relu"; }
+std::string to_string(master_weights_mode m) {
+  switch (m) {
+    case master_weights_mode::from_policy:
+      return "from_policy";
+    case master_weights_mode::on:
+      return "on";
+    case master_weights_mode::off:
+      return "off";
+  }
+  return "unknown";
+}
+std::string to_string(optimizer_kind k) {
+  switch (k) {
+    case optimizer_kind::sgd_momentum:
+      return "sgd-momentum";
+    case optimizer_kind::adamw:
+      return "adamw";
+    case optimizer_kind::sgd_torch:
+      return "sgd-torch";
+    case optimizer_kind::adamw_torch:
+      return "adamw-torch";
+  }
+  return "unknown";
+}
 std::string to_string(scaler_kind k) {
   switch (k) {
     case scaler_kind::dynamic: return "dynamic";

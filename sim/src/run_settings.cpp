@@ -3,7 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "safeamp/error.hpp"
 #include "safeamp/policy/precision_policy.hpp"
+#include "safeamp/sim/file_data.hpp"
 #include "safeamp/sim/reference.hpp"
 #include "safeamp/sim/report_files.hpp"
 
@@ -39,6 +41,33 @@ std::string step_list(const std::vector<std::int64_t>& steps) {
     i = j + 1;
   }
   return out;
+}
+
+/// A described stack as one line: "input_dim=16 | linear fc0 out=32 | gelu | layer_norm | linear head out=0".
+std::string stack_setting(const model_stack& m) {
+  std::string out = "input_dim=" + std::to_string(m.input_dim);
+  for (const layer_spec& l : m.layers) {
+    out += " | " + (l.kind == layer_kind::activation ? to_string(l.activation) : to_string(l.kind));
+    if (!l.name.empty()) out += " " + l.name;
+    if (l.kind == layer_kind::linear) out += " out=" + std::to_string(l.out);
+    if (l.kind == layer_kind::embedding) {
+      out += " width=" + std::to_string(l.width) + " context=" + std::to_string(l.context);
+    }
+    if (l.kind == layer_kind::transformer_block) {
+      out += " heads=" + std::to_string(l.heads) + " ffn_multiplier=" + std::to_string(l.ffn_multiplier);
+    }
+  }
+  return out;
+}
+
+/// "<path> (<bytes> bytes, fnv1a64 <hex>)": a changed file changes the setting even under the same name.
+std::string file_setting(const std::string& path) {
+  try {
+    const std::string bytes = read_input_file(path, "data file", std::uintmax_t{1} << 31);
+    return path + " (" + std::to_string(bytes.size()) + " bytes, fnv1a64 " + hex64(fnv1a64(bytes)) + ")";
+  } catch (const error&) {
+    return path + " (unreadable)";
+  }
 }
 
 }  // namespace
@@ -99,22 +128,45 @@ std::vector<manifest_setting> run_settings(const run_config& c) {
   const auto integer = [](std::int64_t x) { return std::to_string(x); };
   // Model: the kind and every shape of that kind; then the data of that kind.
   set("model.kind", to_string(c.model));
-  if (c.model == model_kind::transformer) {
+  // Settings added with the described models and file data appear only when used, so the fingerprints and
+  // locked references of runs without them are unchanged.
+  if (c.model == model_kind::stack) set("model.layers", stack_setting(c.stack));
+  if (c.data.from_files()) {
+    set("data.inputs", file_setting(c.data.inputs_path));
+    set("data.targets", file_setting(c.data.targets_path));
+    if (!c.data.eval_inputs_path.empty()) {
+      set("data.eval_inputs", file_setting(c.data.eval_inputs_path));
+      set("data.eval_targets", file_setting(c.data.eval_targets_path));
+    }
+  }
+  for (const auto& [name, path] : c.data.initial_weights) set("data.initial_weights." + name, file_setting(path));
+  if (c.loss != loss_kind::cross_entropy) set("training.loss", to_string(c.loss));
+  if (c.clip != clip_mode::exact) set("training.clip", "torch");
+  if (c.optimizer.dampening != 0.0) set("optimizer.dampening", manifest_number(c.optimizer.dampening));
+  if (c.optimizer.nesterov) set("optimizer.nesterov", "true");
+  if (c.data.from_files()) {
+    // The files are the data: the clusters' and corpus's settings below do not apply.
+  } else if (reads_corpus(c)) {
     const transformer_shape& t = c.transformer;
-    set("model.context", integer(t.context));
-    set("model.width", integer(t.width));
-    set("model.heads", integer(t.heads));
-    set("model.layers", integer(t.layers));
-    set("model.ffn_multiplier", integer(t.ffn_multiplier));
+    if (c.model == model_kind::transformer) {
+      set("model.context", integer(t.context));
+      set("model.width", integer(t.width));
+      set("model.heads", integer(t.heads));
+      set("model.layers", integer(t.layers));
+      set("model.ffn_multiplier", integer(t.ffn_multiplier));
+    }
     set("data.corpus_path", c.data.corpus_path);
     set("data.eval_fraction", num(c.data.eval_fraction));
   } else {
     const mlp_shape& p = c.mlp;
-    set("model.input_dim", integer(p.input_dim));
-    set("model.hidden_dim", integer(p.hidden_dim));
-    set("model.hidden_layers", integer(p.hidden_layers));
-    set("model.classes", integer(p.classes));
-    set("model.activation", to_string(p.activation));
+    if (c.model == model_kind::stack) set("model.classes", integer(p.classes));
+    if (c.model == model_kind::mlp) {
+      set("model.input_dim", integer(p.input_dim));
+      set("model.hidden_dim", integer(p.hidden_dim));
+      set("model.hidden_layers", integer(p.hidden_layers));
+      set("model.classes", integer(p.classes));
+      set("model.activation", to_string(p.activation));
+    }
     set("data.train_samples", integer(c.data.train_samples));
     set("data.cluster_spread", num(c.data.cluster_spread));
     set("data.input_scale", num(c.data.input_scale));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "safeamp/scaling/scaler_presets.hpp"
 #include "safeamp/scaling/scaler_validate.hpp"
 #include "data_parallel_json.hpp"
+#include "safeamp/sim/file_data.hpp"
 #include "safeamp/sim/json_input.hpp"
 #include "safeamp/sim/report.hpp"
 #include "safeamp/sim/report_files.hpp"
@@ -23,8 +25,8 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string type_name(const json& j) { return j.type_name(); }
 
+std::string type_name(const json& j) { return j.type_name(); }
 
 /// Reads one JSON object: refuses keys outside `keys` (with a suggestion) and values of the wrong type
 /// or outside their range, naming the full key path.
@@ -172,12 +174,78 @@ precision_policy parse_policy_field(const std::string& text, const std::string& 
   }
 }
 
+const std::vector<std::pair<std::string, activation_kind>> activation_names = {{"gelu", activation_kind::gelu},
+                                                                               {"relu", activation_kind::relu}};
+
+/// model.layers of a stack: [{"type": "linear", "out": 32}, {"type": "gelu"}, {"type": "layer_norm"}, ...].
+std::vector<layer_spec> parse_layers(const json& j) {
+  if (!j.is_array() || j.empty() || j.size() > 256) {
+    throw error("model.layers", summarize_json(j), "an array of 1 to 256 layers ending in a linear head");
+  }
+  std::vector<layer_spec> out;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string p = "model.layers[" + std::to_string(i) + "]";
+    const object_reader r(j[i], p, {"type", "name", "out", "width", "context", "heads", "ffn_multiplier"});
+    if (!r.has("type"))
+      throw error(p + ".type", "missing", "linear, gelu, relu, layer_norm, embedding, transformer_block");
+    layer_spec l;
+    enum class t : std::uint8_t { linear, gelu, relu, layer_norm, embedding, block };
+    const t type = r.choice<t>("type", t::linear,
+                               {{"linear", t::linear},
+                                {"gelu", t::gelu},
+                                {"relu", t::relu},
+                                {"layer_norm", t::layer_norm},
+                                {"embedding", t::embedding},
+                                {"transformer_block", t::block}});
+    l.kind = type == t::linear       ? layer_kind::linear
+             : type == t::layer_norm ? layer_kind::layer_norm
+             : type == t::embedding  ? layer_kind::embedding
+             : type == t::block      ? layer_kind::transformer_block
+                                     : layer_kind::activation;
+    l.activation = type == t::relu ? activation_kind::relu : activation_kind::gelu;
+    l.name = r.text("name", "");
+    const bool head = i + 1 == j.size();
+    const auto only = [&](const char* key, bool allowed) {
+      if (r.has(key) && !allowed)
+        throw error(r.where(key), "not a setting of a " + to_string(l.kind) + " layer", "remove it");
+    };
+    only("out", l.kind == layer_kind::linear);
+    only("width", l.kind == layer_kind::embedding);
+    only("context", l.kind == layer_kind::embedding);
+    only("heads", l.kind == layer_kind::transformer_block);
+    only("ffn_multiplier", l.kind == layer_kind::transformer_block);
+    if (l.kind == layer_kind::linear && !head && !r.has("out"))
+      throw error(r.where("out"), "missing", "an integer in [1, 65536]");
+    l.out = r.integer("out", 0, 1, max_dimension);
+    l.width = r.integer("width", 64, 1, max_dimension);
+    l.context = r.integer("context", 32, 2, 4096);
+    l.heads = r.integer("heads", l.heads, 1, max_dimension);
+    l.ffn_multiplier = r.integer("ffn_multiplier", l.ffn_multiplier, 1, 64);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
 void parse_model(const json& j, run_config& c) {
   const object_reader r(j, "model",
                         {"kind", "context", "width", "heads", "layers", "ffn_multiplier", "input_dim", "hidden_dim",
                          "hidden_layers", "classes", "activation"});
-  c.model = r.choice<model_kind>("kind", model_kind::transformer,
-                                 {{"transformer", model_kind::transformer}, {"mlp", model_kind::mlp}});
+  c.model = r.choice<model_kind>(
+      "kind", model_kind::transformer,
+      {{"transformer", model_kind::transformer}, {"mlp", model_kind::mlp}, {"stack", model_kind::stack}});
+  if (c.model == model_kind::stack) {
+    for (const char* key :
+         {"context", "width", "heads", "ffn_multiplier", "hidden_dim", "hidden_layers", "activation"}) {
+      if (r.has(key))
+        throw error(r.where(key), "a preset's setting", "for model.kind \"stack\": input_dim, classes, layers");
+    }
+    if (!r.has("layers")) throw error("model.layers", "missing", "an array of layers ending in a linear head");
+    c.stack.layers = parse_layers(r.at("layers"));
+    c.mlp.input_dim = r.integer("input_dim", c.mlp.input_dim, 1, max_dimension);
+    c.mlp.classes = r.integer("classes", c.mlp.classes, 2, max_dimension);
+    c.stack.input_dim = c.stack.layers.front().kind == layer_kind::embedding ? 0 : c.mlp.input_dim;
+    return;
+  }
   auto& t = c.transformer;
   t.context = r.integer("context", t.context, 1, max_dimension);
   t.width = r.integer("width", t.width, 1, max_dimension);
@@ -192,17 +260,36 @@ void parse_model(const json& j, run_config& c) {
   m.hidden_dim = r.integer("hidden_dim", m.hidden_dim, 1, max_dimension);
   m.hidden_layers = r.integer("hidden_layers", m.hidden_layers, 0, 64);
   m.classes = r.integer("classes", m.classes, 2, max_dimension);
-  m.activation = r.choice<activation_kind>("activation", m.activation,
-                                           {{"gelu", activation_kind::gelu}, {"relu", activation_kind::relu}});
+  m.activation = r.choice<activation_kind>("activation", m.activation, activation_names);
 }
 
-void parse_data(const json& j, run_config& c) {
-  const object_reader r(j, "data",
-                        {"seed", "corpus_path", "eval_fraction", "eval_samples", "train_samples", "cluster_spread",
-                         "input_scale", "probe_rows"});
+/// A file named in the scenario, resolved against the scenario's folder (`base`) unless absolute.
+std::string scenario_path(const object_reader& r, const char* key, const std::filesystem::path& base) {
+  const std::string p = r.text(key, "");
+  if (p.empty() || std::filesystem::path(p).is_absolute()) return p;
+  return (base / p).lexically_normal().string();
+}
+
+void parse_data(const json& j, run_config& c, const std::filesystem::path& base) {
+  const object_reader r(
+      j, "data",
+      {"seed", "corpus_path", "eval_fraction", "eval_samples", "train_samples", "cluster_spread", "input_scale",
+       "probe_rows", "inputs", "targets", "eval_inputs", "eval_targets", "initial_weights"});
   auto& d = c.data;
-  d.seed = static_cast<std::uint64_t>(r.integer("seed", static_cast<std::int64_t>(d.seed), 0,
-                                                std::numeric_limits<std::int64_t>::max()));
+  d.inputs_path = scenario_path(r, "inputs", base);
+  d.targets_path = scenario_path(r, "targets", base);
+  d.eval_inputs_path = scenario_path(r, "eval_inputs", base);
+  d.eval_targets_path = scenario_path(r, "eval_targets", base);
+  if (r.has("initial_weights")) {
+    const json& w = r.at("initial_weights");
+    if (!w.is_object()) throw error("data.initial_weights", summarize_json(w), "an object {parameter name: .npy path}");
+    std::vector<std::string> names;
+    for (const auto& [name, value] : w.items()) names.push_back(name);
+    const object_reader wr(w, "data.initial_weights", names);
+    for (const std::string& name : names) d.initial_weights.emplace_back(name, scenario_path(wr, name.c_str(), base));
+  }
+  d.seed = static_cast<std::uint64_t>(
+      r.integer("seed", static_cast<std::int64_t>(d.seed), 0, std::numeric_limits<std::int64_t>::max()));
   d.corpus_path = r.text("corpus_path", d.corpus_path);
   d.eval_fraction = r.number("eval_fraction", d.eval_fraction, 0.001, 0.9, "in [0.001, 0.9]");
   d.eval_samples = r.integer("eval_samples", d.eval_samples, 1, 1 << 24);
@@ -213,8 +300,9 @@ void parse_data(const json& j, run_config& c) {
 }
 
 void parse_training(const json& j, scenario& s) {
-  const object_reader r(j, "training",
-                        {"steps", "batch_size", "seed", "threads", "clip_norm", "loss_multiplier", "optimizer"});
+  const object_reader r(
+      j, "training",
+      {"steps", "batch_size", "seed", "threads", "clip_norm", "clip", "loss", "loss_multiplier", "optimizer"});
   run_config& c = s.base;
   c.steps = r.integer("steps", c.steps, 1, max_steps);
   c.batch_size = r.integer("batch_size", c.batch_size, 1, 1 << 20);
@@ -223,19 +311,31 @@ void parse_training(const json& j, scenario& s) {
   c.threads = static_cast<int>(r.integer("threads", c.threads, 1, 256));
   c.clip_norm = r.number("clip_norm", c.clip_norm, 0.0, huge, "a finite number >= 0 (0: no clipping)");
   s.loss_multiplier = r.number("loss_multiplier", s.loss_multiplier, 1e-30, 1e30, "in [1e-30, 1e30]");
+  c.clip = r.choice<clip_mode>("clip", c.clip, {{"exact", clip_mode::exact}, {"torch", clip_mode::torch}});
+  c.loss = r.choice<loss_kind>("loss", c.loss,
+                               {{"cross_entropy", loss_kind::cross_entropy},
+                                {"mse", loss_kind::mse},
+                                {"l1", loss_kind::l1},
+                                {"huber", loss_kind::huber}});
   if (r.has("optimizer")) {
     const object_reader o(r.at("optimizer"), "training.optimizer",
                           {"kind", "learning_rate", "momentum", "beta1", "beta2", "epsilon", "weight_decay",
-                           "master_weights", "stochastic_write_back"});
+                           "dampening", "nesterov", "master_weights", "stochastic_write_back"});
     auto& op = c.optimizer;
     op.kind = o.choice<optimizer_kind>("kind", op.kind,
-                                       {{"adamw", optimizer_kind::adamw}, {"sgd-momentum", optimizer_kind::sgd_momentum}});
+                                       {{"adamw", optimizer_kind::adamw},
+                                        {"sgd-momentum", optimizer_kind::sgd_momentum},
+                                        {"adamw-torch", optimizer_kind::adamw_torch},
+                                        {"sgd-torch", optimizer_kind::sgd_torch}});
+    op = torch_defaults(op.kind, op);  // the torch kinds start from PyTorch's defaults
     op.learning_rate = o.number("learning_rate", op.learning_rate, 1e-12, 10.0, "in [1e-12, 10]");
     op.momentum = o.number("momentum", op.momentum, 0.0, 0.999999, "in [0, 1)");
     op.beta1 = o.number("beta1", op.beta1, 0.0, 0.999999, "in [0, 1)");
     op.beta2 = o.number("beta2", op.beta2, 0.0, 0.999999999, "in [0, 1)");
     op.epsilon = o.number("epsilon", op.epsilon, 1e-30, 1.0, "in [1e-30, 1]");
     op.weight_decay = o.number("weight_decay", op.weight_decay, 0.0, 1.0, "in [0, 1]");
+    op.dampening = o.number("dampening", op.dampening, 0.0, 1.0, "in [0, 1]");
+    op.nesterov = o.boolean("nesterov", op.nesterov);
     if (o.has("master_weights")) {
       op.master_weights = o.boolean("master_weights", false) ? master_weights_mode::on : master_weights_mode::off;
     }
@@ -398,7 +498,10 @@ scenario parse_scenario(std::string_view text, std::string_view source) {
   s.name = r.text("name", s.name);
   s.description = r.text("description", "", false);
   if (r.has("model")) parse_model(r.at("model"), s.base);
-  if (r.has("data")) parse_data(r.at("data"), s.base);
+  // Files a scenario names are relative to its folder (the embedded default names none).
+  const std::filesystem::path base =
+      source == "embedded default" ? std::filesystem::path{} : std::filesystem::path(source).parent_path();
+  if (r.has("data")) parse_data(r.at("data"), s.base, base);
   if (r.has("training")) parse_training(r.at("training"), s);
   if (r.has("reference")) {
     const object_reader ref(r.at("reference"), "reference", {"policy"});
@@ -501,11 +604,22 @@ run_manifest manifest_for(const scenario& s, const run_config& c) {
   const auto num = [](double v) { return manifest_number(v); };
   const auto integer = [](std::int64_t v) { return std::to_string(v); };
   std::string data_bytes;
-  if (c.model == model_kind::transformer) {
+  if (c.data.from_files()) {
+    m.data = "files inputs=" + c.data.inputs_path + " targets=" + c.data.targets_path +
+             (c.data.eval_inputs_path.empty() ? "" : " eval_inputs=" + c.data.eval_inputs_path);
+  }
+  if (c.model == model_kind::stack) {
+    m.model = "stack of " + std::to_string(c.stack.layers.size()) + " layers (model.layers), loss " + to_string(c.loss);
+  }
+  if (c.data.from_files()) {
+    // The files' bytes enter through their data.* settings (size and hash).
+  } else if (reads_corpus(c)) {
     const auto& t = c.transformer;
-    m.model = "transformer context=" + integer(t.context) + " width=" + integer(t.width) +
-              " heads=" + integer(t.heads) + " layers=" + integer(t.layers) +
-              " ffn_multiplier=" + integer(t.ffn_multiplier);
+    if (c.model == model_kind::transformer) {
+      m.model = "transformer context=" + integer(t.context) + " width=" + integer(t.width) +
+                " heads=" + integer(t.heads) + " layers=" + integer(t.layers) +
+                " ffn_multiplier=" + integer(t.ffn_multiplier);
+    }
     const std::string corpus = read_input_file(c.data.corpus_path, "data.corpus_path");
     // Right after data.corpus_path: the data fingerprint below hashes the data.* fields in this order.
     const auto path_field = std::find_if(m.settings.begin(), m.settings.end(),
@@ -517,9 +631,10 @@ run_manifest manifest_for(const scenario& s, const run_config& c) {
     data_bytes = corpus;
   } else {
     const auto& p = c.mlp;
-    m.model = "mlp input_dim=" + integer(p.input_dim) + " hidden_dim=" + integer(p.hidden_dim) +
-              " hidden_layers=" + integer(p.hidden_layers) + " classes=" + integer(p.classes) +
-              " activation=" + to_string(p.activation);
+    if (c.model == model_kind::mlp)
+      m.model = "mlp input_dim=" + integer(p.input_dim) + " hidden_dim=" + integer(p.hidden_dim) +
+                " hidden_layers=" + integer(p.hidden_layers) + " classes=" + integer(p.classes) +
+                " activation=" + to_string(p.activation);
     m.data = "gaussian clusters train=" + integer(c.data.train_samples) + " eval=" + integer(c.data.eval_samples) +
              " spread=" + num(c.data.cluster_spread) + " input_scale=" + num(c.data.input_scale);
   }

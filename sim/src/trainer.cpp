@@ -21,6 +21,7 @@
 #include "safeamp/sim/checkpoint.hpp"
 #include "safeamp/sim/communicator.hpp"
 #include "safeamp/sim/datasets.hpp"
+#include "safeamp/sim/file_data.hpp"
 #include "safeamp/sim/loss.hpp"
 #include "safeamp/sim/models.hpp"
 #include "safeamp/sim/optimizer.hpp"
@@ -72,25 +73,58 @@ std::size_t parameter_index(const parameter_list& params, const std::string& nam
   throw error("fault target", "'" + name + "'", names);
 }
 
-// Either data source behind one interface.
+// Any data source behind one interface: Gaussian clusters, a text corpus or the user's .npy files.
 struct data_source {
-  std::optional<cluster_data> clusters;
-  std::optional<corpus_data> corpus;
+  std::variant<cluster_data, corpus_data, file_data> source;
   [[nodiscard]] batch train_batch(std::int64_t step, std::int64_t n) const {
-    return clusters ? clusters->train_batch(step, n) : corpus->train_batch(step, n);
+    return std::visit([&](const auto& d) { return d.train_batch(step, n); }, source);
   }
-  [[nodiscard]] batch eval_set() const { return clusters ? clusters->eval_set() : corpus->eval_set(); }
-  [[nodiscard]] batch probe() const { return clusters ? clusters->probe() : corpus->probe(); }
+  [[nodiscard]] batch eval_set() const {
+    return std::visit([](const auto& d) { return d.eval_set(); }, source);
+  }
+  [[nodiscard]] batch probe() const {
+    return std::visit([](const auto& d) { return d.probe(); }, source);
+  }
   [[nodiscard]] std::vector<std::string> slice_names() const {
-    return clusters ? clusters->slice_names() : corpus->slice_names();
+    return std::visit([](const auto& d) { return d.slice_names(); }, source);
   }
 };
 
-eval_metrics evaluate(exec_context& ctx, const precision_policy& pol, model& m, const batch& b,
+// The run's data and its model (the preset or the described stack, sized to the data).
+data_source make_data(const run_config& cfg, const model_stack& stack) {
+  if (cfg.data.from_files()) return {file_data(cfg.data, cfg.loss)};
+  if (stack.layers.front().kind == layer_kind::embedding) {
+    transformer_shape shape = cfg.transformer;
+    shape.context = stack.layers.front().context;
+    return {corpus_data(shape, cfg.data)};
+  }
+  mlp_shape shape = cfg.mlp;
+  shape.input_dim = stack.input_dim;
+  return {cluster_data(shape, cfg.data)};
+}
+
+std::unique_ptr<model> make_model(const run_config& cfg, const model_stack& stack, const data_source& data) {
+  std::int64_t vocab = 0, width = cfg.mlp.classes;
+  if (const auto* corpus = std::get_if<corpus_data>(&data.source)) vocab = width = corpus->vocab_size();
+  if (const auto* files = std::get_if<file_data>(&data.source)) width = files->output_width();
+  std::unique_ptr<model> net = make_stack_model(stack, vocab, width, cfg.seed, cfg.policy.param);
+  load_initial_weights(cfg.data, net->parameters(), cfg.policy.param);
+  return net;
+}
+
+// The training loss of the run and, when d is not null, its gradient scaled by grad_scale.
+loss_result run_loss(exec_context& ctx, const run_config& cfg, const matrix& out, const batch& b, double grad_scale,
+                     matrix* d) {
+  if (cfg.loss == loss_kind::cross_entropy) return cross_entropy(ctx, cfg.policy, out, b.targets, grad_scale, d);
+  return regression_loss(ctx, cfg.policy, cfg.loss, out, b.target_values, grad_scale, d);
+}
+
+eval_metrics evaluate(exec_context& ctx, const run_config& cfg, model& m, const batch& b,
                       const std::vector<std::string>& slice_names) {
+  const precision_policy& pol = cfg.policy;
   matrix logits;
   m.forward(ctx, pol, b, logits);
-  const loss_result r = cross_entropy(ctx, pol, logits, b.targets, 1.0, nullptr);
+  const loss_result r = run_loss(ctx, cfg, logits, b, 1.0, nullptr);
   eval_metrics e;
   std::vector<double> loss_sum(slice_names.size(), 0.0), right(slice_names.size(), 0.0);
   std::vector<std::int64_t> count(slice_names.size(), 0);
@@ -156,15 +190,9 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
   const precision_policy& pol = cfg.policy;
   const bool master = keeps_master_weights(cfg);
 
-  data_source data;
-  std::unique_ptr<model> net;
-  if (cfg.model == model_kind::mlp) {
-    data.clusters.emplace(cfg.mlp, cfg.data);
-    net = make_mlp(cfg.mlp, cfg.seed, pol.param);
-  } else {
-    data.corpus.emplace(cfg.transformer, cfg.data);
-    net = make_transformer(cfg.transformer, data.corpus->vocab_size(), cfg.seed, pol.param);
-  }
+  const model_stack stack = preset_stack(cfg);
+  const data_source data = make_data(cfg, stack);
+  const std::unique_ptr<model> net = make_model(cfg, stack, data);
   parameter_list& params = net->parameters();
   std::vector<std::size_t> fault_targets;
   for (const fault_spec& f : cfg.faults) fault_targets.push_back(parameter_index(params, f.target));
@@ -225,8 +253,7 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
             net->forward(ctx, pol, part, logits);
             phase.lap(&step_phase_seconds::forward);
             result.activation_elements = ctx.activation_stats.elements;
-            const loss_result lr =
-                cross_entropy(ctx, pol, logits, part.targets, static_cast<double>(s.scale()) * factor, &dlogits);
+            const loss_result lr = run_loss(ctx, cfg, logits, part, static_cast<double>(s.scale()) * factor, &dlogits);
             phase.lap(&step_phase_seconds::loss);
             net->backward(ctx, pol, dlogits);
             phase.lap(&step_phase_seconds::backward);
@@ -280,7 +307,8 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
           phase.lap(&step_phase_seconds::unscale_check);
           const std::span<const std::span<float>> all(buffers);
           if (cfg.clip_norm > 0.0) {
-            const clip_result c = s.clip_grad_norm(all, cfg.clip_norm);
+            const clip_result c = cfg.clip == clip_mode::torch ? clip_grad_norm_torch(all, cfg.clip_norm)
+                                                               : s.clip_grad_norm(all, cfg.clip_norm);
             rec.grad_norm_before_clip = c.norm_before;
             rec.grad_norm_after_clip = c.norm_after;
           } else {
@@ -314,7 +342,7 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
   }
 
   ctx.begin_step(-1);
-  result.final_eval = evaluate(ctx, pol, *net, data.eval_set(), data.slice_names());
+  result.final_eval = evaluate(ctx, cfg, *net, data.eval_set(), data.slice_names());
   const batch probe = data.probe();
   matrix probe_logits;
   net->forward(ctx, pol, probe, probe_logits);
@@ -325,8 +353,9 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
   for (const matrix& m : opt.state().master) h = hash_bits(span_of(m), h);
   result.weights_hash = h;
   result.wall_seconds = std::chrono::duration<double>(clock_type::now() - wall_start).count();
-  const double samples = static_cast<double>(steps_run * cfg.batch_size *
-                                             (cfg.model == model_kind::transformer ? cfg.transformer.context : 1));
+  const double samples =
+      static_cast<double>(steps_run * cfg.batch_size *
+                          (stack.layers.front().kind == layer_kind::embedding ? stack.layers.front().context : 1));
   result.samples_per_second = result.wall_seconds > 0.0 ? samples / result.wall_seconds : 0.0;
   return result;
 }

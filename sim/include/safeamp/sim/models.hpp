@@ -1,9 +1,13 @@
-// The shipped models, with explicit forward and backward under a precision policy:
-//  - mlp_model: input -> [linear -> GELU/ReLU] x hidden_layers -> linear head (classes);
-//  - transformer_model: decoder-only, pre-norm: embedding (+ learned positions) -> blocks of
+// Models as a sequential stack of layers (linear, activation, layer norm, embedding, transformer block), with
+// explicit forward and backward under a precision policy. The shipped models are presets of it:
+//  - mlp: input -> [linear fc<i> -> GELU/ReLU] x hidden_layers -> linear head (classes);
+//  - transformer: decoder-only, pre-norm: embedding (+ learned positions) -> blocks of
 //    [LN -> QKV linear -> causal attention -> projection, residual; LN -> fc1 -> GELU -> fc2, residual]
 //    -> final LN -> linear head over the vocabulary.
-// The head writes logits in the loss format (a wider GEMM output, as the loss path of autocast).
+// The last layer is a linear head that writes its output in the loss format (a wider GEMM output, as the loss
+// path of autocast). Initialisation: linear weights N(0, 1/fan_in) (the projections back into a residual
+// stream scaled by 1/sqrt(2 blocks)), embeddings N(0, 0.1^2), biases 0, layer-norm gains 1; parameter i draws
+// from Philox stream 0x1000 + i.
 #pragma once
 
 #include <cstdint>
@@ -20,12 +24,13 @@ namespace safeamp::sim {
 
 /// One batch: MLP features or transformer tokens, one target and one slice index per logits row.
 struct batch {
-  matrix features;                     // MLP: (rows, input_dim)
-  std::vector<std::int32_t> tokens;    // transformer: (sequences * context)
-  std::vector<std::int32_t> targets;   // one per logits row
-  std::vector<std::int32_t> slices;    // slice index per logits row (MLP: class; transformer: position bucket)
-  std::int64_t samples = 0;            // MLP rows or transformer sequences
-  bool inject_nan = false;             // fault: one input value becomes NaN
+  matrix features;                    // MLP: (rows, input_dim)
+  std::vector<std::int32_t> tokens;   // transformer: (sequences * context)
+  std::vector<std::int32_t> targets;  // one per logits row (classification)
+  matrix target_values;               // regression: (rows, output width)
+  std::vector<std::int32_t> slices;   // slice index per logits row (MLP: class; transformer: position bucket)
+  std::int64_t samples = 0;           // MLP rows or transformer sequences
+  bool inject_nan = false;            // fault: one input value becomes NaN
 };
 
 class model {
@@ -47,7 +52,17 @@ class model {
   parameter_list params_;
 };
 
-/// Parameters initialised from `seed` and rounded to `param_format`.
+/// The layer stack of a run: the preset's expansion for model_kind::mlp and transformer, cfg.stack for stack.
+[[nodiscard]] model_stack preset_stack(const run_config& cfg);
+
+/// A stack model. `vocab`: rows of an embedding's token table; `output_width`: the head's width when its `out`
+/// is 0. Throws safeamp::error naming "model.layers[i]" for an impossible stack (no linear head last, an
+/// embedding not first, a block width not a multiple of its heads, a head width other than output_width).
+[[nodiscard]] std::unique_ptr<model> make_stack_model(const model_stack& stack, std::int64_t vocab,
+                                                      std::int64_t output_width, std::uint64_t seed,
+                                                      format_spec param_format);
+
+/// Parameters initialised from `seed` and rounded to `param_format` (the presets through make_stack_model).
 [[nodiscard]] std::unique_ptr<model> make_mlp(const mlp_shape& shape, std::uint64_t seed, format_spec param_format);
 [[nodiscard]] std::unique_ptr<model> make_transformer(const transformer_shape& shape, std::int64_t vocab,
                                                       std::uint64_t seed, format_spec param_format);

@@ -1,6 +1,9 @@
-// Optimizers: SGD with momentum and AdamW (decoupled weight decay). State (momentum, second moment) is
-// fp32. With master weights the update goes into an fp32 master copy and the parameters are its rounding
-// to the parameter format; without, the update is added to the parameter and the sum rounded straight
+// Optimizers: SGD with momentum and AdamW (decoupled weight decay), safeamp's own; and sgd_torch / adamw_torch,
+// which follow torch.optim.SGD (momentum, dampening, nesterov, weight decay added to the gradient, the first
+// step's buffer a copy of the gradient) and torch.optim.AdamW (decay param *= 1 - lr*wd first, lerp for the
+// first moment, denom = sqrt(v)/sqrt(1 - beta2^t) + eps, step lr/(1 - beta1^t)) operation by operation in float. State
+// (momentum, second moment) is fp32. With master weights the update goes into an fp32 master copy and the parameters
+// are its rounding to the parameter format; without, the update is added to the parameter and the sum rounded straight
 // back to the parameter format, so updates below half an ulp are lost (the classic fp16 stagnation).
 // The write-back rounds to nearest, or stochastically (Philox bits keyed by step and element).
 #pragma once

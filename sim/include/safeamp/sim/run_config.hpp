@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "safeamp/format/round_options.hpp"
@@ -13,8 +14,37 @@
 
 namespace safeamp::sim {
 
-enum class model_kind : std::uint8_t { mlp, transformer };
+/// mlp and transformer are presets (fixed shapes below, expanded into a layer stack by preset_stack in
+/// models.hpp); stack is a model described layer by layer in the scenario.
+enum class model_kind : std::uint8_t { mlp, transformer, stack };
 enum class activation_kind : std::uint8_t { gelu, relu };
+
+/// One layer of a described model, in order from the input to the head.
+enum class layer_kind : std::uint8_t { linear, activation, layer_norm, embedding, transformer_block };
+
+struct layer_spec {
+  layer_kind kind = layer_kind::linear;
+  std::string name;      // parameter prefix ("fc0" gives fc0.weight, fc0.bias); empty: "<kind><index>"
+  std::int64_t out = 0;  // linear: output width (0 on the last linear: the width the data's targets need)
+  activation_kind activation = activation_kind::gelu;  // activation
+  std::int64_t width = 0;                              // embedding: model width
+  std::int64_t context = 0;                            // embedding: tokens per sequence
+  std::int64_t heads = 1;                              // transformer_block (pre-norm attention + GELU MLP, residuals)
+  std::int64_t ffn_multiplier = 4;                     // transformer_block
+  friend bool operator==(const layer_spec&, const layer_spec&) = default;
+};
+
+/// model.kind "stack": features of input_dim columns (or tokens, when the first layer is an embedding)
+/// through `layers`; the last layer is a linear head.
+struct model_stack {
+  std::int64_t input_dim = 0;
+  std::vector<layer_spec> layers;
+  friend bool operator==(const model_stack&, const model_stack&) = default;
+};
+
+/// The training loss: cross-entropy over integer class targets, or a regression loss over float targets of
+/// any width (mean over every element, as PyTorch's reduction='mean'); huber with delta 1 (PyTorch's default).
+enum class loss_kind : std::uint8_t { cross_entropy, mse, l1, huber };
 
 /// MLP classifier: input_dim -> hidden_dim (x hidden_layers, activation) -> classes.
 struct mlp_shape {
@@ -46,8 +76,15 @@ struct data_config {
   double cluster_spread = 1.0;         // MLP: standard deviation of each cluster around its mean
   double input_scale = 1.0;            // MLP: every input is multiplied by this (large values stress fp16)
   std::string corpus_path = "/usr/share/common-licenses/GPL-3";
-  double eval_fraction = 0.1;          // transformer: fraction of the corpus held out (its tail)
-  std::int64_t probe_rows = 8;         // MLP: probe samples; transformer: probe sequences
+  double eval_fraction = 0.1;   // transformer: fraction of the corpus held out (its tail)
+  std::int64_t probe_rows = 8;  // MLP: probe samples; transformer: probe sequences
+  // Data from .npy files (resolved against the scenario's folder when parsed): inputs (rows, input_dim) or
+  // (rows,); targets int (rows,) for cross-entropy, float (rows, k) or (rows,) for regression. Batch s is rows
+  // [s*B, s*B+B) modulo the row count (a fixed batch when B >= rows). Eval files default to the training files.
+  std::string inputs_path, targets_path, eval_inputs_path, eval_targets_path;
+  /// Initial values of parameters by name (a linear weight is (in, out): PyTorch's Linear.weight.T).
+  std::vector<std::pair<std::string, std::string>> initial_weights;
+  [[nodiscard]] bool from_files() const noexcept { return !inputs_path.empty(); }
   friend bool operator==(const data_config&, const data_config&) = default;
 };
 
@@ -60,7 +97,9 @@ struct scaler_choice {
   friend bool operator==(const scaler_choice&, const scaler_choice&) = default;
 };
 
-enum class optimizer_kind : std::uint8_t { sgd_momentum, adamw };
+/// sgd_momentum and adamw are safeamp's own; sgd_torch and adamw_torch follow torch.optim.SGD and
+/// torch.optim.AdamW update for update (see optimizer.hpp), with their defaults by name (torch_defaults).
+enum class optimizer_kind : std::uint8_t { sgd_momentum, adamw, sgd_torch, adamw_torch };
 
 /// Whether an fp32 master copy of the parameters is kept: as the policy says (precision_policy::
 /// master_weights), or forced on/off (off with fp16 parameters shows the stagnation master weights fix).
@@ -73,7 +112,9 @@ struct optimizer_config {
   double beta1 = 0.9;             // AdamW
   double beta2 = 0.999;
   double epsilon = 1e-8;
-  double weight_decay = 0.0;      // AdamW decoupled decay
+  double weight_decay = 0.0;  // AdamW decoupled decay; SGD (torch) L2 term added to the gradient
+  double dampening = 0.0;     // SGD (torch)
+  bool nesterov = false;      // SGD (torch)
   master_weights_mode master_weights = master_weights_mode::from_policy;
   bool stochastic_write_back = false;  // round the updated weights to the parameter format stochastically
   friend bool operator==(const optimizer_config&, const optimizer_config&) = default;
@@ -95,6 +136,11 @@ struct fault_spec {
   double factor = 1.0;  // loss_spike / tiny_loss multiplier
   friend bool operator==(const fault_spec&, const fault_spec&) = default;
 };
+
+/// exact: safeamp's clip (norm in double; a non-finite norm skips the step). torch: torch.nn.utils.
+/// clip_grad_norm_ (per-tensor norms and their norm in float, gradients times min(1, max/(norm + 1e-6)), so
+/// a norm that overflows float zeroes every gradient).
+enum class clip_mode : std::uint8_t { exact, torch };
 
 struct checkpoint_options {
   std::string save_path;             // written (atomically) after step save_after_step; empty: never
@@ -121,9 +167,12 @@ struct run_config {
   std::uint64_t seed = 1;        // initialisation, batch order, stochastic rounding
   int threads = 1;               // results are bit-identical for any thread count
   std::vector<fault_spec> faults;
-  double clip_norm = 0.0;        // global L2 clip of the unscaled gradient; 0: off
-  double loss_weight = 1.0;      // the training loss is multiplied by this (an auxiliary-loss weight); the
-                                 // step records report the weighted loss, final_eval the unweighted one
+  double clip_norm = 0.0;  // global L2 clip of the unscaled gradient; 0: off
+  clip_mode clip = clip_mode::exact;
+  loss_kind loss = loss_kind::cross_entropy;
+  model_stack stack{};       // model == stack
+  double loss_weight = 1.0;  // the training loss is multiplied by this (an auxiliary-loss weight); the
+                             // step records report the weighted loss, final_eval the unweighted one
   bool record_layer_counts = true;
   checkpoint_options checkpoint{};
   friend bool operator==(const run_config&, const run_config&) = default;
@@ -139,6 +188,13 @@ void validate(const run_config& cfg);
 [[nodiscard]] std::string to_string(fault_kind k);
 [[nodiscard]] std::string to_string(activation_kind k);    // "gelu", "relu"
 [[nodiscard]] std::string to_string(master_weights_mode m);  // "from_policy", "on", "off"
+[[nodiscard]] std::string to_string(loss_kind k);            // "cross_entropy", "mse", "l1", "huber"
+[[nodiscard]] std::string to_string(layer_kind k);           // "linear", "activation", ...
+
+/// PyTorch's defaults for an optimizer kind (torch.optim.AdamW: lr 1e-3, betas (0.9, 0.999), eps 1e-8,
+/// weight_decay 1e-2; torch.optim.SGD: momentum 0, dampening 0, weight_decay 0, nesterov off); the other kinds
+/// keep `base`.
+[[nodiscard]] optimizer_config torch_defaults(optimizer_kind k, optimizer_config base = {});
 
 /// True when the run keeps fp32 master weights (the mode, resolved against the policy).
 [[nodiscard]] bool keeps_master_weights(const run_config& cfg) noexcept;

@@ -1,0 +1,89 @@
+// The autocast for user loops (see autocast.hpp).
+#include "safeamp/sim/autocast.hpp"
+
+#include "safeamp/error.hpp"
+#include "safeamp/sim/loss.hpp"
+
+namespace safeamp::sim {
+
+autocast::autocast(const precision_policy& policy, round_options rounding, std::uint64_t seed) : policy_(policy) {
+  ctx_.rounding = rounding;
+  ctx_.seed = seed;
+}
+
+cast_stats autocast::count(op_class c, const cast_stats& s) {
+  by_class_[op_class_index(c)] += s;
+  ++casts_;
+  return s;
+}
+
+matrix autocast::matmul(mm op, const matrix& a, const matrix& b) { return matmul(op, a, b, policy_.output); }
+
+cast_stats autocast::gemm_into(mm op, const matrix& a, const matrix& b, format_spec out, matrix& d) {
+  const gemm_formats f{policy_.format_for(op_class::matmul), policy_.accumulate, out, policy_.matmul_blocks};
+  const gemm_options o{.alpha = 1.0f,
+                       .beta = 0.0f,
+                       .trans_a = op == mm::tn ? transpose::transposed : transpose::none,
+                       .trans_b = op == mm::nt ? transpose::transposed : transpose::none,
+                       .rounding = ctx_.rounding,
+                       .key = ctx_.next_key(),
+                       .threads = ctx_.threads};
+  return count(op_class::matmul, gemm(f, a, b, d, o));
+}
+
+matrix autocast::matmul(mm op, const matrix& a, const matrix& b, format_spec out) {
+  matrix d;
+  (void)gemm_into(op, a, b, out, d);
+  return d;
+}
+
+matrix autocast::linear(const matrix& x, const matrix& w, const matrix& b) {
+  if (b.rows() != 1 || b.cols() != w.cols()) {
+    throw error("autocast::linear bias", std::to_string(b.rows()) + "x" + std::to_string(b.cols()),
+                "1x" + std::to_string(w.cols()));
+  }
+  matrix y(x.rows(), w.cols());
+  y.rowwise() = b.row(0);  // the bias epilogue: D = x W + 1 b before the output rounding
+  const gemm_formats f{policy_.format_for(op_class::matmul), policy_.accumulate, policy_.output, policy_.matmul_blocks};
+  const gemm_options o{.alpha = 1.0f,
+                       .beta = 1.0f,
+                       .trans_a = transpose::none,
+                       .trans_b = transpose::none,
+                       .rounding = ctx_.rounding,
+                       .key = ctx_.next_key(),
+                       .threads = ctx_.threads};
+  (void)count(op_class::matmul, gemm(f, x, w, y, o));
+  return y;
+}
+
+void autocast::linear_backward(const matrix& x, parameter& w, parameter& b, const matrix& dy, matrix* dx) {
+  w.grad_stats += gemm_into(mm::tn, x, dy, policy_.gradient, w.grad);
+  b.grad.setZero(1, dy.cols());
+  const format_spec fr = policy_.format_for(op_class::reduction);
+  for (Eigen::Index i = 0; i < dy.rows(); ++i) {
+    for (Eigen::Index j = 0; j < dy.cols(); ++j) b.grad(0, j) = round_scalar(fr, b.grad(0, j) + dy(i, j));
+  }
+  b.grad_stats += count(op_class::reduction, cast_in_place(b.grad, policy_.gradient, ctx_.rounding, ctx_.next_key()));
+  if (dx != nullptr) *dx = matmul(mm::nt, dy, w.value, policy_.gradient);
+}
+
+double autocast::mse_loss(const matrix& y, const matrix& t, double scale, matrix* dy) {
+  const loss_result r = regression_loss(ctx_, policy_, loss_kind::mse, y, t, scale, dy);
+  if (dy != nullptr) (void)count(op_class::loss, r.gradient_stats);
+  return r.loss;
+}
+
+cast_stats autocast::cast_output(matrix& m) { return cast_output(span_of(m)); }
+cast_stats autocast::cast_gradient(matrix& m) { return cast_gradient(span_of(m)); }
+
+cast_stats autocast::cast_output(std::span<float> values) {
+  return count(op_class::elementwise, round_span(policy_.output, values, ctx_.rounding, ctx_.next_key()));
+}
+
+cast_stats autocast::cast_gradient(std::span<float> values) {
+  return count(op_class::elementwise, round_span(policy_.gradient, values, ctx_.rounding, ctx_.next_key()));
+}
+
+cast_stats autocast::cast(op_class c, matrix& m) { return count(c, cast_in_place(ctx_, m, policy_.format_for(c))); }
+
+}  // namespace safeamp::sim

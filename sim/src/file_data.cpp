@@ -1,0 +1,154 @@
+// Data and initial weights from .npy files (see file_data.hpp).
+#include "safeamp/sim/file_data.hpp"
+
+#include <algorithm>
+
+#include "safeamp/error.hpp"
+#include "safeamp/sim/npy.hpp"
+
+namespace safeamp::sim {
+namespace {
+
+matrix as_matrix(const npy_array& a) {
+  matrix m(a.rows(), a.cols());
+  std::copy(a.values.begin(), a.values.end(), m.data());
+  return m;
+}
+
+std::string shape_text(const npy_array& a) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < a.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(a.shape[i]);
+  return s + (a.shape.size() == 1 ? ",)" : ")");
+}
+
+std::string quoted(const std::string& path) { return " '" + path + "'"; }
+
+}  // namespace
+
+file_data::file_data(const data_config& cfg, loss_kind loss)
+    : cfg_(cfg), regression_(loss != loss_kind::cross_entropy) {
+  const auto load = [&](const std::string& in_path, const std::string& tgt_path, const char* in_field,
+                        const char* tgt_field, split& out) {
+    const npy_array x = read_npy(in_path, in_field);
+    const npy_array y = read_npy(tgt_path, tgt_field);
+    if (x.shape.empty() || x.rows() < 1) {
+      throw error(std::string(in_field) + quoted(in_path) + " shape", shape_text(x),
+                  "(rows, features) or (rows,), rows >= 1");
+    }
+    if (y.shape.empty() || y.rows() != x.rows()) {
+      throw error(std::string(tgt_field) + quoted(tgt_path) + " shape", shape_text(y),
+                  "one target row per input row (" + std::to_string(x.rows()) + " rows, as in " + in_field + ")");
+    }
+    out.inputs = as_matrix(x);
+    if (regression_) {
+      out.values = as_matrix(y);
+      return;
+    }
+    if (!y.is_integer || y.cols() != 1) {
+      throw error(std::string(tgt_field) + quoted(tgt_path) + " dtype",
+                  (y.is_integer ? "integer of shape " : "float of shape ") + shape_text(y),
+                  "int32 or int64 class indices of shape (rows,) for cross_entropy (float targets need a regression "
+                  "loss: training.loss mse, l1 or huber)");
+    }
+    for (std::size_t i = 0; i < y.integers.size(); ++i) {
+      if (y.integers[i] < 0 || y.integers[i] > (std::int64_t{1} << 20)) {
+        throw error(std::string(tgt_field) + quoted(tgt_path) + " element [" + std::to_string(i) + "]",
+                    std::to_string(y.integers[i]), "a class index in [0, 2^20]");
+      }
+      out.classes.push_back(static_cast<std::int32_t>(y.integers[i]));
+    }
+  };
+  load(cfg.inputs_path, cfg.targets_path, "data.inputs", "data.targets", train_);
+  if (cfg.eval_inputs_path.empty()) {
+    eval_ = train_;
+  } else {
+    load(cfg.eval_inputs_path, cfg.eval_targets_path, "data.eval_inputs", "data.eval_targets", eval_);
+    if (eval_.inputs.cols() != train_.inputs.cols() || eval_.values.cols() != train_.values.cols()) {
+      throw error("data.eval_inputs" + quoted(cfg.eval_inputs_path) + " columns",
+                  std::to_string(eval_.inputs.cols()) + " inputs, " + std::to_string(eval_.values.cols()) + " targets",
+                  "those of data.inputs and data.targets");
+    }
+  }
+  if (regression_) {
+    output_width_ = train_.values.cols();
+  } else {
+    std::int32_t top = 1;
+    for (const std::int32_t c : train_.classes) top = std::max(top, c);
+    for (const std::int32_t c : eval_.classes) top = std::max(top, c);
+    output_width_ = std::int64_t{top} + 1;
+  }
+}
+
+batch file_data::rows_of(const split& s, std::int64_t first, std::int64_t count) const {
+  const std::int64_t n = s.inputs.rows();
+  batch b;
+  b.samples = count;
+  b.features.resize(count, s.inputs.cols());
+  if (regression_) b.target_values.resize(count, s.values.cols());
+  b.slices.assign(static_cast<std::size_t>(count), 0);
+  for (std::int64_t r = 0; r < count; ++r) {
+    const std::int64_t i = (first + r) % n;
+    b.features.row(r) = s.inputs.row(i);
+    if (regression_) {
+      b.target_values.row(r) = s.values.row(i);
+      b.targets.push_back(0);
+    } else {
+      b.targets.push_back(s.classes[static_cast<std::size_t>(i)]);
+    }
+  }
+  return b;
+}
+
+batch file_data::train_batch(std::int64_t step, std::int64_t batch_size) const {
+  const std::int64_t n = train_.inputs.rows();
+  if (batch_size >= n) return rows_of(train_, 0, n);  // a fixed batch: every row
+  return rows_of(train_, (step % n) * (batch_size % n) % n, batch_size);
+}
+
+batch file_data::eval_set() const { return rows_of(eval_, 0, eval_.inputs.rows()); }
+
+batch file_data::probe() const { return rows_of(eval_, 0, std::min(cfg_.probe_rows, eval_.inputs.rows())); }
+
+void load_initial_weights(const data_config& cfg, parameter_list& params, format_spec param_format) {
+  for (const auto& [name, path] : cfg.initial_weights) {
+    const std::string field = "data.initial_weights." + name;
+    const auto it = std::find_if(params.begin(), params.end(), [&](const parameter& p) { return p.name == name; });
+    if (it == params.end()) {
+      std::string names;
+      for (const parameter& p : params) names += (names.empty() ? "" : ", ") + p.name;
+      throw error(field, "an unknown parameter", names);
+    }
+    const npy_array a = read_npy(path, field);
+    const matrix& v = it->value;
+    const bool same = (a.shape.size() == 2 && a.shape[0] == v.rows() && a.shape[1] == v.cols()) ||
+                      (a.shape.size() == 1 && v.rows() == 1 && a.shape[0] == v.cols());
+    if (!same) {
+      throw error(field + quoted(path) + " shape", shape_text(a),
+                  "(" + std::to_string(v.rows()) + ", " + std::to_string(v.cols()) + ")" +
+                      (v.rows() == 1 ? " or (" + std::to_string(v.cols()) + ",)" : "") +
+                      " (a linear weight is (in, out): PyTorch's Linear.weight.T)");
+    }
+    std::copy(a.values.begin(), a.values.end(), it->value.data());
+    (void)cast_in_place(it->value, param_format, round_options{}, philox_key{});
+  }
+}
+
+bool reads_corpus(const run_config& cfg) {
+  if (cfg.data.from_files()) return false;
+  const model_stack stack = preset_stack(cfg);
+  return !stack.layers.empty() && stack.layers.front().kind == layer_kind::embedding;
+}
+
+void check_data_files(const run_config& cfg) {
+  if (!cfg.data.from_files()) return;
+  const file_data data(cfg.data, cfg.loss);
+  const model_stack stack = preset_stack(cfg);
+  if (data.input_width() != stack.input_dim) {
+    throw error("data.inputs '" + cfg.data.inputs_path + "' columns", std::to_string(data.input_width()),
+                std::to_string(stack.input_dim) + " (model.input_dim)");
+  }
+  const std::unique_ptr<model> net = make_stack_model(stack, 0, data.output_width(), cfg.seed, cfg.policy.param);
+  load_initial_weights(cfg.data, net->parameters(), cfg.policy.param);
+}
+
+}  // namespace safeamp::sim

@@ -1,0 +1,247 @@
+// Bring your own model: the .npy reader (what numpy.save writes, byte by byte, and every refusal), a described
+// layer stack that spells out the MLP preset trains to the preset's bits, a regression stack of the user's
+// shape (3 linear layers, GELU, layer norm, mse) learns from .npy files, initial weights are loaded as given.
+#include <unistd.h>
+
+#include <bit>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "safeamp/error.hpp"
+#include "safeamp/policy.hpp"
+#include "safeamp/sim/file_data.hpp"
+#include "safeamp/sim/npy.hpp"
+#include "safeamp/sim/parameter.hpp"
+#include "safeamp/sim/reference.hpp"
+#include "safeamp/sim/trainer.hpp"
+
+using namespace safeamp;
+using namespace safeamp::sim;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A .npy file built by hand: magic, version 1.0, header length (LE uint16), header text, data bytes.
+std::string npy_file(const std::string& header_dict, const std::string& data) {
+  std::string header = header_dict;
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = "\x93NUMPY\x01";
+  out += '\0';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + data;
+}
+
+std::string le32(std::uint32_t v) {
+  std::string s;
+  for (int k = 0; k < 4; ++k) s += static_cast<char>((v >> (8 * k)) & 0xff);
+  return s;
+}
+std::string be64(std::uint64_t v) {
+  std::string s;
+  for (int k = 7; k >= 0; --k) s += static_cast<char>((v >> (8 * k)) & 0xff);
+  return s;
+}
+
+std::string error_of(const std::string& bytes) {
+  try {
+    (void)parse_npy(bytes, "data.inputs 'x.npy'");
+  } catch (const safeamp::error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+fs::path temp_dir() {
+  const fs::path d = fs::temp_directory_path() / ("safeamp-user-model-" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+void write(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+}  // namespace
+
+TEST_CASE("npy: what numpy.save writes is read exactly", "[npy]") {
+  // numpy.save(f, np.array([[1, 2, 3], [4, 5, 6.5]], dtype='<f4')): little-endian float32, C order.
+  std::string data;
+  for (const float v : {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.5f}) data += le32(std::bit_cast<std::uint32_t>(v));
+  const npy_array a = parse_npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", data), "x");
+  REQUIRE(a.shape == std::vector<std::int64_t>{2, 3});
+  CHECK(a.values == std::vector<float>{1, 2, 3, 4, 5, 6.5f});
+  CHECK_FALSE(a.is_integer);
+
+  // Big-endian float64 and Fortran order: column-major [[1, 2], [3, 4]] is stored 1, 3, 2, 4.
+  std::string d64;
+  for (const double v : {1.0, 3.0, 2.0, 4.0}) d64 += be64(std::bit_cast<std::uint64_t>(v));
+  const npy_array b = parse_npy(npy_file("{'descr': '>f8', 'fortran_order': True, 'shape': (2, 2), }", d64), "x");
+  CHECK(b.values == std::vector<float>{1, 2, 3, 4});
+
+  // int64 class indices, shape (3,).
+  std::string di;
+  for (const std::int64_t v : {0, 2, 1}) di += le32(static_cast<std::uint32_t>(v)) + le32(0);
+  const npy_array c = parse_npy(npy_file("{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", di), "y");
+  CHECK(c.is_integer);
+  CHECK(c.integers == std::vector<std::int64_t>{0, 2, 1});
+
+  // The writer round-trips through the reader.
+  const std::vector<std::int64_t> shape = {2, 2};
+  const std::vector<float> v = {0.25f, -1.0f, 3.0f, 1e-3f};
+  const npy_array w = parse_npy(npy_bytes(shape, v), "w");
+  CHECK(w.shape == shape);
+  CHECK(w.values == v);
+  CHECK(npy_bytes(shape, v).size() % 64 == 16);  // 64-byte aligned header (10 + 54 + ...) then 16 data bytes
+}
+
+TEST_CASE("npy: bad files are refused naming the file and the field", "[npy]") {
+  const std::string one = le32(std::bit_cast<std::uint32_t>(1.0f));
+  const std::string ok_header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+  CHECK_THAT(error_of("PK\x03\x04 not npy"), Catch::Contains("data.inputs 'x.npy' magic"));
+  CHECK_THAT(error_of(npy_file("{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }", one)),
+             Catch::Contains("dtype is '<i2'") && Catch::Contains("float32 or float64"));
+  CHECK_THAT(error_of(npy_file(ok_header, one)),
+             Catch::Contains("data is truncated: 4 bytes") && Catch::Contains("8 bytes (2 elements of 4 bytes)"));
+  CHECK_THAT(error_of(npy_file(ok_header, one + one + one)), Catch::Contains("longer than its header says"));
+  const std::string nan = le32(0x7fc00000u);
+  CHECK_THAT(error_of(npy_file(ok_header, one + nan)), Catch::Contains("element [1] is NaN"));
+  CHECK_THAT(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000), }", one)),
+             Catch::Contains("shape is more than 67108864 elements"));
+  CHECK_THAT(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2), }", one + one)),
+             Catch::Contains("3 dimensions"));
+  CHECK_THAT(error_of(npy_file("{'descr': '<f4', 'shape': (2,), }", one + one)),
+             Catch::Contains("missing 'fortran_order'"));
+  CHECK_THAT(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2,", "")),
+             Catch::Contains("header is malformed"));
+  // float64 beyond float's range.
+  std::string huge =
+      npy_file("{'descr': '>f8', 'fortran_order': False, 'shape': (1,), }", be64(std::bit_cast<std::uint64_t>(1e300)));
+  CHECK_THAT(error_of(huge), Catch::Contains("beyond float's range"));
+  // Header length beyond the file.
+  CHECK_THAT(error_of(std::string("\x93NUMPY\x01\x00\xff\x00{", 11)), Catch::Contains("header is truncated"));
+}
+
+TEST_CASE("a described stack that spells out the MLP preset trains to the preset's bits", "[stack]") {
+  run_config preset;
+  preset.model = model_kind::mlp;
+  preset.mlp = mlp_shape{
+      .input_dim = 8, .hidden_dim = 16, .hidden_layers = 2, .classes = 4, .activation = activation_kind::gelu};
+  preset.policy = presets::fp16_mixed;
+  preset.scaler.kind = scaler_kind::dynamic;
+  preset.steps = 6;
+  preset.batch_size = 32;
+  preset.data.eval_samples = 64;
+  run_config described = preset;
+  described.model = model_kind::stack;
+  described.stack.input_dim = 8;
+  const auto layer = [](layer_kind k, std::string name, std::int64_t out) {
+    layer_spec l;
+    l.kind = k;
+    l.name = std::move(name);
+    l.out = out;
+    return l;
+  };
+  described.stack.layers = {layer(layer_kind::linear, "fc0", 16), layer(layer_kind::activation, "", 0),
+                            layer(layer_kind::linear, "fc1", 16), layer(layer_kind::activation, "", 0),
+                            layer(layer_kind::linear, "head", 0)};
+  const run_result a = train(preset);
+  const run_result b = train(described);
+  CHECK(a.weights_hash == b.weights_hash);
+  REQUIRE(a.steps.size() == b.steps.size());
+  for (std::size_t i = 0; i < a.steps.size(); ++i) CHECK(a.steps[i].loss == b.steps[i].loss);
+  CHECK(a.probe_logits == b.probe_logits);
+  // A different stack (ReLU in place of the second GELU) gives other bits: the comparison can fail.
+  described.stack.layers[3].activation = activation_kind::relu;
+  CHECK(train(described).weights_hash != a.weights_hash);
+}
+
+TEST_CASE("the user's shape: 3 linear layers, GELU and layer norm, mse regression from .npy files", "[stack][files]") {
+  const fs::path dir = temp_dir();
+  // y = sum of the first 4 inputs scaled by 0.5, a second column -x0; 128 rows of 6 features.
+  constexpr int rows = 128, in = 6;
+  std::vector<float> x(rows * in), y(rows * 2);
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < in; ++j) x[r * in + j] = std::sin(0.37f * static_cast<float>(r * in + j + 1));
+    y[r * 2] = 0.5f * (x[r * in] + x[r * in + 1] + x[r * in + 2] + x[r * in + 3]);
+    y[r * 2 + 1] = -x[r * in];
+  }
+  write(dir / "x.npy", npy_bytes(std::vector<std::int64_t>{rows, in}, x));
+  write(dir / "y.npy", npy_bytes(std::vector<std::int64_t>{rows, 2}, y));
+  run_config c;
+  c.model = model_kind::stack;
+  c.loss = loss_kind::mse;
+  c.data.inputs_path = (dir / "x.npy").string();
+  c.data.targets_path = (dir / "y.npy").string();
+  c.stack.input_dim = in;
+  const auto add = [&c](layer_kind k, std::int64_t out) {
+    layer_spec& l = c.stack.layers.emplace_back();
+    l.kind = k;
+    l.out = out;
+  };
+  add(layer_kind::linear, 32);
+  add(layer_kind::activation, 0);
+  add(layer_kind::layer_norm, 0);
+  add(layer_kind::linear, 32);
+  add(layer_kind::activation, 0);
+  add(layer_kind::linear, 0);  // the head: width 2 from the targets
+  c.policy = presets::fp16_mixed;
+  c.scaler.kind = scaler_kind::dynamic;
+  c.optimizer = torch_defaults(optimizer_kind::adamw_torch);
+  c.optimizer.learning_rate = 3e-3;
+  c.steps = 150;
+  c.batch_size = 32;
+  c.clip_norm = 1.0;
+  c.clip = clip_mode::torch;
+  const run_result r = train(c);
+  INFO("first loss " << r.steps.front().loss << ", held-out " << r.final_eval.loss);
+  CHECK(std::isfinite(r.final_eval.loss));
+  CHECK(r.final_eval.loss < 0.1 * r.steps.front().loss);
+  CHECK(r.probe_cols == 2);
+  CHECK(r.steps.back().grads.size() == 1 + 8);  // dlogits; linear0, layer_norm2, linear3, linear5: 2 each
+
+  // Initial weights: the head's bias from a file, shape (2,) for a (1, 2) parameter; a wrong shape is refused.
+  write(dir / "b.npy", npy_bytes(std::vector<std::int64_t>{2}, std::vector<float>{0.5f, -0.25f}));
+  c.data.initial_weights = {{"linear5.bias", (dir / "b.npy").string()}};
+  parameter_list params;
+  (void)add_parameter(params, "linear5.bias", 1, 2);
+  load_initial_weights(c.data, params, fp32);
+  CHECK(params[0].value(0, 0) == 0.5f);
+  CHECK(params[0].value(0, 1) == -0.25f);
+  CHECK_NOTHROW(check_data_files(c));
+  c.data.initial_weights = {{"linear0.weight", (dir / "b.npy").string()}};
+  CHECK_THROWS_WITH(check_data_files(c), Catch::Contains("data.initial_weights.linear0.weight") &&
+                                             Catch::Contains("shape is (2,)") && Catch::Contains("(6, 32)"));
+  c.data.initial_weights = {{"linear9.weight", (dir / "b.npy").string()}};
+  CHECK_THROWS_WITH(check_data_files(c), Catch::Contains("an unknown parameter") && Catch::Contains("linear5.bias"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the run fingerprint follows the model stack and the bytes of the data files", "[stack][files]") {
+  const fs::path dir = temp_dir();
+  write(dir / "x.npy", npy_bytes(std::vector<std::int64_t>{4, 2}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+  write(dir / "y.npy", npy_bytes(std::vector<std::int64_t>{4}, std::vector<float>{1, 0, 1, 0}));
+  run_config c;
+  c.model = model_kind::stack;
+  c.loss = loss_kind::mse;
+  c.stack.input_dim = 2;
+  c.stack.layers.emplace_back();  // one linear head
+  c.data.inputs_path = (dir / "x.npy").string();
+  c.data.targets_path = (dir / "y.npy").string();
+  const std::uint64_t before = run_fingerprint(c);
+  CHECK(run_fingerprint(c) == before);
+  // The same path with other bytes: a checkpoint of the first run is refused on resume.
+  write(dir / "y.npy", npy_bytes(std::vector<std::int64_t>{4}, std::vector<float>{1, 0, 1, 1}));
+  const std::uint64_t changed = run_fingerprint(c);
+  CHECK(changed != before);
+  c.stack.layers.front().out = 1;
+  CHECK(run_fingerprint(c) != changed);
+  c.stack.layers.front().out = 0;
+  c.loss = loss_kind::huber;
+  CHECK(run_fingerprint(c) != changed);
+  fs::remove_all(dir);
+}
