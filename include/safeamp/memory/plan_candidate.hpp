@@ -155,7 +155,9 @@ inline double seconds_per_sample(const workload& w, const device_spec& d, const 
                                  std::int64_t microbatch, double efficiency, std::uint64_t adapters = 0) {
   const format_spec other = other_matmul_format(p);
   if (!w.shape) {
-    return training_flops_per_sample(w.parameters, w.tokens_per_sample, mode, adapters) /
+    return training_flops_per_sample(
+               {.parameters = w.parameters, .tokens_per_sample = w.tokens_per_sample, .adapter_parameters = adapters},
+               mode) /
            (efficiency * peak_flops_for(d, other));
   }
   const auto b = static_cast<std::uint64_t>(microbatch);
@@ -191,8 +193,12 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   }
   c.activation_bytes_per_sample = peak;
   const std::uint64_t adapters = states.adapter_parameters;
-  c.flops_per_sample = w.shape ? training_flops_per_sample(*w.shape, mode, adapters)
-                               : training_flops_per_sample(w.parameters, w.tokens_per_sample, mode, adapters);
+  c.flops_per_sample =
+      w.shape
+          ? training_flops_per_sample(*w.shape, mode, adapters)
+          : training_flops_per_sample(
+                {.parameters = w.parameters, .tokens_per_sample = w.tokens_per_sample, .adapter_parameters = adapters},
+                mode);
   const std::uint64_t pool = phase_pool_bytes(o.budget);
   const bool full = mode == recompute::full;
   // First without accumulation (no gradients in the forward pass); if the target batch needs more than one

@@ -64,7 +64,8 @@ inline void check_options(const planner_options& o) {
   }
   if (!std::isfinite(o.peak_calibration_ratio) || o.peak_calibration_ratio < 1.0 / max_calibration_ratio ||
       o.peak_calibration_ratio > max_calibration_ratio) {
-    throw error("peak calibration ratio", std::to_string(o.peak_calibration_ratio), "1/4 .. 4 (measured over modelled)");
+    throw error("peak calibration ratio", std::to_string(o.peak_calibration_ratio),
+                "1/4 .. 4 (measured over modelled)");
   }
 }
 
@@ -74,10 +75,13 @@ inline double calibrated_efficiency(const workload& w, const planner_options& o)
   const precision_policy p = preset_by_name(o.measured_policy);
   const double peak = peak_flops_for(o.device, p.compute);
   if (!(peak > 0.0)) throw error("measured policy", std::string(o.measured_policy), "a policy the device supports");
-  const double flops = w.shape ? training_flops_per_sample(*w.shape, recompute::none)
-                               : training_flops_per_sample(w.parameters, w.tokens_per_sample, recompute::none);
+  const double flops =
+      w.shape ? training_flops_per_sample(*w.shape, recompute::none)
+              : training_flops_per_sample({.parameters = w.parameters, .tokens_per_sample = w.tokens_per_sample},
+                                          recompute::none);
   const plausibility check = check_throughput(o.measured_samples_per_second * flops, peak);
-  if (!check.plausible) throw error("measured samples per second", std::to_string(o.measured_samples_per_second), check.diagnosis);
+  if (!check.plausible)
+    throw error("measured samples per second", std::to_string(o.measured_samples_per_second), check.diagnosis);
   return std::min(1.0, check.ratio);
 }
 
@@ -166,9 +170,8 @@ inline std::vector<std::string> planner_memory_remedies(const workload& w, const
   for (const remedy& m : fitting) {
     if (out.size() == 3 || std::find(listed.begin(), listed.end(), m.changes) != listed.end()) continue;
     listed.push_back(m.changes);
-    const bool recompute_changed = std::any_of(m.changes.begin(), m.changes.end(), [](const std::string& c) {
-      return c.rfind("recompute ", 0) == 0;
-    });
+    const bool recompute_changed = std::any_of(m.changes.begin(), m.changes.end(),
+                                               [](const std::string& c) { return c.rfind("recompute ", 0) == 0; });
     out.push_back("with " + m.result.policy_name + " (" + std::string(to_string(m.result.quality)) + ")" +
                   (recompute_changed ? "" : ", recompute " + std::string(to_string(m.result.mode))) + ": " + m.text());
   }
@@ -207,8 +210,8 @@ inline std::vector<std::string> planner_memory_remedies(const workload& w, const
 
   for (const plan_candidate& c : r.candidates) {
     if (!c.supported) {
-      r.failures.push_back("device: " + c.policy_name + " computes in " + format_name(c.policy.compute) + ", which the " +
-                           std::string(o.device.name) + " has no tensor cores for");
+      r.failures.push_back("device: " + c.policy_name + " computes in " + format_name(c.policy.compute) +
+                           ", which the " + std::string(o.device.name) + " has no tensor cores for");
       break;
     }
   }
@@ -229,8 +232,8 @@ inline std::vector<std::string> planner_memory_remedies(const workload& w, const
     r.failures.push_back("parity: every configuration that fits memory uses a policy whose parity result failed");
     return r;
   }
-  const auto closest = std::find_if(r.candidates.begin(), r.candidates.end(),
-                                    [](const plan_candidate& c) { return c.supported; });
+  const auto closest =
+      std::find_if(r.candidates.begin(), r.candidates.end(), [](const plan_candidate& c) { return c.supported; });
   if (closest == r.candidates.end()) return r;
   const plan_candidate& c = *closest;
   const std::size_t phase = static_cast<std::size_t>(c.limiting_phase);

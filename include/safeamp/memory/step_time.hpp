@@ -102,8 +102,16 @@ struct flops_split {
 /// 101": forward 2PD + backward 4PD), D = tokens per sample; full recomputation adds a forward pass (x 4/3). A frozen
 /// base with adapters: 4PD (+2PD with full recomputation) + 6AD.
 /// Selective recomputation needs the shape (throws).
-[[nodiscard]] inline double training_flops_per_sample(std::uint64_t parameters, std::uint64_t tokens_per_sample,
-                                                      recompute mode, std::uint64_t adapter_parameters = 0) {
+/// A model known only by its counts, by name (three counts of one type in a row would compile swapped).
+struct counted_model {
+  std::uint64_t parameters = 0;
+  std::uint64_t tokens_per_sample = 0;
+  std::uint64_t adapter_parameters = 0;  // > 0: a frozen base with this many trained adapter parameters
+};
+
+[[nodiscard]] inline double training_flops_per_sample(const counted_model& model, recompute mode) {
+  const std::uint64_t parameters = model.parameters, tokens_per_sample = model.tokens_per_sample;
+  const std::uint64_t adapter_parameters = model.adapter_parameters;
   if (parameters == 0 || parameters > max_parameter_count) {
     throw error("parameters", std::to_string(parameters), "1 .. 1e15 parameters");
   }

@@ -89,8 +89,9 @@ TEST_CASE("training FLOPs per sample (Korthikanti Appendix A; 6PD)") {
   CHECK(training_flops_per_sample(model_22b, recompute::full) == Approx(model * 4 / 3).epsilon(1e-12));
   // MFU of the 22B run in Table 5: 4 samples per 1.10 s on 8 A100s at 312 TFLOPS -> 41.5% published.
   CHECK(4 * model / 1.10 / (8 * 312e12) == Approx(0.4165).margin(0.0005));
-  CHECK(training_flops_per_sample(1'000'000, 100, recompute::none) == 6e8);
-  CHECK_THROWS_AS(training_flops_per_sample(1'000'000, 100, recompute::selective), error);
+  CHECK(training_flops_per_sample({.parameters = 1'000'000, .tokens_per_sample = 100}, recompute::none) == 6e8);
+  CHECK_THROWS_AS(training_flops_per_sample({.parameters = 1'000'000, .tokens_per_sample = 100}, recompute::selective),
+                  error);
 }
 
 TEST_CASE("transformer shapes are validated") {

@@ -54,6 +54,12 @@ constexpr bool headroom_callable = requires(A... a) {
 };
 static_assert(!headroom_callable<std::uint64_t, step_needs, std::uint64_t>);
 static_assert(headroom_callable<step_needs, phase_point>);
+template <typename... A>
+constexpr bool flops_callable = requires(A... a) {
+  training_flops_per_sample(a...);
+};
+static_assert(!flops_callable<std::uint64_t, std::uint64_t, recompute, std::uint64_t>);
+static_assert(flops_callable<counted_model, recompute>);
 
 namespace {
 // 1e9 parameters, bf16-mixed, AdamW foreach: weights 4e9, gradients 4e9, moments 8e9, weight copies 2e9,
@@ -285,8 +291,9 @@ TEST_CASE("a frozen base skips the weight-gradient GEMMs: 2 passes instead of 3 
   CHECK(full.linear == Approx(7.26e11).epsilon(1e-12));
   CHECK(full.other == Approx(2.2e11).epsilon(1e-12));
   // Without a shape: 4PD + 6AD.
-  CHECK(training_flops_per_sample(1'000'000'000ULL, 100, recompute::none, 1'000'000) ==
-        Approx(4e11 + 6e8).epsilon(1e-12));
+  CHECK(training_flops_per_sample(
+            {.parameters = 1'000'000'000ULL, .tokens_per_sample = 100, .adapter_parameters = 1'000'000},
+            recompute::none) == Approx(4e11 + 6e8).epsilon(1e-12));
 }
 
 TEST_CASE("optimizer offload: the device keeps weights and gradients; the CPU holds 16 bytes per parameter") {
