@@ -162,8 +162,10 @@ inline double seconds_per_sample(const workload& w, const device_spec& d, const 
   }
   const auto b = static_cast<std::uint64_t>(microbatch);
   const flops_split f = training_flops_split(*w.shape, mode, adapters);
-  const double linear_rate = roofline(d, p.compute, dominant_gemm(*w.shape, b, p.compute, p.output)).attainable_flops;
-  const double other_rate = roofline(d, other, dominant_gemm(*w.shape, b, other, p.output)).attainable_flops;
+  const double linear_rate =
+      roofline(d, p.compute, dominant_gemm(*w.shape, b, {.compute = p.compute, .output = p.output})).attainable_flops;
+  const double other_rate =
+      roofline(d, other, dominant_gemm(*w.shape, b, {.compute = other, .output = p.output})).attainable_flops;
   return (f.linear / linear_rate + f.other / other_rate) / efficiency;
 }
 

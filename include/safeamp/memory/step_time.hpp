@@ -130,10 +130,17 @@ struct counted_model {
   return mode == recompute::full ? base * 4.0 / 3.0 : base;
 }
 
+/// The formats of a GEMM's inputs and output, by name (two formats in a row would compile swapped).
+struct gemm_formats {
+  format_spec compute = fp32;  // both inputs
+  format_spec output = fp32;
+};
+
 /// The dominant GEMM of a transformer step at microbatch b: the MLP's up-projection, (b s) x (f / t) x h, inputs in
 /// the compute format and output in the activation format. Small microbatches make it memory-bound.
 [[nodiscard]] inline kernel_cost dominant_gemm(const transformer_shape& t, std::uint64_t microbatch,
-                                               format_spec compute, format_spec output) {
+                                               const gemm_formats& formats) {
+  const format_spec compute = formats.compute, output = formats.output;
   const double m = static_cast<double>(t.sequence) * static_cast<double>(microbatch);
   const double n = static_cast<double>(ffn_of(t)) / static_cast<double>(t.tensor_parallel);
   const double k = static_cast<double>(t.hidden);

@@ -60,6 +60,12 @@ constexpr bool flops_callable = requires(A... a) {
 };
 static_assert(!flops_callable<std::uint64_t, std::uint64_t, recompute, std::uint64_t>);
 static_assert(flops_callable<counted_model, recompute>);
+template <typename... A>
+constexpr bool gemm_callable = requires(A... a) {
+  dominant_gemm(a...);
+};
+static_assert(!gemm_callable<transformer_shape, std::uint64_t, format_spec, format_spec>);
+static_assert(gemm_callable<transformer_shape, std::uint64_t, gemm_formats>);
 
 namespace {
 // 1e9 parameters, bf16-mixed, AdamW foreach: weights 4e9, gradients 4e9, moments 8e9, weight copies 2e9,
