@@ -178,9 +178,8 @@ struct context_search {
       return false;
     }
   };
-  std::uint64_t lo = generated_tokens, hi = 10'000'000;  // lo: fits (or the floor), hi: the cap
   if (!fits(generated_tokens + 1)) return 0;
-  lo = generated_tokens + 1;
+  std::uint64_t lo = generated_tokens + 1, hi = 10'000'000;  // lo fits; hi is the cap, tried next
   if (fits(hi)) return hi;
   while (hi - lo > 1) {
     const std::uint64_t mid = lo + (hi - lo) / 2;
