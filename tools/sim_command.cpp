@@ -135,7 +135,7 @@ class run_checkpoints {
       : dir_(std::move(dir)), every_(every), resume_(resume), ranks_(&ranks) {}
 
   // Trains `cfg` with checkpointing, continuing from its checkpoint when resuming and one exists.
-  run_result train_run(run_config cfg) {
+  run_result train_run(run_config cfg, const step_observer& on_step) {
     const fs::path file = dir_ / (file_slug(cfg.label) + ".ckpt");
     std::error_code ec;
     if (every_ > 0 && ranks_->writes_outputs()) {
@@ -147,7 +147,7 @@ class run_checkpoints {
       ++resumed_;
       std::fprintf(stderr, "safeamp sim: --resume: %s continues from %s\n", cfg.label.c_str(), file.string().c_str());
     }
-    return train(cfg, {}, ranks_->exchange());
+    return train(cfg, on_step, ranks_->exchange());
   }
 
   // Removes every checkpoint file of the folder (stale ones of an invocation not resumed, or all of them
@@ -284,9 +284,27 @@ int run_sim(const sim_options& o) {
   summary.dollars_per_hour = s.dollars_per_hour;
   summary.preflight = pre;
 
-  progress_bar bar(static_cast<std::int64_t>(s.candidates.size()) + 1, stderr, stream_is_terminal(stderr));
   std::error_code ec;
-  if (!o.relock && fs::exists(ref_file, ec)) {
+  const bool reuse_reference = !o.relock && fs::exists(ref_file, ec);
+  // Progress in steps over every run this invocation trains: a redrawn line on a terminal, plain lines otherwise.
+  std::int64_t total_steps = 0;
+  for (std::size_t i = reuse_reference ? 1 : 0; i < runs.size(); ++i) total_steps += runs[i].steps;
+  const std::int64_t run_count = static_cast<std::int64_t>(runs.size()) - (reuse_reference ? 1 : 0);
+  // Only the rank that writes the outputs reports progress.
+  progress_bar bar(total_steps, writer ? stderr : nullptr, writer && stream_is_terminal(stderr), {.plain_lines = true});
+  std::int64_t steps_before = 0;  // steps of the runs already trained
+  std::int64_t run_number = 0;
+  // The observer of the next run; counts its steps into steps_before once created.
+  const auto observe = [&](const run_config& cfg) {
+    ++run_number;
+    const std::int64_t base = steps_before;
+    steps_before += cfg.steps;
+    return [&bar, base, label = cfg.label, n = run_number, run_count](std::int64_t done, std::int64_t steps) {
+      bar.update(base + done, label + " (run " + std::to_string(n) + "/" + std::to_string(run_count) + ", step " +
+                                  std::to_string(done) + "/" + std::to_string(steps) + ")");
+    };
+  };
+  if (reuse_reference) {
     locked_reference ref = read_reference(ref_file);
     // Every setting that changes the reference's numbers (its policy included) must be the one it was locked with.
     require_matching_manifest(ref.manifest, ref_manifest, manifest_check::reuse);
@@ -296,8 +314,7 @@ int run_sim(const sim_options& o) {
     summary.reference = std::move(ref);
     summary.reference_reused = true;
   } else {
-    bar.update(0, ref_cfg.label);
-    const run_result ref_run = checkpoints.train_run(ref_cfg);
+    const run_result ref_run = checkpoints.train_run(ref_cfg, observe(ref_cfg));
     summary.reference = lock_reference(ref_run, ref_manifest);
     ranks.record(ref_run);
     // --relock never deletes a reference: only now that the new one is trained and checked, the old file is
@@ -316,14 +333,15 @@ int run_sim(const sim_options& o) {
   std::vector<parity_result> results;
   for (std::size_t i = 0; i < s.candidates.size(); ++i) {
     const candidate_spec& c = s.candidates[i];
-    bar.update(static_cast<std::int64_t>(i) + 1, c.name);
     const run_config cfg = candidate_config(s, c);
     candidate_outcome k;
     k.name = c.name;
     k.scaler = scaler_text(c.scaler);
     k.faults = faults_text(c.faults);
+    k.scaler_type = c.scaler.kind;
+    k.fault_list = c.faults;
     k.expect = c.expect;
-    k.run = checkpoints.train_run(cfg);
+    k.run = checkpoints.train_run(cfg, observe(cfg));
     ranks.record(k.run);
     run_manifest m = manifest_for(s, cfg);
     m.probe_rows = k.run.probe_rows;

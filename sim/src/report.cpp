@@ -6,32 +6,22 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "safeamp/sim/report_decision.hpp"
 #include "safeamp/sim/report_files.hpp"
+#include "safeamp/sim/report_text.hpp"
 
 namespace safeamp::sim {
 namespace {
 
-using json = nlohmann::json;
+using report_text::fmt;
+using report_text::scale_text;
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
+using json = nlohmann::json;
 
 /// Finite doubles as numbers; inf/NaN as strings ("inf", "nan") so JSON stays valid and lossless.
 json number_or_text(double v) {
   if (std::isfinite(v)) return v;
   return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-}
-
-std::string scale_text(float s) {
-  if (s > 0.0f && std::isfinite(s)) {
-    int e = 0;
-    const float m = std::frexp(s, &e);
-    if (m == 0.5f) return "2^" + std::to_string(e - 1);
-  }
-  return fmt("%g", static_cast<double>(s));
 }
 
 const parity_check* find_check(const parity_result& p, std::string_view prefix) {
@@ -195,13 +185,15 @@ std::string render_terminal_summary(const sim_summary& s) {
       o += "  skipped " + std::to_string(c.parity.skips.skipped) + " step(s) at " +
            steps_list(c.parity.skips.steps, 12) + "\n";
     }
+    if (const run_diagnosis d = diagnose(c); d.cause != diagnosed_cause::none) o += "  why: " + d.text + "\n";
     for (const std::string& r : c.parity.reasons) o += "  FAIL " + r + "\n";
     for (const std::string& r : c.parity.undecided) o += "  INCONCLUSIVE " + r + "\n";
     if (c.parity.outcome != verdict::pass) {
       o += "  -> run instead: " + c.decision.run_instead + " [" + c.decision.source + "]\n";
     }
   }
-  o += "\n";
+  const policy_decision decision = decide_policy(s);
+  o += "\nrecommended: " + decision.recommended + " (" + decision.reason + ")\n\n";
   bool all_expected = true;
   for (const candidate_outcome& c : s.candidates) all_expected = all_expected && c.as_expected;
   o += all_expected ? "every verdict is the one the scenario expects\n"
@@ -227,36 +219,85 @@ std::string render_summary_json(const sim_summary& s) {
       slices.push_back({{"name", sl.name}, {"count", sl.count}, {"loss", number_or_text(sl.loss)},
                         {"accuracy", number_or_text(sl.accuracy)}});
     }
+    const run_diagnosis d = diagnose(c);
+    json worst = json::array();
+    for (const layer_underflow& l : d.worst_layers) {
+      worst.push_back({{"name", l.name}, {"fraction", l.fraction}, {"first_step", l.first_step}});
+    }
+    const json diagnosis{{"cause", diagnosed_cause_name(d.cause)},
+                         {"likely_field", d.likely_field},
+                         {"text", d.text},
+                         {"loss_gradient_underflow", d.loss_gradient_underflow},
+                         {"underflow_began", d.underflow_began},
+                         {"worst_layers", worst},
+                         {"zero_gradient_steps", d.zero_norm_steps},
+                         {"overflow_steps", d.overflow_steps},
+                         {"first_overflow", d.first_overflow},
+                         {"skipped", d.skipped},
+                         {"skipped_at_faults", d.skipped_at_faults},
+                         {"scale_first", d.scale_first},
+                         {"scale_last", d.scale_last},
+                         {"first_check", d.first_check},
+                         {"first_check_value", number_or_text(d.first_check_value)},
+                         {"first_check_limit", number_or_text(d.first_check_limit)}};
+    json profile = json::object();
+    for (const phase_share& p : phase_means(c.run.phases)) profile[p.short_name] = p.seconds_per_step;
+    profile["step"] = c.run.phases.steps > 0 ? c.run.phases.step_total / static_cast<double>(c.run.phases.steps) : 0.0;
+    profile["steps_timed"] = c.run.phases.steps;
     cands.push_back(json{{"name", c.name},
-                     {"policy", c.parity.policy},
-                     {"scaler", c.scaler},
-                     {"faults", c.faults},
-                     {"verdict", verdict_name(c.parity.outcome)},
-                     {"expected", expectation_name(c.expect)},
-                     {"as_expected", c.as_expected},
-                     {"reasons", c.parity.reasons},
-                     {"undecided", c.parity.undecided},
-                     {"run_instead", c.decision.run_instead},
-                     {"fallback_source", c.decision.source},
-                     {"held_out_loss", number_or_text(c.run.final_eval.loss)},
-                     {"held_out_accuracy", number_or_text(c.run.final_eval.accuracy)},
-                     {"slices", slices},
-                     {"checks", checks},
-                     {"skipped_steps", c.parity.skips.steps},
-                     {"min_scale", c.parity.skips.min_scale},
-                     {"max_scale", c.parity.skips.max_scale},
-                     {"weights_hash", hex64(c.run.weights_hash)},
-                     {"wall_seconds", c.run.wall_seconds},
-                     {"samples_per_second", c.run.samples_per_second},
-                     {"cost_per_sample_dollars", cost_per_sample(s.dollars_per_hour, c.run.samples_per_second)},
-                     {"telemetry", c.telemetry_file}});
+                         {"diagnosis", diagnosis},
+                         {"profile_seconds_per_step", profile},
+                         {"policy", c.parity.policy},
+                         {"scaler", c.scaler},
+                         {"faults", c.faults},
+                         {"verdict", verdict_name(c.parity.outcome)},
+                         {"expected", expectation_name(c.expect)},
+                         {"as_expected", c.as_expected},
+                         {"reasons", c.parity.reasons},
+                         {"undecided", c.parity.undecided},
+                         {"run_instead", c.decision.run_instead},
+                         {"fallback_source", c.decision.source},
+                         {"held_out_loss", number_or_text(c.run.final_eval.loss)},
+                         {"held_out_accuracy", number_or_text(c.run.final_eval.accuracy)},
+                         {"slices", slices},
+                         {"checks", checks},
+                         {"skipped_steps", c.parity.skips.steps},
+                         {"min_scale", c.parity.skips.min_scale},
+                         {"max_scale", c.parity.skips.max_scale},
+                         {"weights_hash", hex64(c.run.weights_hash)},
+                         {"wall_seconds", c.run.wall_seconds},
+                         {"samples_per_second", c.run.samples_per_second},
+                         {"cost_per_sample_dollars", cost_per_sample(s.dollars_per_hour, c.run.samples_per_second)},
+                         {"telemetry", c.telemetry_file}});
   }
   const locked_reference& r = s.reference;
   json ref_slices = json::array();
   for (const slice_metrics& sl : r.final_eval.slices) {
     ref_slices.push_back({{"name", sl.name}, {"count", sl.count}, {"loss", sl.loss}, {"accuracy", sl.accuracy}});
   }
+  const policy_decision decision = decide_policy(s);
+  json rows = json::array();
+  for (const decision_row& row : decision.rows) {
+    rows.push_back({{"name", row.name},
+                    {"verdict", verdict_name(row.outcome)},
+                    {"injected_faults", row.has_faults},
+                    {"parameters", row.parameters},
+                    {"model_state_bytes", row.state_bytes},
+                    {"reference_model_state_bytes", row.reference_state_bytes},
+                    {"activation_bytes", row.activation_bytes},
+                    {"reference_activation_bytes", row.reference_activation_bytes},
+                    {"memory_saved_fraction", row.memory_saved_fraction},
+                    {"gemm_time_ratio", row.gemm_time_ratio},
+                    {"skip_fraction", row.skip_fraction},
+                    {"min_headroom", row.min_headroom},
+                    {"tightest_check", row.headroom_check}});
+  }
   const json j{{"scenario", s.scenario},
+               {"decision",
+                {{"recommended", decision.recommended},
+                 {"reason", decision.reason},
+                 {"device", decision_device},
+                 {"candidates", rows}}},
                {"reference",
                 {{"id", r.reference_id},
                  {"locked_utc", r.locked_utc},

@@ -3,14 +3,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <map>
+#include <string>
 
 #include "safeamp/sim/report.hpp"
+#include "safeamp/sim/report_decision.hpp"
 #include "safeamp/sim/report_files.hpp"
 #include "safeamp/sim/report_svg.hpp"
+#include "safeamp/sim/report_text.hpp"
 
 namespace safeamp::sim {
 namespace {
+
+using report_text::fmt;
+using report_text::td;
+using report_text::th;
 
 const char* status_class(verdict v) {
   switch (v) {
@@ -21,38 +29,66 @@ const char* status_class(verdict v) {
   return "fail";
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
+// What the step records' loss is multiplied by: the scenario's training.loss_multiplier (applied as a tiny-loss
+// factor at every step) times training.loss_weight. The charts divide it out so the curves are in the held-out
+// table's units (nats).
+double loss_weight(const sim_summary& s) {
+  double w = 1.0;
+  for (const manifest_setting& m : s.reference.manifest.settings) {
+    if (m.field != "training.loss_weight" && m.field != "training.loss_multiplier") continue;
+    try {
+      const double v = std::stod(m.value);
+      if (std::isfinite(v) && v > 0.0) w *= v;
+    } catch (const std::exception&) {
+    }
+  }
+  return w;
 }
 
-std::string td(const std::string& s) { return "<td>" + html_escape(s) + "</td>"; }
-std::string th(const std::string& s) { return "<th>" + html_escape(s) + "</th>"; }
-
-svg_series loss_series(const std::string& name, const run_result& r, bool dashed) {
-  svg_series s{.name = name, .x = {}, .y = {}, .dashed = dashed};
+svg_series loss_series(const std::string& name, const run_result& r, double weight, bool dashed) {
+  svg_series s{.name = name, .x = {}, .y = {}, .dashed = dashed, .colour = {}, .markers = true};
   for (const step_record& st : r.steps) {
     s.x.push_back(static_cast<double>(st.step));
-    s.y.push_back(st.skipped ? std::nan("") : st.loss);  // skipped steps (faulted spikes) are gaps
+    s.y.push_back(st.skipped ? std::nan("") : st.loss / weight);  // skipped steps (faulted spikes) are gaps
   }
   return s;
 }
 
 std::string section_loss(const sim_summary& s) {
-  svg_line_chart c{.title = "Training loss (skipped steps left out)", .x_label = "step", .y_label = "loss"};
-  c.series.push_back(loss_series(s.reference.label, as_run_result(s.reference), false));
-  for (const candidate_outcome& k : s.candidates) c.series.push_back(loss_series(k.name, k.run, true));
-  return "<h2>Loss curves</h2>\n" + render_line_chart(c);
+  const double weight = loss_weight(s);
+  const bool weighted = weight != 1.0;
+  svg_line_chart c{.title = "Training loss per step (skipped steps left out)",
+                   .x_label = "step",
+                   .y_label = weighted ? "training loss (nats, multiplier divided out)" : "training loss (nats)",
+                   .width = 1300,
+                   .height = 300};
+  c.series.push_back(loss_series(s.reference.label, as_run_result(s.reference), weight, false));
+  for (const candidate_outcome& k : s.candidates) c.series.push_back(loss_series(k.name, k.run, weight, true));
+  std::string note = "<p>Cross-entropy of each training batch in nats, the units of the held-out loss in the table";
+  if (weighted) {
+    note += "; the scenario trains on " + fmt("%g", weight) +
+            " x this loss (training.loss_multiplier times training.loss_weight), which is divided out here";
+  }
+  return "<h2 id=\"loss\">Loss curves</h2>\n" + note + ".</p>\n" + render_line_chart(c);
 }
 
 std::string section_scale(const sim_summary& s) {
-  svg_line_chart c{.title = "Loss scale over time (x: skipped step)", .x_label = "step", .y_label = "loss scale",
-                   .log2_y = true};
-  c.series.push_back({.name = "(reference: none)", .x = {}, .y = {}, .dashed = false});
+  svg_line_chart c{.title = "Loss scale per step (x: skipped step)",
+                   .x_label = "step",
+                   .y_label = "loss scale (log2)",
+                   .log2_y = true,
+                   .width = 1300,
+                   .height = 260};
   svg_points skipped{.name = "skipped step", .x = {}, .y = {}};
-  for (const candidate_outcome& k : s.candidates) {
-    svg_series line{.name = k.name, .x = {}, .y = {}, .dashed = false};
+  for (std::size_t i = 0; i < s.candidates.size(); ++i) {
+    const candidate_outcome& k = s.candidates[i];
+    // Colours as in the loss chart, where series 0 is the reference.
+    svg_series line{.name = k.name,
+                    .x = {},
+                    .y = {},
+                    .dashed = false,
+                    .colour = std::string(series_colour(i + 1)),
+                    .markers = true};
     for (const step_record& st : k.run.steps) {
       line.x.push_back(static_cast<double>(st.step));
       line.y.push_back(st.scale);
@@ -64,34 +100,66 @@ std::string section_scale(const sim_summary& s) {
     c.series.push_back(std::move(line));
   }
   c.points.push_back(std::move(skipped));
-  return "<h2>Loss scale and skipped steps</h2>\n" + render_line_chart(c);
+  return "<h2 id=\"scale\">Loss scale and skipped steps</h2>\n<p>Runs without loss scaling (the reference too) stay "
+         "at 2^0; lines drawn over each other show as alternating markers.</p>\n" +
+         render_line_chart(c);
 }
 
 std::string section_underflow(const sim_summary& s) {
   constexpr std::size_t max_layers = 9;
-  std::string out = "<h2>Gradient underflow per layer</h2>\n<p>Fraction of each layer's gradient elements that "
-                    "were finite and nonzero before the cast into the gradient format and zero after it.</p>\n";
-  bool any = false;
-  for (const candidate_outcome& k : s.candidates) {
-    // Layers ranked by total underflow; the top few are plotted.
+  std::string out =
+      "<h2 id=\"underflow\">Gradient underflow per layer</h2>\n<p>Fraction of each layer's gradient "
+      "elements that were finite and nonzero before the cast into the gradient format and zero after "
+      "it. Every chart has the same y-scale and every layer the same colour in every chart.</p>\n";
+  // Layers ranked by total underflow per run; the top few of each run are plotted.
+  std::vector<std::vector<std::string>> plotted(s.candidates.size());
+  std::vector<std::string> layer_order;  // every plotted layer, in order of first appearance: its colour index
+  double y_top = 0.0;
+  for (std::size_t i = 0; i < s.candidates.size(); ++i) {
     std::map<std::string, double> total;
-    for (const step_record& st : k.run.steps) {
+    for (const step_record& st : s.candidates[i].run.steps) {
       for (const layer_counts& l : st.grads) total[l.name] += static_cast<double>(l.underflow);
     }
     std::vector<std::pair<std::string, double>> ranked(total.begin(), total.end());
     std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-    if (ranked.empty() || ranked.front().second == 0.0) {
-      out += "<p>" + html_escape(k.name) + ": no gradient underflow recorded.</p>\n";
+    for (std::size_t r = 0; r < ranked.size() && r < max_layers && ranked[r].second > 0.0; ++r) {
+      plotted[i].push_back(ranked[r].first);
+      if (std::find(layer_order.begin(), layer_order.end(), ranked[r].first) == layer_order.end()) {
+        layer_order.push_back(ranked[r].first);
+      }
+    }
+    for (const step_record& st : s.candidates[i].run.steps) {
+      for (const layer_counts& l : st.grads) y_top = std::max(y_top, underflow_fraction(l));
+    }
+  }
+  std::string charts;
+  std::string quiet;
+  for (std::size_t i = 0; i < s.candidates.size(); ++i) {
+    const candidate_outcome& k = s.candidates[i];
+    if (plotted[i].empty()) {
+      quiet += (quiet.empty() ? "" : ", ") + k.name;
       continue;
     }
-    any = true;
-    svg_line_chart c{.title = "Underflow fraction per layer: " + k.name, .x_label = "step",
-                     .y_label = "underflowed fraction", .height = 280};
-    for (std::size_t i = 0; i < ranked.size() && i < max_layers; ++i) {
-      svg_series line{.name = ranked[i].first, .x = {}, .y = {}, .dashed = false};
+    svg_line_chart c{.title = "Underflow fraction per layer: " + k.name,
+                     .x_label = "step",
+                     .y_label = "underflowed fraction",
+                     .width = 560,
+                     .height = 240};
+    c.legend_width = 150.0;  // layer names are short
+    c.y_min = 0.0;
+    c.y_max = y_top;
+    for (const std::string& name : plotted[i]) {
+      const auto colour_index =
+          static_cast<std::size_t>(std::find(layer_order.begin(), layer_order.end(), name) - layer_order.begin());
+      svg_series line{.name = name,
+                      .x = {},
+                      .y = {},
+                      .dashed = colour_index >= 10,
+                      .colour = std::string(series_colour(colour_index)),
+                      .markers = false};
       for (const step_record& st : k.run.steps) {
         for (const layer_counts& l : st.grads) {
-          if (l.name == ranked[i].first) {
+          if (l.name == name) {
             line.x.push_back(static_cast<double>(st.step));
             line.y.push_back(underflow_fraction(l));
           }
@@ -99,39 +167,59 @@ std::string section_underflow(const sim_summary& s) {
       }
       c.series.push_back(std::move(line));
     }
-    out += render_line_chart(c);
-    if (ranked.size() > max_layers) {
-      out += "<p>" + std::to_string(ranked.size() - max_layers) + " layers with less underflow not drawn.</p>\n";
-    }
+    charts += "<div>" + render_line_chart(c) + "</div>\n";
   }
-  if (!any) out += "<p>No candidate lost gradient values to underflow.</p>\n";
+  if (!charts.empty()) out += "<div class=\"grid3\">\n" + charts + "</div>\n";
+  if (!quiet.empty()) out += "<p>No gradient underflow recorded in: " + html_escape(quiet) + ".</p>\n";
   return out;
 }
 
+// The gate's limit of a slice check of candidate k, as the value the bar must stay under (loss) or above
+// (accuracy): reference - drop limit, or reference + limit * max(reference, loss floor) (parity.cpp's formulas).
+double slice_limit(const candidate_outcome& k, const slice_metrics& ref, bool accuracy, double classes) {
+  const std::string name = "slice " + ref.name + (accuracy ? " accuracy (drop)" : " loss (rel. increase)");
+  for (const parity_check& c : k.parity.checks) {
+    if (c.name != name || !std::isfinite(c.limit)) continue;
+    if (accuracy) return ref.accuracy - c.limit;
+    return ref.loss + c.limit * std::max(ref.loss, loss_floor_fraction * std::log(classes));
+  }
+  return std::nan("");
+}
+
 std::string section_slices(const sim_summary& s) {
-  svg_bar_chart acc{.title = "Held-out accuracy per slice", .y_label = "accuracy"};
-  svg_bar_chart loss{.title = "Held-out loss per slice", .y_label = "loss"};
+  svg_bar_chart acc{.title = "Held-out accuracy per slice", .y_label = "accuracy", .width = 700};
+  svg_bar_chart loss{.title = "Held-out loss per slice (nats)", .y_label = "loss (nats)", .width = 700};
+  acc.limit_label = "gate limit (lowest)";
+  loss.limit_label = "gate limit (highest)";
+  const double classes = static_cast<double>(std::max<std::int64_t>(2, s.reference.manifest.probe_cols));
   for (const slice_metrics& sl : s.reference.final_eval.slices) {
     acc.groups.push_back(sl.name);
     loss.groups.push_back(sl.name);
   }
-  const auto add = [&](const std::string& name, const eval_metrics& e) {
+  const auto add = [&](const std::string& name, const eval_metrics& e, const candidate_outcome* k) {
     acc.bars.push_back(name);
     loss.bars.push_back(name);
-    std::vector<double> a;
-    std::vector<double> l;
-    for (const std::string& g : acc.groups) {
+    std::vector<double> a, l, a_lim, l_lim;
+    for (const slice_metrics& ref : s.reference.final_eval.slices) {
       const auto it =
-          std::find_if(e.slices.begin(), e.slices.end(), [&g](const slice_metrics& m) { return m.name == g; });
+          std::find_if(e.slices.begin(), e.slices.end(), [&ref](const slice_metrics& m) { return m.name == ref.name; });
       a.push_back(it == e.slices.end() ? std::nan("") : it->accuracy);
       l.push_back(it == e.slices.end() ? std::nan("") : it->loss);
+      a_lim.push_back(k != nullptr ? slice_limit(*k, ref, true, classes) : std::nan(""));
+      l_lim.push_back(k != nullptr ? slice_limit(*k, ref, false, classes) : std::nan(""));
     }
     acc.values.push_back(a);
     loss.values.push_back(l);
+    acc.limits.push_back(a_lim);
+    loss.limits.push_back(l_lim);
   };
-  add(s.reference.label, s.reference.final_eval);
-  for (const candidate_outcome& k : s.candidates) add(k.name, k.run.final_eval);
-  std::string out = "<h2>Slices</h2>\n" + render_bar_chart(acc) + render_bar_chart(loss);
+  add(s.reference.label, s.reference.final_eval, nullptr);
+  for (const candidate_outcome& k : s.candidates) add(k.name, k.run.final_eval, &k);
+  std::string out =
+      "<h2 id=\"slices\">Slices</h2>\n<p>Dashed marks: the gate's limit for that run and slice (a bar "
+      "beyond its mark fails the check).</p>\n";
+  out += "<div class=\"grid\">\n<div>" + render_bar_chart(acc) + "</div>\n<div>" + render_bar_chart(loss) +
+         "</div>\n</div>\n";
   out += "<table><tr>" + th("slice") + th("samples");
   for (const std::string& b : acc.bars) out += th(b + " loss / acc");
   out += "</tr>\n";
@@ -149,10 +237,23 @@ std::string section_slices(const sim_summary& s) {
   return out + "</table>\n";
 }
 
+// Each run's diagnosis, at the top of the report: why it failed, could not be decided, or skipped steps.
+std::string section_why(const sim_summary& s) {
+  std::string out = "<h2 id=\"why\">Why: each run's diagnosis</h2>\n";
+  for (const candidate_outcome& k : s.candidates) {
+    const run_diagnosis d = diagnose(k);
+    out += "<div class=\"why\"><h3><span class=\"" + std::string(status_class(k.parity.outcome)) + "\">" +
+           verdict_name(k.parity.outcome) + "</span> " + html_escape(k.name) + "</h3>\n<p>" + html_escape(d.text) +
+           (d.likely_field.empty() ? "" : " <b>Field to look at: " + html_escape(d.likely_field) + ".</b>") +
+           "</p></div>\n";
+  }
+  return out;
+}
+
 std::string section_verdicts(const sim_summary& s) {
-  std::string out = "<h2>Parity gate</h2>\n<table><tr>" + th("run") + th("policy") + th("scaler") + th("faults") +
-                    th("held-out loss") + th("accuracy") + th("skipped") + th("verdict") + th("expected") +
-                    th("run instead") + "</tr>\n";
+  std::string out = "<h2 id=\"gate\">Parity gate</h2>\n<table><tr>" + th("run") + th("policy") + th("scaler") +
+                    th("faults") + th("held-out loss") + th("accuracy") + th("skipped") + th("verdict") +
+                    th("expected") + th("run instead") + "</tr>\n";
   out += "<tr>" + td(s.reference.label) + td(s.reference.manifest.policy) + td("none") + td("") +
          td(fmt("%.4f", s.reference.final_eval.loss)) + td(fmt("%.4f", s.reference.final_eval.accuracy)) + td("0") +
          td("reference") + td("") + td("") + "</tr>\n";
@@ -165,11 +266,11 @@ std::string section_verdicts(const sim_summary& s) {
            td(std::string(expectation_name(k.expect)) + (k.as_expected ? "" : " (NOT AS EXPECTED)")) +
            td(pass ? "" : k.decision.run_instead + " [" + k.decision.source + "]") + "</tr>\n";
   }
-  out += "</table>\n<h3>Checks</h3>\n";
+  out += "</table>\n<h3>Checks (open a run to see each check, its limit and where the limit comes from)</h3>\n";
   for (const candidate_outcome& k : s.candidates) {
-    out += "<details" + std::string(k.parity.outcome != verdict::pass ? " open" : "") + "><summary>" +
-           html_escape(k.name) + ": " + verdict_name(k.parity.outcome) + "</summary>\n<table><tr>" + th("check") +
-           th("value") + th("limit") + th("") + th("measured") + th("limit from") + "</tr>\n";
+    out += "<details><summary>" + html_escape(k.name) + ": " + verdict_name(k.parity.outcome) +
+           "</summary>\n<table><tr>" + th("check") + th("value") + th("limit") + th("") + th("measured") +
+           th("limit from") + "</tr>\n";
     for (const parity_check& c : k.parity.checks) {
       const char* mark = c.status == verdict::pass ? "ok" : verdict_name(c.status);
       out += "<tr>" + td(c.name) + td(fmt("%.4g", c.value)) + td(fmt("%.4g", c.limit)) + "<td class=\"" +
@@ -202,9 +303,12 @@ std::string section_manifest(const sim_summary& s) {
       {"threads", std::to_string(m.threads)},
       {"weights hash", hex64(s.reference.weights_hash)},
   };
-  std::string out = "<h2>Reference manifest</h2>\n<table>";
+  std::string out = "<h2 id=\"manifest\">Reference manifest</h2>\n<details><summary>" +
+                    html_escape(s.reference.label + ": reference " + s.reference.reference_id + ", locked " +
+                                s.reference.locked_utc) +
+                    " (open for every setting)</summary>\n<table>";
   for (const auto& [k, v] : rows) out += "<tr>" + th(k) + td(v) + "</tr>\n";
-  out += "</table>\n";
+  out += "</table></details>\n";
   for (const manifest_difference& d : s.environment_notes) {
     out += "<p>Note: " + html_escape(d.field) + " differs from the lock: '" + html_escape(d.reference_value) +
            "', now '" + html_escape(d.candidate_value) + "'.</p>\n";
@@ -213,8 +317,8 @@ std::string section_manifest(const sim_summary& s) {
 }
 
 std::string section_cost(const sim_summary& s) {
-  std::string out = "<h2>Throughput and cost</h2>\n<table><tr>" + th("run") + th("wall s") + th("samples/s") +
-                    th("$ per 1M samples") + "</tr>\n";
+  std::string out = "<h2 id=\"cost\">Throughput and cost</h2>\n<table><tr>" + th("run") + th("wall s") +
+                    th("samples/s") + th("$ per 1M samples") + "</tr>\n";
   const auto row = [&](const std::string& name, double wall, double sps) {
     const double c = cost_per_sample(s.dollars_per_hour, sps) * 1e6;
     out += "<tr>" + td(name) + td(fmt("%.2f", wall)) + td(fmt("%.1f", sps)) +
@@ -248,10 +352,17 @@ std::string render_html_report(const sim_summary& s) {
   std::string h =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>safeamp sim report: " +
       html_escape(s.scenario) +
-      "</title>\n<style>\nbody{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}\n"
+      "</title>\n<style>\nbody{font-family:sans-serif;margin:16px 24px;color:#222;max-width:1400px}\n"
+      ".grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:8px 16px}\n"
+      ".grid3{display:grid;grid-template-columns:repeat(auto-fit,minmax(400px,1fr));gap:8px 12px}\n"
+      "nav{background:#f7f7f7;border:1px solid #ddd;padding:6px 10px;font-size:13px}\nnav a{margin-right:14px}\n"
+      ".why{border-left:4px solid #ccc;padding:0 10px;margin:6px 0}\n.why h3{margin:4px 0;font-size:15px}\n"
+      ".why p{margin:4px 0 8px;font-size:14px}\nh2{font-size:20px;margin:18px 0 6px}\nh3{margin:10px 0 4px}\n"
+      "p{margin:6px 0}\n"
       "table{border-collapse:collapse;margin:8px 0 16px}\nth,td{border:1px solid #ccc;padding:3px 8px;"
       "text-align:left;font-size:13px}\nth{background:#f2f2f2}\n.pass{color:#1a7f37;font-weight:bold}\n"
-      ".fail{color:#c62828;font-weight:bold}\n.inconclusive{color:#b26a00;font-weight:bold}\nsvg{display:block;margin:8px 0}\n</style>\n</head>\n<body>\n";
+      ".fail{color:#c62828;font-weight:bold}\n.inconclusive{color:#b26a00;font-weight:bold}\nsvg{display:block;margin:"
+      "8px 0}\n</style>\n</head>\n<body>\n";
   h += "<h1>safeamp sim: " + html_escape(s.scenario) + "</h1>\n";
   if (!s.description.empty()) h += "<p>" + html_escape(s.description) + "</p>\n";
   bool all_expected = true;
@@ -259,13 +370,19 @@ std::string render_html_report(const sim_summary& s) {
   h += std::string("<p><b>") + (all_expected ? "Every verdict is the one the scenario expects."
                                               : "Some verdicts differ from what the scenario expects.") +
        "</b> Exit code " + std::to_string(s.exit_code) + ".</p>\n";
+  h += "<nav><b>Contents:</b> <a href=\"#why\">Why (diagnosis)</a><a href=\"#gate\">Parity gate</a>"
+       "<a href=\"#decision\">Decision</a><a href=\"#loss\">Loss</a><a href=\"#scale\">Loss scale</a>"
+       "<a href=\"#underflow\">Underflow</a><a href=\"#slices\">Slices</a><a href=\"#profile\">Profile</a>"
+       "<a href=\"#manifest\">Manifest</a><a href=\"#cost\">Throughput and cost</a></nav>\n";
+  h += section_why(s);
   h += section_verdicts(s);
+  h += render_decision_html(s);
   h += section_loss(s);
   h += section_scale(s);
   h += section_underflow(s);
   h += section_slices(s);
-  h += section_manifest(s);
-  h += section_cost(s);
+  h += render_profile_html(s);
+  h += "<div class=\"grid\">\n<div>" + section_manifest(s) + "</div>\n<div>" + section_cost(s) + "</div>\n</div>\n";
   h += "</body>\n</html>\n";
   return h;
 }

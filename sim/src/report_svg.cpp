@@ -79,11 +79,30 @@ void drawable_range(double& lo, double& hi) {
 }
 
 std::string svg_open(int w, int h, const std::string& title) {
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) + "\" height=\"" +
-         std::to_string(h) + "\" viewBox=\"0 0 " + std::to_string(w) + " " + std::to_string(h) +
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) + "\" height=\"" + std::to_string(h) +
+         "\" style=\"width:100%;height:auto;max-width:" + std::to_string(w) + "px\" viewBox=\"0 0 " +
+         std::to_string(w) + " " + std::to_string(h) +
          "\" role=\"img\" font-family=\"sans-serif\" font-size=\"11\">\n<title>" + html_escape(title) +
          "</title>\n<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n<text x=\"" + num(margin_left) +
          "\" y=\"16\" font-size=\"13\" font-weight=\"bold\">" + html_escape(title) + "</text>\n";
+}
+
+/// A marker of shape k % 4 (circle, square, triangle, diamond) centred at (x, y), outlined in white so that it
+/// stands out from the line under it.
+std::string marker(std::size_t k, double x, double y, const std::string& colour) {
+  const std::string style = " fill=\"" + colour + "\" stroke=\"#ffffff\" stroke-width=\"0.8\"/>\n";
+  switch (k % 4) {
+    case 0:
+      return "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.5\"" + style;
+    case 1:
+      return "<rect x=\"" + num(x - 3.2) + "\" y=\"" + num(y - 3.2) + "\" width=\"6.4\" height=\"6.4\"" + style;
+    case 2:
+      return "<path d=\"M" + num(x) + " " + num(y - 4.2) + " L" + num(x + 4) + " " + num(y + 3) + " L" + num(x - 4) +
+             " " + num(y + 3) + " Z\"" + style;
+    default:
+      return "<path d=\"M" + num(x) + " " + num(y - 4.5) + " L" + num(x + 4.5) + " " + num(y) + " L" + num(x) + " " +
+             num(y + 4.5) + " L" + num(x - 4.5) + " " + num(y) + " Z\"" + style;
+  }
 }
 
 }  // namespace
@@ -137,11 +156,16 @@ std::string render_line_chart(const svg_line_chart& c) {
   }
   if (x1 == x0) x1 = x0 + 1.0;
   drawable_range(x0, x1);
+  const bool fixed_y = std::isfinite(ty(c.y_min)) && std::isfinite(ty(c.y_max)) && ty(c.y_max) > ty(c.y_min);
+  if (fixed_y) {
+    y0 = ty(c.y_min);
+    y1 = ty(c.y_max);
+  }
   drawable_range(y0, y1);
   const double pad = (y1 - y0) * 0.05;
   y0 -= pad;
   y1 += pad;
-  const double pw = c.width - margin_left - margin_right;
+  const double pw = c.width - margin_left - c.legend_width;
   const double ph = c.height - margin_top - margin_bottom;
   // Halves: a value near DBL_MAX minus a clamped lower end must not overflow to inf.
   const auto px = [&](double x) { return margin_left + (x / 2 - x0 / 2) / (x1 / 2 - x0 / 2) * pw; };
@@ -186,7 +210,7 @@ std::string render_line_chart(const svg_line_chart& c) {
   const double legend_x = margin_left + pw + 12;
   for (std::size_t k = 0; k < c.series.size(); ++k) {
     const svg_series& s = c.series[k];
-    const std::string colour(series_colour(k));
+    const std::string colour = s.colour.empty() ? std::string(series_colour(k)) : s.colour;
     const std::size_t n = std::min(s.x.size(), s.y.size());
     const std::size_t stride = std::max<std::size_t>(1, (n + c.max_points_per_series - 1) / c.max_points_per_series);
     std::string pts;
@@ -206,10 +230,20 @@ std::string render_line_chart(const svg_line_chart& c) {
       pts += num(px(s.x[i])) + "," + num(py(v)) + " ";
     }
     flush();
+    if (s.markers && n > 0) {
+      // About a dozen markers per line; series k starts k/series of the way into the spacing, so markers of lines
+      // drawn over each other alternate instead of hiding each other.
+      const std::size_t every = std::max<std::size_t>(1, n / 12);
+      for (std::size_t i = every * k / std::max<std::size_t>(1, c.series.size()); i < n; i += every) {
+        const double v = ty(s.y[i]);
+        if (std::isfinite(v) && std::isfinite(s.x[i])) svg += marker(k, px(s.x[i]), py(v), colour);
+      }
+    }
     svg += "<line x1=\"" + num(legend_x) + "\" x2=\"" + num(legend_x + 18) + "\" y1=\"" + num(legend_y) + "\" y2=\"" +
            num(legend_y) + "\" stroke=\"" + colour + "\" stroke-width=\"2\"" +
-           (s.dashed ? " stroke-dasharray=\"5,3\"" : "") + "/>\n<text x=\"" + num(legend_x + 22) + "\" y=\"" +
-           num(legend_y + 4) + "\">" + html_escape(s.name) + "</text>\n";
+           (s.dashed ? " stroke-dasharray=\"5,3\"" : "") + "/>\n" +
+           (s.markers ? marker(k, legend_x + 9, legend_y, colour) : std::string()) + "<text x=\"" + num(legend_x + 22) +
+           "\" y=\"" + num(legend_y + 4) + "\">" + html_escape(s.name) + "</text>\n";
     legend_y += 15;
   }
   for (const svg_points& p : c.points) {
@@ -234,9 +268,11 @@ std::string render_line_chart(const svg_line_chart& c) {
 std::string render_bar_chart(const svg_bar_chart& c) {
   std::string svg = svg_open(c.width, c.height, c.title);
   double vmax = 0.0;
-  for (const auto& row : c.values) {
-    for (const double v : row) {
-      if (std::isfinite(v)) vmax = std::max(vmax, v);
+  for (const auto* table : {&c.values, &c.limits}) {
+    for (const auto& row : *table) {
+      for (const double v : row) {
+        if (std::isfinite(v)) vmax = std::max(vmax, v);
+      }
     }
   }
   if (c.groups.empty() || c.bars.empty()) {
@@ -244,6 +280,10 @@ std::string render_bar_chart(const svg_bar_chart& c) {
     return svg;
   }
   if (vmax <= 0.0) vmax = 1.0;
+  vmax *= 1.05;  // the highest bar (or limit mark) stays below the frame
+  const auto colour = [&c](std::size_t b) {
+    return b < c.bar_colours.size() && !c.bar_colours[b].empty() ? c.bar_colours[b] : std::string(series_colour(b));
+  };
   const double pw = c.width - margin_left - margin_right;
   const double ph = c.height - margin_top - margin_bottom;
   const double group_w = pw / static_cast<double>(c.groups.size());
@@ -261,9 +301,19 @@ std::string render_bar_chart(const svg_bar_chart& c) {
       if (!std::isfinite(v)) continue;
       const double drawn = std::max(v, 0.0);  // the axis starts at 0: a negative bar is drawn empty (its title says v)
       svg += "<rect x=\"" + num(gx + static_cast<double>(b) * bar_w) + "\" y=\"" + num(py(drawn)) + "\" width=\"" +
-             num(bar_w * 0.92) + "\" height=\"" + num(py(0.0) - py(drawn)) + "\" fill=\"" +
-             std::string(series_colour(b)) + "\"><title>" + html_escape(c.bars[b] + " / " + c.groups[g]) + ": " +
-             tick_label(v) + "</title></rect>\n";
+             num(bar_w * 0.92) + "\" height=\"" + num(py(0.0) - py(drawn)) + "\" fill=\"" + colour(b) + "\"><title>" +
+             html_escape(c.bars[b] + " / " + c.groups[g]) + ": " + tick_label(v) + "</title></rect>\n";
+    }
+    for (std::size_t b = 0; b < c.bars.size() && b < c.limits.size(); ++b) {
+      const double lim = g < c.limits[b].size() ? c.limits[b][g] : std::nan("");
+      if (!std::isfinite(lim) || lim < 0.0) continue;
+      const double x = gx + static_cast<double>(b) * bar_w;
+      svg += "<line class=\"limit\" x1=\"" + num(x - 1.0) + "\" x2=\"" + num(x + bar_w * 0.92 + 1.0) + "\" y1=\"" +
+             num(py(lim)) + "\" y2=\"" + num(py(lim)) +
+             "\" stroke=\"#000000\" stroke-width=\"2\" "
+             "stroke-dasharray=\"3,2\"><title>" +
+             html_escape(c.bars[b] + " / " + c.groups[g]) + ": " + html_escape(c.limit_label) + " " + tick_label(lim) +
+             "</title></line>\n";
     }
     svg += "<text x=\"" + num(gx + group_w * 0.4) + "\" y=\"" + num(margin_top + ph + 14) +
            "\" text-anchor=\"middle\">" + html_escape(c.groups[g]) + "</text>\n";
@@ -276,9 +326,16 @@ std::string render_bar_chart(const svg_bar_chart& c) {
   const double legend_x = margin_left + pw + 12;
   for (std::size_t b = 0; b < c.bars.size(); ++b) {
     svg += "<rect x=\"" + num(legend_x) + "\" y=\"" + num(legend_y - 6) + "\" width=\"12\" height=\"10\" fill=\"" +
-           std::string(series_colour(b)) + "\"/>\n<text x=\"" + num(legend_x + 18) + "\" y=\"" + num(legend_y + 3) +
-           "\">" + html_escape(c.bars[b]) + "</text>\n";
+           colour(b) + "\"/>\n<text x=\"" + num(legend_x + 18) + "\" y=\"" + num(legend_y + 3) + "\">" +
+           html_escape(c.bars[b]) + "</text>\n";
     legend_y += 15;
+  }
+  if (!c.limits.empty()) {
+    svg += "<line x1=\"" + num(legend_x - 1) + "\" x2=\"" + num(legend_x + 13) + "\" y1=\"" + num(legend_y - 1) +
+           "\" y2=\"" + num(legend_y - 1) +
+           "\" stroke=\"#000000\" stroke-width=\"2\" stroke-dasharray=\"3,2\"/>\n"
+           "<text x=\"" +
+           num(legend_x + 18) + "\" y=\"" + num(legend_y + 3) + "\">" + html_escape(c.limit_label) + "</text>\n";
   }
   svg += "</svg>\n";
   return svg;

@@ -252,7 +252,6 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
             zero_grads(params);
             net->forward(ctx, pol, part, logits);
             phase.lap(&step_phase_seconds::forward);
-            result.activation_elements = ctx.activation_stats.elements;
             const loss_result lr = run_loss(ctx, cfg, logits, part, static_cast<double>(s.scale()) * factor, &dlogits);
             phase.lap(&step_phase_seconds::loss);
             net->backward(ctx, pol, dlogits);
@@ -342,7 +341,14 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
   }
 
   ctx.begin_step(-1);
-  result.final_eval = evaluate(ctx, cfg, *net, data.eval_set(), data.slice_names());
+  const batch eval_batch = data.eval_set();
+  result.final_eval = evaluate(ctx, cfg, *net, eval_batch, data.slice_names());
+  // The forward rounds the same activations for every sample (sequence), so a training step's count follows from
+  // the evaluation's, also when a resumed run trains no step here.
+  if (eval_batch.samples > 0) {
+    result.activation_elements = ctx.activation_stats.elements / static_cast<std::uint64_t>(eval_batch.samples) *
+                                 static_cast<std::uint64_t>(cfg.batch_size);
+  }
   const batch probe = data.probe();
   matrix probe_logits;
   net->forward(ctx, pol, probe, probe_logits);

@@ -111,12 +111,13 @@ int run_tool(const std::vector<std::string>& args, const fs::path& log) {
 }
 
 // Fields that differ between two identical runs: wall times and what derives from them, lock times and the
-// reference id (a hash of the lock time), whether the lock was reused, the preflight (a measured rate).
+// reference id (a hash of the lock time), whether the lock was reused, the preflight (a measured rate), the
+// per-phase step times (a resumed run times only the steps it trained).
 // clang-format off
 const std::vector<std::string> volatile_keys = {
     "wall_seconds", "total_wall_seconds", "samples_per_second", "peak_rss_bytes", "cost_per_sample_dollars",
     "step_seconds", "locked_utc", "id", "reused", "reference_id", "decided_utc", "recorded_utc", "compiler",
-    "compiler_flags", "hardware", "threads", "preflight"};
+    "compiler_flags", "hardware", "threads", "preflight", "profile_seconds_per_step"};
 // clang-format on
 
 json strip(const json& j) {

@@ -1,6 +1,8 @@
 // Renders a report in headless Chromium and checks the screenshot is not blank: a PNG is produced, a
 // visible share of its pixels is not white, and the plot colours (red and blue series) are present, so
-// the inline SVG was drawn. Exits 77 (CTest: skipped) when chromium is not installed.
+// the inline SVG was drawn. In a 1400 px wide window the charts must use the width (plot colours right of
+// x = 1000; charts of a fixed 880 px never reach it) and the page must end within max_page_height. Exits 77
+// (CTest: skipped) when chromium is not installed.
 #include <unistd.h>
 #include <zlib.h>
 
@@ -20,6 +22,11 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int skip_code = 77;
+constexpr std::uint32_t window_width = 1400;
+constexpr std::uint32_t window_height = 6000;  // taller than the page, so the screenshot holds all of it
+// The default scenario's report was ~4450 px tall in a 1400 px window before issue 15; the fixture's (two
+// candidates) must stay within 3000 px: about two screens of a laptop.
+constexpr std::uint32_t max_page_height = 3000;
 
 struct image {
   std::uint32_t width = 0, height = 0;
@@ -108,9 +115,12 @@ int main() {
   const fs::path html = dir / "report.html";
   const fs::path png = dir / "shot.png";
   safeamp::sim::write_file_atomically(html, safeamp::sim::render_html_report(fixtures::make_summary()));
-  const std::string cmd = "HOME='" + dir.string() + "' timeout 120 chromium --headless --no-sandbox --disable-gpu "
-                          "--hide-scrollbars --window-size=1000,1600 --screenshot='" + png.string() + "' 'file://" +
-                          html.string() + "' >'" + (dir / "chromium.log").string() + "' 2>&1";
+  const std::string cmd = "HOME='" + dir.string() +
+                          "' timeout 120 chromium --headless --no-sandbox --disable-gpu "
+                          "--hide-scrollbars --window-size=" +
+                          std::to_string(window_width) + "," + std::to_string(window_height) + " --screenshot='" +
+                          png.string() + "' 'file://" + html.string() + "' >'" + (dir / "chromium.log").string() +
+                          "' 2>&1";
   const int rc = std::system(cmd.c_str());
   std::error_code ec;
   if (!fs::exists(png, ec)) {
@@ -122,24 +132,41 @@ int main() {
     std::puts("FAIL: the screenshot is not an 8-bit RGB(A) PNG this check can read");
     return 1;
   }
-  std::size_t non_white = 0, red = 0, blue = 0;
+  std::size_t non_white = 0, red = 0, blue = 0, wide = 0;
+  std::uint32_t last_row = 0;  // the last row with anything on it: where the page ends
   const std::size_t pixels = std::size_t{img.width} * img.height;
   for (std::size_t i = 0; i < pixels; ++i) {
     const std::uint8_t* p = &img.rgb[i * static_cast<std::size_t>(img.channels)];
-    if (p[0] < 235 || p[1] < 235 || p[2] < 235) ++non_white;
-    if (p[0] > 180 && p[1] < 90 && p[2] < 90) ++red;     // #d62728: a failing verdict, candidate lines, skip marks
-    if (p[0] < 90 && p[1] > 90 && p[2] > 150) ++blue;    // #1f77b4: the third series
+    const bool ink = p[0] < 235 || p[1] < 235 || p[2] < 235;
+    const bool is_red = p[0] > 180 && p[1] < 90 && p[2] < 90;   // #d62728: a failing verdict, candidate lines, skips
+    const bool is_blue = p[0] < 90 && p[1] > 90 && p[2] > 150;  // #1f77b4: the third series
+    non_white += ink ? 1 : 0;
+    red += is_red ? 1 : 0;
+    blue += is_blue ? 1 : 0;
+    if ((is_red || is_blue) && i % img.width > 1000) ++wide;
+    if (ink) last_row = static_cast<std::uint32_t>(i / img.width);
   }
-  const double share = static_cast<double>(non_white) / static_cast<double>(pixels);
-  std::printf("screenshot %ux%u: %.2f %% non-white, %zu red, %zu blue pixels\n", img.width, img.height, share * 100.0,
-              red, blue);
-  if (img.width != 1000 || img.height != 1600) {
+  // Share of the page (down to its last row) that has ink.
+  const double share = static_cast<double>(non_white) / (static_cast<double>(img.width) * (last_row + 1.0));
+  std::printf(
+      "screenshot %ux%u: %.2f %% non-white, %zu red, %zu blue pixels (%zu right of x = 1000), page ends at "
+      "row %u\n",
+      img.width, img.height, share * 100.0, red, blue, wide, last_row);
+  if (img.width != window_width || img.height != window_height) {
     std::puts("FAIL: unexpected screenshot size");
     return 1;
   }
   // A blank page has no non-white pixels; text alone covers a few percent; plots add coloured lines.
   if (share < 0.02 || red < 50 || blue < 50) {
     std::puts("FAIL: the screenshot looks blank or shows no plot lines");
+    return 1;
+  }
+  if (wide < 50) {
+    std::puts("FAIL: no plot reaches the right part of a 1400 px window: the charts do not use the page width");
+    return 1;
+  }
+  if (last_row + 1 >= window_height || last_row > max_page_height) {
+    std::printf("FAIL: the page is %u px tall, more than %u\n", last_row + 1, max_page_height);
     return 1;
   }
   fs::remove_all(dir);

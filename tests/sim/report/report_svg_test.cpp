@@ -94,3 +94,37 @@ TEST_CASE("ordinary ranges still get round ticks") {
   CHECK(svg.find(">10</text>") != std::string::npos);
   CHECK(count(svg, "<line") >= 6);
 }
+
+TEST_CASE("two identical lines with markers: both stay visible, their markers at different steps") {
+  // 24 points; with 2 series a marker every 24 / 12 = 2 points, series 0 from point 0 and series 1 from point
+  // 2 * 1 / 2 = 1: series 0 marks the even points, series 1 the odd ones.
+  svg_line_chart c = chart_of(std::vector<double>(24, 1.0), true);
+  c.series.push_back(c.series.front());
+  c.series[0].colour = "#aa0000";
+  c.series[1].colour = "#00aa00";
+  for (svg_series& s : c.series) s.markers = true;
+  const std::string svg = render_line_chart(c);
+  // 12 markers on each line plus one in its legend entry: circles for series 0, squares for series 1.
+  CHECK(count(svg, "<circle") == 13);
+  CHECK(count(svg, "fill=\"#aa0000\"") == 13);
+  CHECK(count(svg, "fill=\"#00aa00\"") == 13);
+  const auto x_of = [&svg](const std::string& tag, std::size_t nth) {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i <= nth; ++i) at = svg.find(tag, at + 1);
+    return std::stod(svg.substr(svg.find("=\"", at) + 2));
+  };
+  CHECK(x_of("<circle", 0) < x_of("<rect x=\"", 1));  // the first square (the frame is rect 0) comes a step later
+}
+
+TEST_CASE("fixed y range (shared scales) and tolerance marks on bars") {
+  svg_line_chart c = chart_of({0.1, 0.2});
+  c.y_min = 0.0;
+  c.y_max = 1.0;
+  const std::string fixed = render_line_chart(c);
+  CHECK(fixed.find(">1</text>") != std::string::npos);  // the axis reaches the fixed top, not the data's 0.2
+  svg_bar_chart b{.title = "t", .y_label = "y", .groups = {"a", "b"}, .bars = {"r", "c"}, .values = {{1, 2}, {1, 2}}};
+  b.limits = {{std::nan(""), std::nan("")}, {1.5, 2.5}};
+  const std::string bars = render_bar_chart(b);
+  CHECK(count(bars, "class=\"limit\"") == 2);  // one mark per candidate bar with a limit
+  CHECK(bars.find("gate limit") != std::string::npos);
+}

@@ -93,14 +93,21 @@ TEST_CASE("the HTML report is self-contained and shows every section") {
   // No scripts and nothing fetched: the only URL is the SVG namespace identifier.
   CHECK(count_of(h, "<script") == 0);
   CHECK(count_of(h, "src=") == 0);
-  CHECK(count_of(h, "href=") == 0);
+  CHECK(count_of(h, "href=") == count_of(h, "href=\"#"));  // links within the page only (the contents)
+  CHECK(count_of(h, "href=\"#") == 10);
+  for (auto at = h.find("href=\"#"); at != std::string::npos; at = h.find("href=\"#", at + 1)) {
+    const std::string target = h.substr(at + 7, h.find('"', at + 7) - (at + 7));
+    INFO("contents entry #" << target);
+    CHECK(count_of(h, "id=\"" + target + "\"") == 1);  // every entry leads to exactly one section
+  }
   CHECK(count_of(h, "url(") == 0);
   CHECK(count_of(h, "http") == count_of(h, "xmlns=\"http://www.w3.org/2000/svg\""));
-  // loss curves, scale, one underflow chart (only the unscaled run underflows), two slice charts.
+  // loss curves, scale, one underflow chart (only the unscaled run underflows), two slice charts (no profile
+  // chart: the fixture's runs timed no step).
   CHECK(count_of(h, "<svg") == 5);
   CHECK(count_of(h, "</svg>") == 5);
   CHECK(h.find("Underflow fraction per layer: fp16 no scaling") != std::string::npos);
-  CHECK(h.find("fp16 dynamic: no gradient underflow recorded") != std::string::npos);
+  CHECK(h.find("No gradient underflow recorded in: fp16 dynamic.") != std::string::npos);
   CHECK(h.find("skipped step") != std::string::npos);
   CHECK(h.find("Reference manifest") != std::string::npos);
   CHECK(h.find("0123456789abcdef") != std::string::npos);  // data fingerprint
@@ -172,9 +179,15 @@ TEST_CASE("svg charts: polylines per series, breaks at non-finite values, log2 t
 }
 
 TEST_CASE("progress: the line's text, silence when not a terminal, drawing and erasing when one") {
-  // 2 of 5 done with a 10-wide bar: floor(2 * 10 / 5) = 4 filled cells.
-  CHECK(render_progress_line(2, 5, 3.25, "run b", 10) == "[####------] 2/5  3.2 s  run b");
-  CHECK(render_progress_line(9, 5, 0.0, "", 4) == "[####] 5/5  0.0 s  ");
+  // 2 of 5 done with a 10-wide bar: floor(2 * 10 / 5) = 4 filled cells; 2 steps in 3.25 s = 0.615 steps/s, the
+  // 3 left take 3 / 0.615 = 4.875 s.
+  CHECK(render_progress_line(2, 5, 3.25, "run b", 10) ==
+        "[####------] 2/5 steps  3.2 s  0.615 steps/s  ETA 4.9 s  run b");
+  CHECK(render_progress_line(9, 5, 0.0, "", 4) == "[####] 5/5 steps  0.0 s  -- steps/s  ETA --  ");
+  CHECK(render_progress_line(0, 5, 1.0, "x", 2) == "[--] 0/5 steps  1.0 s  -- steps/s  ETA --  x");
+  // 10 of 1000 in 20 s: 0.5 steps/s, 990 left take 1980 s = 33 min 00 s; all done: no ETA.
+  CHECK(render_progress_line(10, 1000, 20.0, "r", 1) == "[-] 10/1000 steps  20.0 s  0.5 steps/s  ETA 33 min 00 s  r");
+  CHECK(render_progress_line(1000, 1000, 4000.0, "r", 1) == "[#] 1000/1000 steps  1 h 06 min  0.25 steps/s  r");
   std::FILE* f = std::tmpfile();
   REQUIRE(f != nullptr);
   {
@@ -199,4 +212,23 @@ TEST_CASE("progress: the line's text, silence when not a terminal, drawing and e
   }
   CHECK(std::ftell(f) > 0);
   std::fclose(f);
+  // Not a terminal, plain lines on (a CI log): whole lines, no carriage return or escape sequence, at most one
+  // per interval plus the last one.
+  std::FILE* log = std::tmpfile();
+  REQUIRE(log != nullptr);
+  {
+    progress_bar plain(4, log, false, {.delay_seconds = 0.0, .plain_lines = true, .plain_interval_seconds = 3600.0});
+    for (int i = 1; i <= 4; ++i) plain.update(i, "run a");
+    plain.finish();
+    CHECK(plain.drew());
+  }
+  std::rewind(log);
+  std::string text;
+  for (int ch = std::fgetc(log); ch != EOF; ch = std::fgetc(log)) text.push_back(static_cast<char>(ch));
+  std::fclose(log);
+  CHECK(count_of(text, "\n") == 2);  // the first update, then the last (the others fall inside the interval)
+  CHECK(count_of(text, "1/4 steps") == 1);
+  CHECK(count_of(text, "4/4 steps") == 1);
+  CHECK(text.find('\r') == std::string::npos);
+  CHECK(text.find('\033') == std::string::npos);
 }

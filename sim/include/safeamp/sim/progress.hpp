@@ -1,5 +1,6 @@
-// A progress line on stderr for `safeamp sim`: drawn only when the stream is a terminal and the work has
-// taken longer than a delay (~2 s), redrawn by a background ticker, and erased at the end; silent otherwise.
+// Progress of `safeamp sim` on stderr, counted in training steps over all runs, with the rate and the time
+// left: on a terminal one line, drawn once the work has taken longer than a delay (~2 s), redrawn by a background
+// ticker and erased at the end; elsewhere (a log, CI) optionally a plain line every plain_interval_seconds.
 #pragma once
 
 #include <chrono>
@@ -13,7 +14,8 @@
 
 namespace safeamp::sim {
 
-/// The text of one progress line: "[#####-----]  2/5  12.3 s  fp16-mixed dynamic".
+/// The text of one progress line: "[####------] 2/5 steps  3.2 s  0.62 steps/s  ETA 4.9 s  run b" (the rate is
+/// done / elapsed, the ETA (total - done) / rate; "--" until a step is done; no ETA once done == total).
 [[nodiscard]] std::string render_progress_line(std::int64_t done, std::int64_t total, double elapsed_seconds,
                                                std::string_view what, int bar_width);
 
@@ -21,11 +23,14 @@ struct progress_options {
   double delay_seconds = 2.0;     // nothing is drawn before this much time has passed
   double redraw_seconds = 0.25;   // ticker period
   int bar_width = 24;
+  bool plain_lines = false;              // when not a terminal: print plain lines instead of nothing
+  double plain_interval_seconds = 10.0;  // at most one plain line per this much time (and one at the end)
 };
 
 class progress_bar {
  public:
-  /// `out` is drawn on only when `is_terminal`; pass stream_is_terminal(out) for the real decision.
+  /// `out` gets the redrawn line only when `is_terminal` (pass stream_is_terminal(out)); otherwise plain lines
+  /// when opt.plain_lines, else nothing.
   progress_bar(std::int64_t total, std::FILE* out, bool is_terminal, progress_options opt = {});
   ~progress_bar();
   progress_bar(const progress_bar&) = delete;
@@ -44,7 +49,8 @@ class progress_bar {
 
   std::int64_t total_;
   std::FILE* out_;
-  bool enabled_;
+  bool enabled_;  // the terminal line
+  bool plain_;    // plain lines
   progress_options opt_;
   std::chrono::steady_clock::time_point start_;
   mutable std::mutex mutex_;
@@ -53,6 +59,7 @@ class progress_bar {
   std::string what_;
   bool stop_ = false;
   bool drew_ = false;
+  double last_plain_ = -1.0;  // elapsed seconds at the last plain line
   std::thread ticker_;
 };
 

@@ -11,6 +11,8 @@
 #include "safeamp/sim/parity.hpp"
 #include "safeamp/sim/parity_fallback.hpp"
 #include "safeamp/sim/reference.hpp"
+#include "safeamp/sim/report_diagnosis.hpp"
+#include "safeamp/sim/run_config.hpp"
 #include "safeamp/sim/run_result.hpp"
 #include "safeamp/sim/scenario.hpp"
 
@@ -21,6 +23,8 @@ struct candidate_outcome {
   std::string name;
   std::string scaler;          // "none", "dynamic (init 65536, growth 2 every 50, backoff 0.5)", ...
   std::string faults;          // "gradient_inf at 40,41,90", or empty
+  scaler_kind scaler_type = scaler_kind::none;  // what `scaler` describes (for the diagnosis)
+  std::vector<fault_spec> fault_list;           // what `faults` describes (for the diagnosis)
   run_result run;
   parity_result parity;
   fallback_decision decision;
@@ -51,6 +55,9 @@ struct sim_summary {
   double total_wall_seconds = 0.0;
   int exit_code = 0;
 };
+
+/// The diagnosis of one candidate (diagnose_run on its run, checks, scaler and faults).
+[[nodiscard]] run_diagnosis diagnose(const candidate_outcome& c);
 
 /// Peak resident set size of this process (VmHWM in /proc/self/status), 0 when unavailable.
 [[nodiscard]] std::uint64_t peak_rss_bytes() noexcept;

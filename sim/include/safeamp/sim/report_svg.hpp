@@ -3,6 +3,7 @@
 // fetched: the report renders offline.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,9 @@ struct svg_series {
   std::vector<double> x{};
   std::vector<double> y{};     // non-finite values break the line
   bool dashed = false;
+  std::string colour{};  // empty: series_colour(index in the chart)
+  bool markers = false;  // a marker every few points, its shape by series index and its positions staggered
+                         // between series, so a line drawn exactly over another stays visible
 };
 
 struct svg_points {
@@ -32,6 +36,9 @@ struct svg_line_chart {
   int width = 880;
   int height = 300;
   std::size_t max_points_per_series = 600;  // longer series are thinned evenly
+  double y_min = std::numeric_limits<double>::quiet_NaN();  // fixed y range (shared between compared charts);
+  double y_max = std::numeric_limits<double>::quiet_NaN();  // NaN: from the data
+  double legend_width = 230.0;                              // room right of the plot for the legend
 };
 
 /// An <svg> element; an empty chart (no finite data) gets a "no data" note instead of axes.
@@ -43,6 +50,9 @@ struct svg_bar_chart {
   std::vector<std::string> groups{};            // x categories (e.g. slices)
   std::vector<std::string> bars{};             // one bar per group per entry (e.g. runs)
   std::vector<std::vector<double>> values{};    // values[bar][group]
+  std::vector<std::vector<double>> limits{};    // limits[bar][group]: a tolerance mark across that bar (NaN: none)
+  std::string limit_label = "gate limit";       // its legend entry
+  std::vector<std::string> bar_colours{};       // colour of each bar entry (missing or empty: series_colour(index))
   int width = 880;
   int height = 300;
 };

@@ -104,7 +104,8 @@ struct run_result {
   double wall_seconds = 0.0;
   double samples_per_second = 0.0;
   step_phase_seconds phases;              // where the step time went (not deterministic)
-  std::uint64_t activation_elements = 0;  // elements of the activations one training forward rounds (last step)
+  std::uint64_t activation_elements = 0;  // elements of the activations one training forward rounds (batch_size
+                                          // x those of one sample in the final evaluation's forward)
 };
 
 }  // namespace safeamp::sim

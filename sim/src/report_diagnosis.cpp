@@ -1,0 +1,255 @@
+// The diagnosis of a candidate run (see report_diagnosis.hpp): every number in the paragraph is read from the
+// run's step records, the scenario's faults and the gate's checks.
+#include "safeamp/sim/report_diagnosis.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "safeamp/format/format_names.hpp"
+#include "safeamp/sim/report.hpp"
+#include "safeamp/sim/report_text.hpp"
+
+namespace safeamp::sim {
+namespace {
+
+using report_text::fmt;
+using report_text::scale_text;
+
+std::string percent(double fraction) { return fmt(fraction >= 0.0995 ? "%.0f%%" : "%.2g%%", fraction * 100.0); }
+
+std::string steps_text(const std::vector<std::int64_t>& steps) {
+  std::string out;
+  constexpr std::size_t listed = 8;
+  for (std::size_t i = 0; i < steps.size() && i < listed; ++i) out += (i ? ", " : "") + std::to_string(steps[i]);
+  if (steps.size() > listed) out += " and " + std::to_string(steps.size() - listed) + " more";
+  return out;
+}
+
+bool fault_at(const std::vector<fault_spec>& faults, std::int64_t step) {
+  return std::any_of(faults.begin(), faults.end(), [step](const fault_spec& f) {
+    return f.kind != fault_kind::tiny_loss && std::find(f.steps.begin(), f.steps.end(), step) != f.steps.end();
+  });
+}
+
+// Per-gradient underflow over the run, and the first step any gradient reached the significant fraction.
+void measure_underflow(const run_result& run, run_diagnosis& d) {
+  struct totals {
+    double elements = 0.0, underflow = 0.0;
+    std::int64_t first = -1;
+  };
+  std::map<std::string, totals> by_name;
+  std::vector<std::string> order;  // first-seen order, so ties rank deterministically
+  for (const step_record& st : run.steps) {
+    for (const layer_counts& l : st.grads) {
+      auto [it, fresh] = by_name.try_emplace(l.name);
+      if (fresh) order.push_back(l.name);
+      totals& t = it->second;
+      t.elements += static_cast<double>(l.elements);
+      t.underflow += static_cast<double>(l.underflow);
+      const bool significant = l.elements > 0 && static_cast<double>(l.underflow) >=
+                                                     significant_underflow_fraction * static_cast<double>(l.elements);
+      if (significant && t.first < 0) t.first = st.step;
+      if (significant && (d.underflow_began < 0 || st.step < d.underflow_began)) d.underflow_began = st.step;
+    }
+  }
+  std::vector<layer_underflow> all;
+  for (const std::string& name : order) {
+    const totals& t = by_name[name];
+    const double fraction = t.elements > 0.0 ? t.underflow / t.elements : 0.0;
+    if (name == loss_gradient_name) d.loss_gradient_underflow = fraction;
+    if (t.underflow > 0.0) all.push_back({name, fraction, t.first});
+  }
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.fraction > b.fraction; });
+  if (all.size() > 3) all.resize(3);
+  d.worst_layers = std::move(all);
+}
+
+void measure_steps(const diagnosis_input& in, run_diagnosis& d) {
+  const std::vector<step_record>& steps = in.run.steps;
+  d.steps = static_cast<std::int64_t>(steps.size());
+  if (steps.empty()) return;
+  d.scale_first = steps.front().scale;
+  d.scale_last = steps.back().scale;
+  d.scale_min = d.scale_max = steps.front().scale;
+  for (const step_record& st : steps) {
+    d.scale_min = std::min(d.scale_min, st.scale);
+    d.scale_max = std::max(d.scale_max, st.scale);
+    if (st.found_inf) {
+      ++d.overflow_steps;
+      if (d.first_overflow < 0) d.first_overflow = st.step;
+    }
+    if (st.skipped) {
+      ++d.skipped;
+      if (fault_at(in.faults, st.step)) ++d.skipped_at_faults;
+    }
+    if (!st.found_inf && st.grad_norm_before_clip == 0.0) ++d.zero_norm_steps;
+  }
+}
+
+void first_check(const parity_result& p, run_diagnosis& d) {
+  for (const verdict wanted : {verdict::fail, verdict::inconclusive}) {
+    for (const parity_check& c : p.checks) {
+      if (c.status != wanted) continue;
+      d.first_check = c.name;
+      d.first_check_value = c.value;
+      d.first_check_limit = c.limit;
+      d.first_check_status = c.status;
+      return;
+    }
+  }
+}
+
+bool nonfinite_loss(const run_result& run) {
+  return std::any_of(run.steps.begin(), run.steps.end(),
+                     [](const step_record& s) { return !s.skipped && !std::isfinite(s.loss); });
+}
+
+std::string scale_trajectory(const run_diagnosis& d, scaler_kind kind) {
+  if (kind == scaler_kind::none) return "loss scaling is off (scaler none: the scale stays 2^0)";
+  if (d.scale_min == d.scale_max) return "the loss scale stayed " + scale_text(d.scale_min);
+  return "the loss scale went from " + scale_text(d.scale_first) + " to " + scale_text(d.scale_last) + " (range " +
+         scale_text(d.scale_min) + ".." + scale_text(d.scale_max) + ")";
+}
+
+std::string underflow_sentence(const run_diagnosis& d, format_spec gradient) {
+  std::string s = "gradients underflowed in " + format_name(gradient) + " (values below its smallest subnormal " +
+                  fmt("%.3g", static_cast<double>(min_subnormal(gradient))) + " become zero): ";
+  if (d.loss_gradient_underflow > 0.0) {
+    s += percent(d.loss_gradient_underflow) + " of the loss gradient's elements (" + loss_gradient_name + ")";
+  }
+  bool first = d.loss_gradient_underflow <= 0.0;
+  for (const layer_underflow& l : d.worst_layers) {
+    if (l.name == loss_gradient_name) continue;
+    s += std::string(first ? "" : ", ") + percent(l.fraction) + " of " + l.name;
+    first = false;
+  }
+  s += " rounded to zero";
+  if (d.underflow_began >= 0) s += ", from step " + std::to_string(d.underflow_began);
+  if (d.zero_norm_steps > 0) {
+    s += ", and the whole gradient was exactly zero in " + std::to_string(d.zero_norm_steps) + " of " +
+         std::to_string(d.steps) + " steps (no update could happen)";
+  }
+  return s;
+}
+
+std::string overflow_sentence(const run_diagnosis& d, const run_result& run) {
+  std::vector<std::int64_t> at;
+  for (const step_record& st : run.steps) {
+    if (st.skipped) at.push_back(st.step);
+  }
+  std::string s = std::to_string(d.skipped) + " of " + std::to_string(d.steps) + " optimizer steps (" +
+                  percent(static_cast<double>(d.skipped) / static_cast<double>(std::max<std::int64_t>(d.steps, 1))) +
+                  ") were skipped because the gradient held inf/NaN (overflow found at " +
+                  std::to_string(d.overflow_steps) + " step(s), first at step " + std::to_string(d.first_overflow) +
+                  "); skipped at " + steps_text(at);
+  if (d.skipped_at_faults == d.skipped) {
+    s += ", every one a step where the scenario injects a fault";
+  } else if (d.skipped_at_faults > 0) {
+    s += "; " + std::to_string(d.skipped_at_faults) + " of them at injected faults";
+  }
+  return s;
+}
+
+}  // namespace
+
+const char* diagnosed_cause_name(diagnosed_cause c) noexcept {
+  switch (c) {
+    case diagnosed_cause::none:
+      return "none";
+    case diagnosed_cause::gradient_underflow:
+      return "gradient underflow";
+    case diagnosed_cause::overflow_skips:
+      return "overflow skips";
+    case diagnosed_cause::nonfinite_loss:
+      return "non-finite loss";
+    case diagnosed_cause::rounding_error:
+      return "rounding error";
+  }
+  return "none";
+}
+
+run_diagnosis diagnose_run(const diagnosis_input& in) {
+  run_diagnosis d;
+  measure_underflow(in.run, d);
+  measure_steps(in, d);
+  first_check(in.parity, d);
+  const format_spec gradient = in.run.policy.gradient;
+  const bool underflow = d.loss_gradient_underflow >= significant_underflow_fraction ||
+                         (!d.worst_layers.empty() && d.worst_layers.front().fraction >= significant_underflow_fraction);
+  const bool failed = in.parity.outcome != verdict::pass;
+
+  // The cause: what the data shows first for a run that did not pass, else what a passing run shows.
+  if (nonfinite_loss(in.run)) {
+    d.cause = diagnosed_cause::nonfinite_loss;
+  } else if (underflow && (failed || d.skipped == 0)) {
+    d.cause = diagnosed_cause::gradient_underflow;
+  } else if (d.skipped > 0) {
+    d.cause = diagnosed_cause::overflow_skips;
+  } else if (failed) {
+    d.cause = diagnosed_cause::rounding_error;
+  }
+
+  std::string t = std::string(verdict_name(in.parity.outcome));
+  switch (d.cause) {
+    case diagnosed_cause::none:
+      t += ": no underflow above " + percent(significant_underflow_fraction) + " of any gradient, no skipped step; " +
+           scale_trajectory(d, in.scaler) + ".";
+      break;
+    case diagnosed_cause::gradient_underflow:
+      t += " because " + underflow_sentence(d, gradient) + "; " + scale_trajectory(d, in.scaler) + ".";
+      if (in.scaler == scaler_kind::none) {
+        d.likely_field = "scaler.kind";
+        t += " Likely cause: scaler.kind = none with gradients in " + format_name(gradient) +
+             ": turn on dynamic loss scaling, or use bf16, whose exponent range is fp32's.";
+      } else {
+        d.likely_field = in.scaler == scaler_kind::static_scale ? "scaler.scale" : "scaler.min_scale";
+        t += " Likely cause: the loss scale (" + d.likely_field + ") is too small for these gradients in " +
+             format_name(gradient) + ": raise it, or use bf16.";
+      }
+      break;
+    case diagnosed_cause::overflow_skips:
+      t += (failed ? " because " : " with skipped steps: ") + overflow_sentence(d, in.run) + "; " +
+           scale_trajectory(d, in.scaler) + ".";
+      if (d.skipped_at_faults == d.skipped) {
+        d.likely_field = "faults";
+        t += " Likely cause: the injected faults (the scenario's faults), not the policy: the scaler skipped "
+             "exactly those updates and recovered.";
+      } else {
+        d.likely_field = in.scaler == scaler_kind::dynamic ? "scaler.init_scale" : "policy.gradient";
+        t += " Likely cause: gradients above " + format_name(gradient) + "'s largest finite value " +
+             fmt("%g", static_cast<double>(max_finite(gradient))) + " after scaling (" + d.likely_field +
+             "): start from a smaller scale, or use bf16.";
+      }
+      break;
+    case diagnosed_cause::nonfinite_loss:
+      d.likely_field = "policy.output";
+      t += " because the training loss became inf/NaN at an applied step (not an overflow the scaler caught). "
+           "Likely cause: activations outside " +
+           format_name(in.run.policy.output) + "'s range (policy.output), or a NaN in the input.";
+      break;
+    case diagnosed_cause::rounding_error:
+      d.likely_field = "policy";
+      t += ": no gradient underflow above " + percent(significant_underflow_fraction) +
+           ", no overflow and no skipped step, so the difference comes from rounding in " +
+           format_name(coarsest_format(in.run.policy)) +
+           " (the policy's coarsest format). Likely cause: the policy's " +
+           "formats; keep the failing op classes in a wider format.";
+      break;
+  }
+  if (!d.first_check.empty()) {
+    const double ratio = d.first_check_limit > 0.0 ? d.first_check_value / d.first_check_limit : 0.0;
+    t += std::string(" First ") + (d.first_check_status == verdict::fail ? "failed" : "undecided") +
+         " check: " + d.first_check + " = " + fmt("%.4g", d.first_check_value) + " against a limit of " +
+         fmt("%.4g", d.first_check_limit) + (ratio > 0.0 ? " (" + fmt("%.3g", ratio) + "x the limit)" : "") + ".";
+  }
+  d.text = std::move(t);
+  return d;
+}
+
+run_diagnosis diagnose(const candidate_outcome& c) {
+  return diagnose_run({.run = c.run, .parity = c.parity, .scaler = c.scaler_type, .faults = c.fault_list});
+}
+
+}  // namespace safeamp::sim
