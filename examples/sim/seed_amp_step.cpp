@@ -1,6 +1,6 @@
 // The seed's mixed-precision step in C++ with safeamp's autocast: Linear(16, 1), AdamW (PyTorch's update and
 // defaults), dynamic loss scaling, fp16 autocast, mse loss, unscale, clip to 1.0 (torch's clip_grad_norm_),
-// step, update. The PyTorch version, for comparison (14 lines):
+// step, update. The PyTorch version, for comparison (12 lines; 14 with its two imports):
 //   model = torch.nn.Linear(16, 1).cuda()
 //   opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
 //   scaler = torch.cuda.amp.GradScaler()
@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // The step: 16 lines against PyTorch's 14.
+  // The model (2 lines above: torch's Linear(16, 1)) and the step (16 lines): 18 lines against PyTorch's 12
+  // (1.5x; 1.3x against the 14 that count the imports). Below the step: only this example's own checks.
   autocast ac(presets::fp16_mixed);
   sim::optimizer_config adamw = torch_defaults(sim::optimizer_kind::adamw_torch);
   adamw.learning_rate = 1e-2;

@@ -112,7 +112,8 @@ batch file_data::probe() const { return rows_of(eval_, 0, std::min(cfg_.probe_ro
 void load_initial_weights(const data_config& cfg, parameter_list& params, format_spec param_format) {
   for (const auto& [name, path] : cfg.initial_weights) {
     const std::string field = "data.initial_weights." + name;
-    const auto it = std::find_if(params.begin(), params.end(), [&](const parameter& p) { return p.name == name; });
+    const std::string& wanted = name;  // (clang 14 cannot capture a structured binding)
+    const auto it = std::find_if(params.begin(), params.end(), [&](const parameter& p) { return p.name == wanted; });
     if (it == params.end()) {
       std::string names;
       for (const parameter& p : params) names += (names.empty() ? "" : ", ") + p.name;

@@ -18,6 +18,8 @@
 #include "safeamp/sim/npy.hpp"
 #include "safeamp/sim/parameter.hpp"
 #include "safeamp/sim/reference.hpp"
+#include "safeamp/sim/report_files.hpp"
+#include "safeamp/sim/scenario.hpp"
 #include "safeamp/sim/trainer.hpp"
 
 using namespace safeamp;
@@ -244,4 +246,28 @@ TEST_CASE("the run fingerprint follows the model stack and the bytes of the data
   c.loss = loss_kind::huber;
   CHECK(run_fingerprint(c) != changed);
   fs::remove_all(dir);
+}
+
+TEST_CASE("a described model in scenario JSON: layers, loss, torch defaults by name, paths beside the scenario",
+          "[stack][scenario]") {
+  const std::string dir = SAFEAMP_USER_DATA_DIR;
+  const scenario s = parse_scenario(read_whole_file(dir + "/user_regression.json"), dir + "/user_regression.json");
+  const run_config& c = s.base;
+  CHECK(c.model == model_kind::stack);
+  REQUIRE(c.stack.layers.size() == 6);
+  CHECK(c.stack.layers[2].kind == layer_kind::layer_norm);
+  CHECK(c.stack.layers[5].name == "head");
+  CHECK(c.loss == loss_kind::mse);
+  CHECK(c.clip == clip_mode::torch);
+  CHECK(c.optimizer.kind == optimizer_kind::adamw_torch);
+  CHECK(c.optimizer.weight_decay == 0.01);  // PyTorch's default, not given in the file
+  CHECK(c.optimizer.learning_rate == 0.003);
+  CHECK(c.data.inputs_path == (fs::path(dir) / "npy/user_x.npy").lexically_normal().string());
+  const std::string bad = R"({"model": {"kind": "stack", "layers": [{"type": "gelus"}, {"type": "linear"}]},
+                              "candidates": [{"name": "a", "policy": "fp16-mixed"}]})";
+  CHECK_THROWS_WITH(parse_scenario(bad, "bad.json"),
+                    Catch::Contains("model.layers[0].type") && Catch::Contains("did you mean 'gelu'"));
+  const std::string regression_without_files = R"({"model": {"kind": "mlp"}, "training": {"loss": "mse"},
+                              "candidates": [{"name": "a", "policy": "fp16-mixed"}]})";
+  CHECK_THROWS_WITH(parse_scenario(regression_without_files, "r.json"), Catch::Contains("training loss is mse"));
 }

@@ -54,8 +54,8 @@ class autocast {
   /// Rounds in place to the format of op class c (an elementwise, reduction, softmax, ... result).
   cast_stats cast(op_class c, matrix& m);
 
-  /// Counters of every cast so far, by op class; output and gradient casts are counted under the op class
-  /// whose format they use (elementwise for outputs, matmul for GEMM outputs, reduction for db, loss for dy).
+  /// Counters of every cast so far, by op class: GEMM outputs (dW and dX included) under matmul, db under
+  /// reduction, the loss gradient under loss, cast_output and cast_gradient under elementwise, cast(c, m) under c.
   [[nodiscard]] const cast_stats& counts(op_class c) const noexcept { return by_class_[op_class_index(c)]; }
   [[nodiscard]] std::uint64_t casts() const noexcept { return casts_; }  // calls that rounded something
 
