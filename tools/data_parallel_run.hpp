@@ -42,8 +42,15 @@ class data_parallel_run {
   void record(const sim::run_result& r) {
     std::int64_t skipped = 0;
     for (const sim::step_record& s : r.steps) skipped += s.skipped ? 1 : 0;
-    runs_.push_back(
-        nlohmann::json{{"label", r.label}, {"weights_hash", hex(r.weights_hash)}, {"skipped_steps", skipped}});
+    nlohmann::json overflows = nlohmann::json::array();  // which ranks' own gradients were not finite, per step
+    if (exchange_) {
+      for (const sim::rank_overflow& o : exchange_->take_overflow_log())
+        overflows.push_back({{"step", o.step}, {"ranks", o.ranks}});
+    }
+    runs_.push_back(nlohmann::json{{"label", r.label},
+                                   {"weights_hash", hex(r.weights_hash)},
+                                   {"skipped_steps", skipped},
+                                   {"overflow_ranks", overflows}});
   }
 
   /// Rank 0 of a data-parallel scenario writes data_parallel.json and prints the error table. Returns code.

@@ -2,6 +2,7 @@
 #include "safeamp/sim/data_parallel.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -113,6 +114,7 @@ void data_parallel::begin_step(std::int64_t step) {
     std::_Exit(3);  // a crash: no clean-up, no MPI_Finalize
   }
   results_.clear();
+  step_ = step;
 }
 
 void data_parallel::keep(const batch_part& part, std::span<const std::span<float>> grads, part_result result) {
@@ -134,6 +136,16 @@ part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
   const auto slots = static_cast<std::size_t>(max_local_parts_);
   const std::int64_t k_total = cfg_.micro_batches;
   std::vector<float> reduced(elements_);
+  // Which ranks sent a non-finite gradient (a part's, or a rank's sum: inf and NaN survive the sum).
+  std::vector<int> overflowed;
+  const auto note = [&](int rank, const float* g) {
+    for (std::size_t i = 0; i < elements_; ++i) {
+      if (!std::isfinite(g[i])) {
+        if (overflowed.empty() || overflowed.back() != rank) overflowed.push_back(rank);
+        return;
+      }
+    }
+  };
   if (cfg_.reduction.order == reduce_order::canonical) {
     // Every part's gradient to every rank, then one fixed-order fp32 sum over parts 0..K-1.
     std::vector<float> all(n * slots * elements_);
@@ -144,6 +156,7 @@ part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
       const float* g =
           all.data() +
           (static_cast<std::size_t>(owner) * slots + static_cast<std::size_t>(k - first_part(owner))) * elements_;
+      note(owner, g);
       if (k == 0) {
         std::copy(g, g + elements_, reduced.begin());
       } else {
@@ -159,8 +172,10 @@ part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
     }
     std::vector<float> all(n * elements_);
     c.allgather(std::as_bytes(std::span<const float>(mine)), std::as_writable_bytes(std::span<float>(all)));
+    for (int r = 0; r < c.size(); ++r) note(r, all.data() + static_cast<std::size_t>(r) * elements_);
     reduce_across_ranks(cfg_.reduction, all, c.size(), reduced);
   }
+  if (!overflowed.empty()) overflows_.push_back(rank_overflow{.step = step_, .ranks = std::move(overflowed)});
   const auto parts = static_cast<float>(k_total);
   float* src = reduced.data();
   for (const std::span<float> g : grads) {

@@ -48,7 +48,8 @@ class thread_world {
   };
 
   /// Runs body(handle) on every rank, one thread each, and rethrows the first exception any rank threw.
-  /// A body that throws on some ranks only must not enter another collective (the others would wait).
+  /// A body that throws on some ranks only must not enter another collective (the others would wait). Test
+  /// assertions (Catch2 is not thread-safe) belong after run(), on the main thread.
   void run(const std::function<void(rank_handle&)>& body) {
     std::vector<std::thread> threads;
     std::exception_ptr first;

@@ -13,6 +13,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/policy/policy_presets.hpp"
 #include "safeamp/scaling/scaler_presets.hpp"
+#include "safeamp/sim/scenario.hpp"
 #include "safeamp/sim/trainer.hpp"
 
 using namespace safeamp;
@@ -101,6 +102,24 @@ TEST_CASE("an overflow in one rank's micro-batch skips the step on every rank", 
   }
 }
 
+TEST_CASE("the exchange logs which rank's own gradients overflowed", "[data_parallel]") {
+  run_config cfg = tiny_run();
+  cfg.faults = {fault_spec{.kind = fault_kind::gradient_inf, .steps = {1, 6}, .target = {}, .factor = 1.0}};
+  for (const int n : {2, 4}) {
+    thread_world w(n);
+    std::vector<std::vector<rank_overflow>> logs(static_cast<std::size_t>(n));
+    w.run([&](thread_world::rank_handle& h) {
+      communicator_adapter<thread_world::rank_handle> c(h);
+      data_parallel exchange(c, data_parallel_config{.micro_batches = 4, .fault_micro_batch = 2});
+      (void)train(cfg, {}, &exchange);
+      logs[static_cast<std::size_t>(h.rank())] = exchange.take_overflow_log();
+    });
+    // Micro-batch 2 of 4 belongs to rank 2 * n / 4: rank 1 of 2, rank 2 of 4.
+    const std::vector<rank_overflow> expected = {{.step = 1, .ranks = {2 * n / 4}}, {.step = 6, .ranks = {2 * n / 4}}};
+    for (const auto& log : logs) CHECK(log == expected);
+  }
+}
+
 TEST_CASE("a checkpoint saved by rank 0 of 2 ranks resumes on 4 ranks bit-identically", "[data_parallel]") {
   const run_config cfg = tiny_run();
   const data_parallel_config dp{.micro_batches = 4};
@@ -140,4 +159,29 @@ TEST_CASE("bad data-parallel settings are refused by name", "[data_parallel]") {
   CHECK_THROWS_WITH(parse_reduce_spec("bf16-sum", "data_parallel.reduction"),
                     Catch::Contains("data_parallel.reduction is 'bf16-sum'") && Catch::Contains("<wire>-ring"));
   CHECK_THROWS_WITH(parse_reduce_spec("tf32-ring", "r"), Catch::Contains("bf16, fp16, e4m3, e5m2"));
+}
+
+TEST_CASE("a scenario's data_parallel block: read, and refused by name when wrong", "[data_parallel]") {
+  const auto scenario_with = [](const std::string& block) {
+    return R"({"model": {"kind": "mlp"}, "training": {"batch_size": 32}, "data_parallel": )" + block +
+           R"(, "candidates": [{"name": "b", "policy": "bf16-mixed"}]})";
+  };
+  const scenario s = parse_scenario(scenario_with(R"({"micro_batches": 8, "reduction": "e4m3-tree",
+                                                      "fault_micro_batch": 7})"),
+                                    "test");
+  REQUIRE(s.data_parallel.has_value());
+  CHECK(s.data_parallel->micro_batches == 8);
+  CHECK(s.data_parallel->reduction == reduce_spec{.order = reduce_order::tree, .wire = fp8_e4m3});
+  CHECK(s.data_parallel->fault_micro_batch == 7);
+  CHECK(parse_scenario(scenario_with("{}"), "test").data_parallel->reduction.order == reduce_order::canonical);
+  CHECK_THROWS_WITH(parse_scenario(scenario_with(R"({"micro_batch": 4})"), "test"),
+                    Catch::Contains("data_parallel.micro_batch is an unknown key"));
+  CHECK_THROWS_WITH(parse_scenario(scenario_with(R"({"micro_batches": 0})"), "test"),
+                    Catch::Contains("data_parallel.micro_batches is 0"));
+  CHECK_THROWS_WITH(parse_scenario(scenario_with(R"({"micro_batches": 5})"), "test"),
+                    Catch::Contains("divisor of the batch size 32"));
+  CHECK_THROWS_WITH(parse_scenario(scenario_with(R"({"reduction": 16})"), "test"),
+                    Catch::Contains("data_parallel.reduction is 16"));
+  CHECK_THROWS_WITH(parse_scenario(scenario_with(R"({"micro_batches": 4, "fault_micro_batch": 4})"), "test"),
+                    Catch::Contains("data_parallel.fault_micro_batch is 4"));
 }

@@ -23,6 +23,12 @@ for n in 2 4; do
 done
 # The scenario's overflow candidate skips its two faulted steps plus what the scaler's backoff costs: never 0.
 grep -q 'injected_overflow=[0-9a-f]*:[1-9]' "$work/np4.hashes" || { echo "FAIL: no skipped step with 4 ranks"; exit 1; }
+# The overflow candidate's injected faults (steps 5 and 17, micro-batch 3) came from the last rank alone (its
+# fp16 run also overflows by itself at step 4, at the initial scale 2^16, on whichever ranks it does).
+for n in 2 4; do
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); o={e["step"]: e["ranks"] for e in [r for r in d["runs"] if "overflow" in r["label"]][0]["overflow_ranks"]}; last=[int(sys.argv[2]) - 1]; sys.exit(0 if o.get(5) == last and o.get(17) == last else 1)' \
+    "$work/np$n/data_parallel.json" "$n" || { echo "FAIL: overflow_ranks with $n ranks is not the last rank at steps 5 and 17"; exit 1; }
+done
 # Rank 1 of 2 ends abruptly at step 3 of the first run: mpirun fails, and no summary.json is written.
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["data_parallel"].update(exit_rank=1, exit_step=3); json.dump(d, open(sys.argv[2],"w"))' \
   "$scenario" "$work/dies.json"

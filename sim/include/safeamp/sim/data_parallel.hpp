@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "safeamp/sim/communicator.hpp"
@@ -29,6 +30,13 @@ struct data_parallel_config {
 /// Throws safeamp::error when `cfg` cannot run on `ranks` ranks with global batches of `batch_size` samples.
 void validate(const data_parallel_config& cfg, std::int64_t ranks, std::int64_t batch_size);
 
+/// A step at which some ranks' own gradients were not finite (telemetry: which rank overflowed).
+struct rank_overflow {
+  std::int64_t step = 0;
+  std::vector<int> ranks;  // ascending
+  friend bool operator==(const rank_overflow&, const rank_overflow&) = default;
+};
+
 class data_parallel final : public gradient_exchange {
  public:
   data_parallel(communicator& ranks, data_parallel_config cfg);
@@ -41,6 +49,9 @@ class data_parallel final : public gradient_exchange {
   void begin_step(std::int64_t step) override;
 
   [[nodiscard]] const data_parallel_config& config() const noexcept { return cfg_; }
+  /// The steps (of the runs since the last take) at which some ranks' own gradients held inf/NaN, read from
+  /// the gathered gradients (every rank holds the same log); empties the log.
+  [[nodiscard]] std::vector<rank_overflow> take_overflow_log() { return std::exchange(overflows_, {}); }
 
  private:
   [[nodiscard]] std::int64_t first_part(int rank) const noexcept;
@@ -50,6 +61,8 @@ class data_parallel final : public gradient_exchange {
   std::vector<float> kept_;  // (max_local_parts, elements): this rank's parts' gradients, in part order
   std::vector<part_result> results_;
   std::size_t elements_ = 0;
+  std::int64_t step_ = 0;
+  std::vector<rank_overflow> overflows_;
 };
 
 }  // namespace safeamp::sim
