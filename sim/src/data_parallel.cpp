@@ -117,6 +117,14 @@ void data_parallel::begin_step(std::int64_t step) {
   step_ = step;
 }
 
+std::string data_parallel::checkpoint_settings() const {
+  std::string s = "data_parallel micro_batches=" + std::to_string(cfg_.micro_batches) +
+                  " reduction=" + to_string(cfg_.reduction) +
+                  " fault_micro_batch=" + std::to_string(cfg_.fault_micro_batch);
+  if (cfg_.reduction.order != reduce_order::canonical) s += " ranks=" + std::to_string(ranks_->size());
+  return s;
+}
+
 void data_parallel::keep(const batch_part& part, std::span<const std::span<float>> grads, part_result result) {
   std::size_t elements = 0;
   for (const std::span<float> g : grads) elements += g.size();

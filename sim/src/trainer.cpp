@@ -16,8 +16,8 @@
 
 #include "safeamp/error.hpp"
 #include "safeamp/policy/precision_policy.hpp"
-#include "safeamp/scaling/loss_scaler.hpp"
 #include "safeamp/scaling/communicator.hpp"
+#include "safeamp/scaling/loss_scaler.hpp"
 #include "safeamp/sim/checkpoint.hpp"
 #include "safeamp/sim/communicator.hpp"
 #include "safeamp/sim/datasets.hpp"
@@ -26,6 +26,7 @@
 #include "safeamp/sim/models.hpp"
 #include "safeamp/sim/optimizer.hpp"
 #include "safeamp/sim/reference.hpp"
+#include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
 namespace {
@@ -37,9 +38,12 @@ using any_scaler = std::variant<loss_scaler, static_loss_scaler, noop_loss_scale
 
 any_scaler make_scaler(const scaler_choice& s) {
   switch (s.kind) {
-    case scaler_kind::dynamic: return loss_scaler(dynamic_scale_rule(s.dynamic));
-    case scaler_kind::static_scale: return static_loss_scaler(static_scale_rule(s.static_scale));
-    case scaler_kind::none: return noop_loss_scaler();
+    case scaler_kind::dynamic:
+      return loss_scaler(dynamic_scale_rule(s.dynamic));
+    case scaler_kind::static_scale:
+      return static_loss_scaler(static_scale_rule(s.static_scale));
+    case scaler_kind::none:
+      return noop_loss_scaler();
   }
   return noop_loss_scaler();
 }
@@ -143,7 +147,8 @@ eval_metrics evaluate(exec_context& ctx, const run_config& cfg, model& m, const 
   e.accuracy = total_right / n;
   for (std::size_t s = 0; s < slice_names.size(); ++s) {
     const double c = static_cast<double>(count[s]);
-    e.slices.push_back(slice_metrics{.name = slice_names[s], .count = count[s],
+    e.slices.push_back(slice_metrics{.name = slice_names[s],
+                                     .count = count[s],
                                      .loss = count[s] > 0 ? loss_sum[s] / c : 0.0,
                                      .accuracy = count[s] > 0 ? right[s] / c : 0.0});
   }
@@ -201,7 +206,11 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
   any_scaler scaler = make_scaler(cfg.scaler);
   std::int64_t start = 0;
   std::vector<step_record> history;
-  const std::uint64_t config_print = run_fingerprint(cfg);
+  // A data-parallel run's bits depend on its exchange's settings too (micro-batches, reduction, and for a
+  // wire-format reduction the rank count); a run without an exchange keeps the fingerprint it always had.
+  const std::uint64_t config_print = exchange == nullptr
+                                         ? run_fingerprint(cfg)
+                                         : fnv1a64(hex64(run_fingerprint(cfg)) + "|" + exchange->checkpoint_settings());
   if (!cfg.checkpoint.resume_path.empty()) {
     // Load into copies first so a bad file leaves nothing half-restored.
     parameter_list loaded_params = params;
@@ -210,7 +219,8 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
     if (meta.config_fingerprint != config_print) {
       throw error("checkpoint '" + cfg.checkpoint.resume_path + "' configuration", "saved by a run with other settings",
                   "a checkpoint of this run: the same model, data, policy, rounding, scaler, optimizer, faults, "
-                  "clip, loss weight, steps, batch and seeds (only threads and the label may differ)");
+                  "clip, loss weight, steps, batch, seeds and data-parallel settings (micro-batches, reduction; "
+                  "the rank count too for a wire-format reduction); only threads and the label may differ");
     }
     if (auto* dyn = std::get_if<loss_scaler>(&scaler)) dyn->load_json(meta.scaler_json);
     params = std::move(loaded_params);
@@ -219,7 +229,11 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
     history = std::move(meta.history);
   }
 
-  exec_context ctx{.rounding = cfg.rounding, .seed = cfg.seed, .step = 0, .cast_site = 0, .threads = cfg.threads,
+  exec_context ctx{.rounding = cfg.rounding,
+                   .seed = cfg.seed,
+                   .step = 0,
+                   .cast_site = 0,
+                   .threads = cfg.threads,
                    .activation_stats = {}};
   run_result result;
   result.label = cfg.label;

@@ -136,6 +136,47 @@ TEST_CASE("a checkpoint saved by rank 0 of 2 ranks resumes on 4 ranks bit-identi
   std::remove(file.c_str());
 }
 
+TEST_CASE("a checkpoint is refused under other data-parallel settings that change the bits", "[data_parallel]") {
+  // The file is saved after step 4 of a run under `saved`; resuming it under `resumed` on `ranks` ranks must be
+  // refused (every rank throws at load, before any collective) rather than continue into a run that matches
+  // neither setting.
+  const run_config cfg = tiny_run();
+  const std::string file = "data_parallel_test_refuse.ckpt";
+  const auto save = [&](int ranks, const data_parallel_config& dp) {
+    run_config first = cfg;
+    first.checkpoint.save_path = file;
+    first.checkpoint.save_after_step = 4;
+    first.checkpoint.stop_after_steps = 5;
+    (void)train_on(ranks, first, dp);
+  };
+  run_config rest = cfg;
+  rest.checkpoint.resume_path = file;
+  const data_parallel_config four{.micro_batches = 4};
+  const data_parallel_config ring{.micro_batches = 4, .reduction = parse_reduce_spec("bf16-ring", "reduction")};
+
+  save(2, four);  // K = 4 -> K = 2: another sum over other parts
+  CHECK_THROWS_WITH(train_on(2, rest, data_parallel_config{.micro_batches = 2}),
+                    Catch::Contains("saved by a run with other settings") && Catch::Contains("data-parallel"));
+  CHECK_THROWS_WITH(train_on(2, rest, ring), Catch::Contains("saved by a run with other settings"));
+  CHECK_THROWS_WITH(train_on(2, rest, data_parallel_config{.micro_batches = 4, .fault_micro_batch = 1}),
+                    Catch::Contains("saved by a run with other settings"));
+  CHECK_THROWS_WITH(train(rest), Catch::Contains("saved by a run with other settings"));  // no exchange at all
+
+  save(2, ring);  // a wire-format ring sums depend on the rank count: 2 -> 4 refused, 2 -> 2 resumes
+  CHECK_THROWS_WITH(train_on(4, rest, ring), Catch::Contains("saved by a run with other settings"));
+  CHECK(train_on(2, rest, ring).front().weights_hash == train_on(2, cfg, ring).front().weights_hash);
+
+  {  // a plain run's checkpoint (no exchange) is not a data-parallel run's
+    run_config first = cfg;
+    first.checkpoint.save_path = file;
+    first.checkpoint.save_after_step = 4;
+    first.checkpoint.stop_after_steps = 5;
+    (void)train(first);
+  }
+  CHECK_THROWS_WITH(train_on(1, rest, four), Catch::Contains("saved by a run with other settings"));
+  std::remove(file.c_str());
+}
+
 TEST_CASE("bf16 ring reduction changes the bits with N, the canonical reduction does not", "[data_parallel]") {
   run_config cfg = tiny_run();
   cfg.policy = presets::bf16_mixed;

@@ -47,6 +47,9 @@ class data_parallel final : public gradient_exchange {
   [[nodiscard]] part_result reduce(std::span<const std::span<float>> grads) override;
   [[nodiscard]] communicator& ranks() override { return *ranks_; }
   void begin_step(std::int64_t step) override;
+  /// "data_parallel micro_batches=K reduction=R fault_micro_batch=F", and " ranks=N" for every reduction but the
+  /// canonical one: a wire-format reduction rounds each rank's sum of its parts, so its bits depend on N.
+  [[nodiscard]] std::string checkpoint_settings() const override;
 
   [[nodiscard]] const data_parallel_config& config() const noexcept { return cfg_; }
   /// The steps (of the runs since the last take) at which some ranks' own gradients held inf/NaN, read from

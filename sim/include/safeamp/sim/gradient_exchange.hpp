@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "safeamp/format/round_span.hpp"
@@ -48,6 +49,11 @@ class gradient_exchange {
   [[nodiscard]] virtual communicator& ranks() = 0;
   /// Called at the start of every step (after the batch is drawn): a test hook can end the process here.
   virtual void begin_step(std::int64_t step) = 0;
+  /// Every setting of the exchange that changes a run's bits, as one line; train() adds it to the checkpoint
+  /// fingerprint, so a checkpoint saved under other settings is refused instead of continuing into a run that
+  /// matches neither. Settings that do not change the bits (test hooks, a rank count the reduction does not
+  /// depend on) stay out, so such a checkpoint still resumes.
+  [[nodiscard]] virtual std::string checkpoint_settings() const = 0;
 };
 
 /// Samples [first, first + count) of `b` (features, tokens, targets and slices sliced alike).
