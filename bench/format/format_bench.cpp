@@ -1,6 +1,8 @@
 // Rounding throughput (elements/s) of safeamp::round_span for fp16, bf16, E4M3 and E5M2 in every mode, on
 // 64 Mi elements (memory-bound) and 64 Ki elements (in cache), for normal and wide-range (2^-30..2^20) data,
 // beside the baselines of the same run: memcpy of the same bytes, the F16C round trip, Eigen half/bfloat16.
+// The kernels run on the path cpu_path.hpp picks at run time (SAFEAMP_CPU_PATH=portable|avx2|avx512 forces one;
+// each result's label names the path), so a build without -march measures what its users get.
 // bench/format/ratios.py turns the JSON output into the ratio table of docs/performance.md (number formats section).
 #include <benchmark/benchmark.h>
 
@@ -9,10 +11,11 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
-#if defined(__F16C__)
+#if defined(SAFEAMP_X86_KERNELS)
 #include <immintrin.h>
 #endif
 #if defined(SAFEAMP_BENCH_HAVE_EIGEN)
@@ -70,29 +73,43 @@ void bm_memcpy(benchmark::State& state) {
   finish(state, n);
 }
 
-#if defined(__F16C__)
+#if defined(SAFEAMP_X86_KERNELS)
+// The CPU's own fp16 round trip (F16C: 8 lanes; AVX-512: 16 lanes), compiled with target attributes so that the
+// baseline needs no -march either; it runs where the CPU has the instructions (skipped otherwise).
+__attribute__((target("avx2,f16c"))) void f16c_round_trip_ymm(const float* src, float* dst, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+}
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void f16c_round_trip_zmm(const float* src, float* dst,
+                                                                                   std::int64_t n) {
+  constexpr __mmask16 full_mask = 0xFFFF;
+  for (std::int64_t i = 0; i < n; i += 16) {
+    // The maskz forms with a full mask avoid g++ 12's false -Wmaybe-uninitialized in the unmasked intrinsics.
+    const __m256i h = _mm512_maskz_cvtps_ph(full_mask, _mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_storeu_ps(dst + i, _mm512_maskz_cvtph_ps(full_mask, h));
+  }
+}
+
 void bm_f16c_round_trip(benchmark::State& state) {
   const std::int64_t n = state.range(0);
   const auto& in = input(n, state.range(1));
   auto& out = output(n);
+  const safeamp::cpu_path path = safeamp::active_cpu_path();
+  if (path == safeamp::cpu_path::portable) {
+    state.SkipWithError("the F16C round trip needs the avx2 or avx512 path (SAFEAMP_CPU_PATH)");
+    return;
+  }
   for (auto _ : state) {
-    const float* src = in.data();
-    float* dst = out.data();
-#if defined(__AVX512F__)
-    constexpr __mmask16 full_mask = 0xFFFF;
-    for (std::int64_t i = 0; i < n; i += 16) {
-      // The maskz forms with a full mask avoid g++ 12's false -Wmaybe-uninitialized in the unmasked intrinsics.
-      const __m256i h = _mm512_maskz_cvtps_ph(full_mask, _mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
-      _mm512_storeu_ps(dst + i, _mm512_maskz_cvtph_ps(full_mask, h));
+    if (path == safeamp::cpu_path::avx512) {
+      f16c_round_trip_zmm(in.data(), out.data(), n);
+    } else {
+      f16c_round_trip_ymm(in.data(), out.data(), n);
     }
-#else
-    for (std::int64_t i = 0; i < n; i += 8) {
-      const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-    }
-#endif
     benchmark::ClobberMemory();
   }
+  state.SetLabel(std::string(safeamp::cpu_path_name(path)));
   finish(state, n);
 }
 #endif
@@ -114,17 +131,15 @@ void bm_eigen_cast(benchmark::State& state) {
 #endif
 
 // The Philox4x32-10 words stochastic rounding consumes (one 32-bit word per element), alone: the ceiling of
-// stochastic rounding's throughput. Items are words; the AVX-512 generator where the build enables it.
+// stochastic rounding's throughput. Items are words; the generator of the active kernel path (cpu_path.hpp).
 void bm_philox_words(benchmark::State& state) {
   const std::int64_t n = state.range(0);
   std::vector<std::uint32_t> words(static_cast<std::size_t>(n));
   std::uint64_t block = 0;
+  const safeamp::cpu_path path = safeamp::active_cpu_path();
+  state.SetLabel(std::string(safeamp::cpu_path_name(path)));
   for (auto _ : state) {
-#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
-    safeamp::detail::avx512::philox_fill_avx512(words.data(), block, static_cast<std::size_t>(n) / 4, 42, 7);
-#else
-    safeamp::detail::philox_fill(words.data(), block, static_cast<std::size_t>(n) / 4, 42, 7);
-#endif
+    safeamp::detail::philox_fill_on(path, words.data(), block, static_cast<std::size_t>(n) / 4, 42, 7);
     benchmark::DoNotOptimize(words.data());
     benchmark::ClobberMemory();
     block += static_cast<std::uint64_t>(n) / 4;
@@ -147,6 +162,7 @@ void bm_round_span(benchmark::State& state) {
     benchmark::ClobberMemory();
     step += static_cast<std::uint64_t>(n);
   }
+  state.SetLabel(std::string(safeamp::cpu_path_name(safeamp::active_cpu_path())));
   finish(state, n);
 }
 
@@ -160,7 +176,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 using safeamp::rounding;
 BENCHMARK(bm_memcpy)->Apply(sizes);
 BENCHMARK(bm_philox_words)->ArgNames({"n", "wide"})->Args({small_n, normal_data});
-#if defined(__F16C__)
+#if defined(SAFEAMP_X86_KERNELS)
 BENCHMARK(bm_f16c_round_trip)->Apply(sizes);
 #endif
 #if defined(SAFEAMP_BENCH_HAVE_EIGEN)

@@ -59,10 +59,13 @@ template <rounding R, bool Named, format_spec F>
 SAFEAMP_DETAIL_NOINLINE void round_scaled(format_spec element, float* y, std::size_t n, philox_key key,
                                           std::size_t first, local_counts& c) noexcept {
   key.offset += first;
-#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
+#if defined(SAFEAMP_X86_KERNELS)
   if constexpr (Named) {
-    avx512::round_chunk<R, F>(y, y, n, overflow::saturate, false, key, false, c);
-    return;
+    if (const cpu_path path = kernel_path(); path != cpu_path::portable) {
+      round_chunk_vector<R, F>(path, y, y, n, round_options{.mode = R, .on_overflow = overflow::saturate}, key, false,
+                               c);
+      return;
+    }
   }
 #endif
   alignas(64) std::uint32_t buffer[block_chunk > 4096 ? block_chunk + 8 : 4096 + 8];
@@ -112,21 +115,15 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void scale_up_in_place(const float* in, float* y, s
   for (std::size_t j = 0; j < n; ++j) y[j] = y[j] * sc.x;
 }
 
-/// Inputs this large or larger are written with non-temporal stores where the AVX-512 kernels are compiled in
+/// Inputs this large or larger are written with non-temporal stores on the AVX-512 path
 /// (as round_span does): the output is not read back soon, and streaming saves the read for ownership.
 inline constexpr std::size_t block_stream_min_bytes = std::size_t{16} << 20;
 
 /// out[0..n) = buffer[0..n); non-temporal 64-byte stores for the aligned middle when streaming.
 SAFEAMP_DETAIL_ALWAYS_INLINE void copy_out(float* out, const float* buffer, std::size_t n, bool stream) noexcept {
-#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
-  if (stream) {
-    std::size_t i = 0;
-    while (i < n && (reinterpret_cast<std::uintptr_t>(out + i) & 63u) != 0) {
-      out[i] = buffer[i];
-      ++i;
-    }
-    for (; i + 16 <= n; i += 16) _mm512_stream_ps(out + i, _mm512_loadu_ps(buffer + i));
-    for (; i < n; ++i) out[i] = buffer[i];
+#if defined(SAFEAMP_X86_KERNELS)
+  if (stream && kernel_path() == cpu_path::avx512) {
+    avx512::stream_copy(out, buffer, n);
     return;
   }
 #endif

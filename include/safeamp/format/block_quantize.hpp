@@ -103,8 +103,9 @@ void quantize_blocks_kernel(const block_format& b, float tensor_scale, const flo
                                 scales + r * per_row, buffer, stream, c, stats);
       flush_counts(stats, c);  // a row of at most 2^20 scaled values per flush keeps the 32-bit counters safe
     }
-#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
-    if (stream) _mm_sfence();  // the streamed stores are visible before quantize_blocks returns
+#if defined(SAFEAMP_X86_KERNELS)
+    if (stream && kernel_path() == cpu_path::avx512)
+      _mm_sfence();  // the streamed stores are visible before quantize_blocks returns
 #endif
     return;
   }
@@ -139,6 +140,7 @@ void quantize_blocks_dispatch(const block_format& b, float tensor_scale, const f
 inline block_result quantize_blocks(const block_format& b, std::span<const float> in, std::span<float> out,
                                     std::span<float> scales, const block_options& opt = {}) {
   const std::size_t cols = detail::check_block_arguments(b, in.size(), out.size(), scales.size(), opt);
+  (void)active_cpu_path();  // a bad SAFEAMP_CPU_PATH is reported here, before the noexcept kernels run
   if (!in.empty() && in.data() != out.data() && in.data() < out.data() + out.size() &&
       out.data() < in.data() + in.size()) {
     throw error("quantize_blocks buffers", "partially overlapping", "disjoint spans, or out == in exactly");

@@ -1,9 +1,8 @@
 // AVX-512 kernels behind round_span for the named formats narrower than float (fp16, bf16, tf32, E4M3, E5M2),
-// nearest even and stochastic, and the Philox block fill. Compiled only where the translation unit itself is
-// built with AVX-512 F/BW/DQ/VL enabled (e.g. -march=native on Sapphire Rapids or Zen 4, or -mavx512f
-// -mavx512bw -mavx512dq -mavx512vl) and not under nvcc; define SAFEAMP_NO_SIMD to keep the portable loops.
-// Results, counters included, are those of round_floats (round_kernel.hpp) bit for bit: the exhaustive and
-// random-sweep tests are built once more with these flags where the test machine runs AVX-512.
+// nearest even and stochastic, and the Philox block fill. Compiled on every x86 build with GCC or Clang under a
+// target pragma (no -march needed) and run only when active_cpu_path() is avx512 (cpu_path.hpp); not under nvcc
+// or with SAFEAMP_NO_SIMD. Results, counters included, are those of round_floats (round_kernel.hpp) bit for bit:
+// the exhaustive and random-sweep tests run every path the test machine supports.
 //
 // Why it is faster than the auto-vectorised loops: mask registers turn every condition into one compare and
 // every select into a masked move; the target's subnormal range is rounded with one vrndscaleps (rounding
@@ -14,9 +13,9 @@
 // 10-round state in registers.
 #pragma once
 
-#if !defined(SAFEAMP_NO_SIMD) && !defined(__CUDACC__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
-    defined(__AVX512DQ__) && defined(__AVX512VL__)
-#define SAFEAMP_HAVE_AVX512_KERNELS 1
+#include "safeamp/format/cpu_path.hpp"
+
+#if defined(SAFEAMP_X86_KERNELS)
 
 #include <immintrin.h>
 
@@ -28,6 +27,16 @@
 #include "safeamp/format/philox.hpp"
 #include "safeamp/format/round_kernel.hpp"
 #include "safeamp/format/round_options.hpp"
+
+// Every function below is compiled for AVX-512 (and F16C) whatever the build's -march; callers reach them only
+// through the run-time dispatch in round_span.hpp.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,f16c,avx2,bmi2"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,f16c,avx2,bmi2")
+#endif
 
 namespace safeamp::detail::avx512 {
 
@@ -45,13 +54,10 @@ struct counters16 {
   __m512i zero_inputs = _mm512_setzero_si512();
   std::size_t special_vectors = 0;  // vectors that took the exact path (nearest even; steers path_choice)
 
+  counters16() noexcept {}  // user-provided, so that it is compiled under this header's target pragma
+
   void add_to(local_counts& c) const noexcept {
-    const std::uint32_t zeros = sum(zero_results);
-    c.overflow += sum(overflow);
-    c.underflow += zeros - sum(zero_inputs);
-    c.subnormal += sum(below_normal) - zeros;
-    c.nan += sum(nan);
-    c.infinity += sum(infinity);
+    c.add_vector_counts(sum(overflow), sum(nan), sum(infinity), sum(below_normal), sum(zero_results), sum(zero_inputs));
   }
   // Once per chunk; not _mm512_reduce_add_epi32, whose g++ 12 form warns (-Wuninitialized) inside the header.
   static std::uint32_t sum(__m512i v) noexcept {
@@ -226,14 +232,16 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
     // comes from the immediate, it keeps subnormal results whatever MXCSR.FTZ says, reads fp16 subnormals
     // whatever MXCSR.DAZ says, and gives overflow inf and NaN the top payload bits as decode() does: the
     // exhaustive test checks it against the oracle on all 2^32 floats.
-    const __m256i h = _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i h =
+        _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm512_castps_si512(_mm512_maskz_cvtph_ps(0xFFFF, h));
   } else {
-    const __m512i c =
-        _mm512_add_epi32(_mm512_maskz_max_epu32(0xFFFF, _mm512_and_si512(a, v.exponent_mask), v.emin_field), v.cut_offset);
+    const __m512i c = _mm512_add_epi32(
+        _mm512_maskz_max_epu32(0xFFFF, _mm512_and_si512(a, v.exponent_mask), v.emin_field), v.cut_offset);
     const __m512 cf = _mm512_castsi512_ps(c);
     r = _mm512_castps_si512(_mm512_sub_ps(
-        _mm512_maskz_add_round_ps(0xFFFF, _mm512_castsi512_ps(a), cf, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), cf));
+        _mm512_maskz_add_round_ps(0xFFFF, _mm512_castsi512_ps(a), cf, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+        cf));
   }
   if constexpr (Ftz) r = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(r, v.min_normal), r);
   // Overflow, +-inf and NaN inputs: |x| at or above the overflow threshold.
@@ -363,8 +371,9 @@ struct philox16 {
 };
 
 /// philox_fill (round_kernel.hpp) with philox16; the portable loop where the low counter word would wrap.
-SAFEAMP_DETAIL_NOINLINE inline void philox_fill_avx512(std::uint32_t* words, std::uint64_t first_block, std::size_t blocks,
-                                                std::uint64_t seed, std::uint32_t stream) noexcept {
+SAFEAMP_DETAIL_NOINLINE inline void philox_fill_avx512(std::uint32_t* words, std::uint64_t first_block,
+                                                       std::size_t blocks, std::uint64_t seed,
+                                                       std::uint32_t stream) noexcept {
   if ((first_block & 0xFFFFFFFFu) + blocks + 16 > (std::uint64_t{1} << 32)) {
     detail::philox_fill(words, first_block, blocks, seed, stream);
     return;
@@ -465,7 +474,8 @@ SAFEAMP_DETAIL_NOINLINE void round_nearest_chunk(const float* in, float* out, st
   }
   i += (n - i) / 16 * 16;
   if (i < n) {
-    _mm512_mask_storeu_epi32(out + i, first_lanes(n - i), load_round<R, F, Ftz, Sat>(v, in, nullptr, i, first_lanes(n - i), acc));
+    _mm512_mask_storeu_epi32(out + i, first_lanes(n - i),
+                             load_round<R, F, Ftz, Sat>(v, in, nullptr, i, first_lanes(n - i), acc));
   }
   if (stream) _mm_sfence();
   acc.add_to(c);
@@ -554,6 +564,23 @@ void round_chunk(const float* in, float* out, std::size_t n, overflow ov, bool f
   }
 }
 
+/// out[0..n) = in[0..n) with non-temporal 64-byte stores for the aligned middle (the caller fences).
+SAFEAMP_DETAIL_NOINLINE inline void stream_copy(float* out, const float* in, std::size_t n) noexcept {
+  std::size_t i = 0;
+  while (i < n && (reinterpret_cast<std::uintptr_t>(out + i) & 63u) != 0) {
+    out[i] = in[i];
+    ++i;
+  }
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(out + i, _mm512_loadu_ps(in + i));
+  for (; i < n; ++i) out[i] = in[i];
+}
+
 }  // namespace safeamp::detail::avx512
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
 #endif
+
+#endif  // SAFEAMP_X86_KERNELS

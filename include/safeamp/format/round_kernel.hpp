@@ -152,6 +152,17 @@ template <rounding R>
 /// Counters of one chunk (32-bit so that the loop vectorises; chunks are short enough not to wrap).
 struct local_counts {
   std::uint32_t overflow = 0, underflow = 0, subnormal = 0, nan = 0, infinity = 0;
+
+  /// The vector kernels' sums of one chunk: they count results below min normal, zero results and zero inputs,
+  /// and form underflow (zero results of nonzero inputs) and subnormal (nonzero results below min normal) here.
+  void add_vector_counts(std::uint32_t n_overflow, std::uint32_t n_nan, std::uint32_t n_infinity,
+                         std::uint32_t below_normal, std::uint32_t zero_results, std::uint32_t zero_inputs) noexcept {
+    overflow += n_overflow;
+    underflow += zero_results - zero_inputs;
+    subnormal += below_normal - zero_results;
+    nan += n_nan;
+    infinity += n_infinity;
+  }
 };
 
 // The loop of round_floats; k by value so that its fields stay in registers (or fold as constants).
@@ -205,9 +216,12 @@ SAFEAMP_DETAIL_NOINLINE SAFEAMP_HOST_DEVICE constexpr void round_floats(format_s
 /// The rounds of philox4x32_10 (philox.hpp) on 64-bit locals that hold 32-bit words, so that the loop
 /// vectorises over b with whole-lane 64-bit products and the state stays in registers; the 64-bit
 /// counter's halves carry explicitly.
-SAFEAMP_DETAIL_NOINLINE SAFEAMP_HOST_DEVICE constexpr void philox_fill(std::uint32_t* words, std::uint64_t first_block,
-                                                                       std::size_t blocks, std::uint64_t seed,
-                                                                       std::uint32_t stream) noexcept {
+/// The loop is always inlined into philox_fill and into the per-ISA copies (round_avx2.hpp), each compiled for
+/// its own instruction set.
+SAFEAMP_DETAIL_ALWAYS_INLINE SAFEAMP_HOST_DEVICE constexpr void philox_fill_loop(std::uint32_t* words,
+                                                                                 std::uint64_t first_block,
+                                                                                 std::size_t blocks, std::uint64_t seed,
+                                                                                 std::uint32_t stream) noexcept {
   constexpr std::uint64_t low32 = 0xFFFFFFFFu;
   const std::uint32_t lo0 = static_cast<std::uint32_t>(first_block);
   const std::uint32_t hi0 = static_cast<std::uint32_t>(first_block >> 32);
@@ -234,6 +248,12 @@ SAFEAMP_DETAIL_NOINLINE SAFEAMP_HOST_DEVICE constexpr void philox_fill(std::uint
     words[4 * b + 2] = static_cast<std::uint32_t>(x2);
     words[4 * b + 3] = static_cast<std::uint32_t>(x3);
   }
+}
+
+SAFEAMP_DETAIL_NOINLINE SAFEAMP_HOST_DEVICE constexpr void philox_fill(std::uint32_t* words, std::uint64_t first_block,
+                                                                       std::size_t blocks, std::uint64_t seed,
+                                                                       std::uint32_t stream) noexcept {
+  philox_fill_loop(words, first_block, blocks, seed, stream);
 }
 
 }  // namespace safeamp::detail

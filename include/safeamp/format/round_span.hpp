@@ -9,10 +9,12 @@
 #include <string>
 
 #include "safeamp/error.hpp"
+#include "safeamp/format/cpu_path.hpp"
 #include "safeamp/format/format_names.hpp"
 #include "safeamp/format/format_spec.hpp"
 #include "safeamp/format/philox.hpp"
 #include "safeamp/format/round.hpp"
+#include "safeamp/format/round_avx2.hpp"
 #include "safeamp/format/round_avx512.hpp"
 #include "safeamp/format/round_fast.hpp"
 #include "safeamp/format/round_kernel.hpp"
@@ -65,26 +67,55 @@ inline void round_chunk(format_spec fmt, const float* in, float* out, std::size_
   }
 }
 
+/// The Philox block fill of a path (the same words on every path).
+inline void philox_fill_on(cpu_path path, std::uint32_t* words, std::uint64_t first_block, std::size_t blocks,
+                           std::uint64_t seed, std::uint32_t stream) noexcept {
+#if defined(SAFEAMP_X86_KERNELS)
+  if (path == cpu_path::avx512) return avx512::philox_fill_avx512(words, first_block, blocks, seed, stream);
+  if (path == cpu_path::avx2) return avx2::philox_fill_avx2(words, first_block, blocks, seed, stream);
+#endif
+  (void)path;
+  philox_fill(words, first_block, blocks, seed, stream);
+}
+
+#if defined(SAFEAMP_X86_KERNELS)
+/// One chunk of a named format narrower than float on a vector path: the AVX-512 kernels for nearest even and
+/// stochastic, the AVX2 kernels for everything else (they run on AVX-512 CPUs too).
+template <rounding R, format_spec F>
+inline void round_chunk_vector(cpu_path path, const float* in, float* out, std::size_t n, round_options opt,
+                               philox_key key, bool stream, local_counts& c) noexcept {
+  if constexpr (R == rounding::nearest_even || R == rounding::stochastic) {
+    if (path == cpu_path::avx512) {
+      avx512::round_chunk<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, key, stream, c);
+      return;
+    }
+  }
+  avx2::round_chunk<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, key, stream, c);
+}
+#endif
+
 // One rounding mode over a span. Named formats come in as the template argument F (Named = true) so every
 // format constant folds; other formats use the run-time descriptor f with the same code.
 template <rounding R, bool Named, format_spec F = format_spec{}>
-void round_span_kernel(format_spec f, const float* in, float* out, std::size_t n, round_options opt, philox_key key,
-                       cast_stats& stats) noexcept {
+void round_span_kernel(cpu_path path, format_spec f, const float* in, float* out, std::size_t n, round_options opt,
+                       philox_key key, cast_stats& stats) noexcept {
   const format_spec fmt = Named ? F : f;
   local_counts c;
-#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
-  // Named formats narrower than float, nearest even and stochastic: the AVX-512 kernels (round_avx512.hpp),
-  // which make their own Philox words. Large spans into a separate buffer are written with streaming stores.
-  if constexpr (Named && F.mantissa_bits < 23 && (R == rounding::nearest_even || R == rounding::stochastic)) {
-    const bool stream = in != out && n * sizeof(float) >= avx512::stream_min_bytes;
-    for (std::size_t start = 0; start < n; start += count_chunk) {
-      const std::size_t len = n - start < count_chunk ? n - start : count_chunk;
-      philox_key at = key;
-      at.offset = key.offset + start;
-      avx512::round_chunk<R, F>(in + start, out + start, len, opt.on_overflow, opt.flush_subnormals, at, stream, c);
-      flush_counts(stats, c);
+#if defined(SAFEAMP_X86_KERNELS)
+  // Named formats narrower than float on a vector path. Large spans into a separate buffer are written with
+  // streaming stores.
+  if constexpr (Named && F.mantissa_bits < 23) {
+    if (path != cpu_path::portable) {
+      const bool stream = in != out && n * sizeof(float) >= avx512::stream_min_bytes;
+      for (std::size_t start = 0; start < n; start += count_chunk) {
+        const std::size_t len = n - start < count_chunk ? n - start : count_chunk;
+        philox_key at = key;
+        at.offset = key.offset + start;
+        round_chunk_vector<R, F>(path, in + start, out + start, len, opt, at, stream, c);
+        flush_counts(stats, c);
+      }
+      return;
     }
-    return;
   }
 #endif
   if constexpr (R != rounding::stochastic) {
@@ -103,11 +134,7 @@ void round_span_kernel(format_spec f, const float* in, float* out, std::size_t n
       const std::uint64_t base = logical & ~std::uint64_t{3};
       const std::size_t skip = static_cast<std::size_t>(logical - base);
       const std::size_t take = (n - i) < (random_block - skip) ? (n - i) : (random_block - skip);
-#if defined(SAFEAMP_HAVE_AVX512_KERNELS)
-      avx512::philox_fill_avx512(words, base >> 2, (skip + take + 3) / 4, key.seed, key.stream);
-#else
-      philox_fill(words, base >> 2, (skip + take + 3) / 4, key.seed, key.stream);
-#endif
+      philox_fill_on(path, words, base >> 2, (skip + take + 3) / 4, key.seed, key.stream);
       round_chunk<R, Named, F>(fmt, in + i, out + i, take, opt, words + skip, c);
       flush_counts(stats, c);
       i += take;
@@ -131,29 +158,28 @@ inline void round_span_exponent_only(format_spec f, const float* in, float* out,
 }
 
 template <bool Named, format_spec F = format_spec{}>
-void round_span_dispatch(format_spec f, const float* in, float* out, std::size_t n, round_options opt, philox_key key,
-                         cast_stats& stats) noexcept {
+void round_span_dispatch(cpu_path path, format_spec f, const float* in, float* out, std::size_t n, round_options opt,
+                         philox_key key, cast_stats& stats) noexcept {
   switch (opt.mode) {
     case rounding::nearest_even:
-      return round_span_kernel<rounding::nearest_even, Named, F>(f, in, out, n, opt, key, stats);
+      return round_span_kernel<rounding::nearest_even, Named, F>(path, f, in, out, n, opt, key, stats);
     case rounding::toward_zero:
-      return round_span_kernel<rounding::toward_zero, Named, F>(f, in, out, n, opt, key, stats);
+      return round_span_kernel<rounding::toward_zero, Named, F>(path, f, in, out, n, opt, key, stats);
     case rounding::toward_pos_inf:
-      return round_span_kernel<rounding::toward_pos_inf, Named, F>(f, in, out, n, opt, key, stats);
+      return round_span_kernel<rounding::toward_pos_inf, Named, F>(path, f, in, out, n, opt, key, stats);
     case rounding::toward_neg_inf:
-      return round_span_kernel<rounding::toward_neg_inf, Named, F>(f, in, out, n, opt, key, stats);
+      return round_span_kernel<rounding::toward_neg_inf, Named, F>(path, f, in, out, n, opt, key, stats);
     case rounding::stochastic:
-      return round_span_kernel<rounding::stochastic, Named, F>(f, in, out, n, opt, key, stats);
+      return round_span_kernel<rounding::stochastic, Named, F>(path, f, in, out, n, opt, key, stats);
   }
 }
 
 }  // namespace detail
 
-/// Rounds every element of `in` to format f into `out` (same size; `out` may be `in` itself) and
-/// returns the counters. Stochastic bits come from `key` (see philox_key): element i uses logical
-/// index key.offset + i, so splitting a tensor into spans with matching offsets gives identical bits.
-inline cast_stats round_span(format_spec f, std::span<const float> in, std::span<float> out, round_options opt = {},
-                             philox_key key = {}) {
+namespace detail {
+/// round_span on a given path (every path the CPU supports gives the same bits; the tests compare them).
+inline cast_stats round_span_on(cpu_path path, format_spec f, std::span<const float> in, std::span<float> out,
+                                round_options opt, philox_key key) {
   if (!is_valid(f)) {
     throw error("format", format_name(f),
                 "a valid format_spec (2..8 exponent bits, 1..23 mantissa bits, range within float)");
@@ -161,6 +187,9 @@ inline cast_stats round_span(format_spec f, std::span<const float> in, std::span
   if (in.size() != out.size()) {
     throw error("round_span output size", std::to_string(out.size()),
                 "the input size (" + std::to_string(in.size()) + ")");
+  }
+  if (!cpu_path_supported(path)) {
+    throw error("round_span cpu path", std::string(cpu_path_name(path)), "a path this CPU and build run");
   }
   const float* src = in.data();
   float* dst = out.data();
@@ -171,22 +200,32 @@ inline cast_stats round_span(format_spec f, std::span<const float> in, std::span
   cast_stats stats;
   stats.elements = n;
   if (f == fp16)
-    detail::round_span_dispatch<true, fp16>(f, src, dst, n, opt, key, stats);
+    round_span_dispatch<true, fp16>(path, f, src, dst, n, opt, key, stats);
   else if (f == bf16)
-    detail::round_span_dispatch<true, bf16>(f, src, dst, n, opt, key, stats);
+    round_span_dispatch<true, bf16>(path, f, src, dst, n, opt, key, stats);
   else if (f == fp8_e4m3)
-    detail::round_span_dispatch<true, fp8_e4m3>(f, src, dst, n, opt, key, stats);
+    round_span_dispatch<true, fp8_e4m3>(path, f, src, dst, n, opt, key, stats);
   else if (f == fp8_e5m2)
-    detail::round_span_dispatch<true, fp8_e5m2>(f, src, dst, n, opt, key, stats);
+    round_span_dispatch<true, fp8_e5m2>(path, f, src, dst, n, opt, key, stats);
   else if (f == tf32)
-    detail::round_span_dispatch<true, tf32>(f, src, dst, n, opt, key, stats);
+    round_span_dispatch<true, tf32>(path, f, src, dst, n, opt, key, stats);
   else if (f == fp32)
-    detail::round_span_dispatch<true, fp32>(f, src, dst, n, opt, key, stats);
+    round_span_dispatch<true, fp32>(path, f, src, dst, n, opt, key, stats);
   else if (f.mantissa_bits == 0)
-    detail::round_span_exponent_only(f, src, dst, n, opt, key, stats);
+    round_span_exponent_only(f, src, dst, n, opt, key, stats);
   else
-    detail::round_span_dispatch<false>(f, src, dst, n, opt, key, stats);
+    round_span_dispatch<false>(path, f, src, dst, n, opt, key, stats);
   return stats;
+}
+}  // namespace detail
+
+/// Rounds every element of `in` to format f into `out` (same size; `out` may be `in` itself) and
+/// returns the counters. Stochastic bits come from `key` (see philox_key): element i uses logical
+/// index key.offset + i, so splitting a tensor into spans with matching offsets gives identical bits.
+/// Runs on active_cpu_path() (cpu_path.hpp): the same bits on every path.
+inline cast_stats round_span(format_spec f, std::span<const float> in, std::span<float> out, round_options opt = {},
+                             philox_key key = {}) {
+  return detail::round_span_on(active_cpu_path(), f, in, out, opt, key);
 }
 
 /// In-place form.
@@ -195,19 +234,32 @@ inline cast_stats round_span(format_spec f, std::span<float> data, round_options
 }
 
 /// Encodes into bit patterns (uint8 for 8-bit formats is the caller's narrowing; codes are returned as
-/// uint16 for formats up to 16 bits). Throws when the format is wider than 16 bits.
-inline void encode_span(format_spec f, std::span<const float> in, std::span<std::uint16_t> out, round_options opt = {},
-                        philox_key key = {}) {
+/// uint16 for formats up to 16 bits). Throws when the format is wider than 16 bits. The rounding is
+/// round_span's (same path, same stochastic bits); the rounded values are exact in f, so encoding them
+/// again rounds nothing and gives the codes encode() gives for the inputs.
+namespace detail {
+inline void encode_span_on(cpu_path path, format_spec f, std::span<const float> in, std::span<std::uint16_t> out,
+                           round_options opt = {}, philox_key key = {}) {
   if (total_bits(f) > 16) throw error("encode_span format", format_name(f), "formats of at most 16 bits");
   if (in.size() != out.size()) {
     throw error("encode_span output size", std::to_string(out.size()),
                 "the input size (" + std::to_string(in.size()) + ")");
   }
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    const std::uint32_t rnd =
-        opt.mode == rounding::stochastic ? stochastic_bits(key.seed, key.stream, key.offset + i) : 0u;
-    out[i] = static_cast<std::uint16_t>(encode(f, in[i], opt, rnd));
+  constexpr std::size_t chunk = 4096;
+  float rounded[chunk];
+  for (std::size_t start = 0; start < in.size(); start += chunk) {
+    const std::size_t len = in.size() - start < chunk ? in.size() - start : chunk;
+    philox_key at = key;
+    at.offset = key.offset + start;
+    (void)round_span_on(path, f, in.subspan(start, len), std::span<float>(rounded, len), opt, at);
+    for (std::size_t i = 0; i < len; ++i) out[start + i] = static_cast<std::uint16_t>(encode(f, rounded[i]));
   }
+}
+}  // namespace detail
+
+inline void encode_span(format_spec f, std::span<const float> in, std::span<std::uint16_t> out, round_options opt = {},
+                        philox_key key = {}) {
+  detail::encode_span_on(active_cpu_path(), f, in, out, opt, key);
 }
 
 }  // namespace safeamp

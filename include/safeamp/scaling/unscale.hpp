@@ -1,6 +1,6 @@
 // Gradient passes of a scaled step: the fused unscale-and-check (one pass multiplies by 1/scale and detects
-// inf/NaN), and the separate check and scale passes it replaces (kept as baselines and for callers that
-// need them). Each pass is noexcept and branch-free per element so that it vectorises.
+// inf/NaN; a copy per kernel path, chosen at run time), and the separate check and scale passes it replaces (kept as
+// baselines and for callers that need them). Each pass is noexcept and branch-free per element so that it vectorises.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +8,7 @@
 #include <span>
 
 #include "safeamp/config.hpp"
+#include "safeamp/format/cpu_path.hpp"
 
 namespace safeamp {
 
@@ -24,18 +25,49 @@ inline constexpr std::uint32_t float_exponent_mask = 0x7F800000u;
 }
 }  // namespace detail
 
-/// g[i] *= inv_scale in place; true when any result is inf or NaN. The result is checked (not the input),
-/// so a finite gradient that overflows when unscaled by a scale below 1 also counts as an overflow.
-[[nodiscard]] inline bool unscale_and_check(std::span<float> g, float inv_scale) noexcept {
+namespace detail {
+/// The unscale-and-check loop; inlined into one copy per instruction set (a multiply is the same IEEE operation
+/// on every one, so every copy gives the same bits).
+#if defined(__GNUC__) && !defined(__CUDACC__)
+[[gnu::always_inline]]
+#endif
+inline std::uint32_t
+unscale_loop(float* p, std::size_t n, float inv_scale) noexcept {
   std::uint32_t bad = 0;
-  float* p = g.data();
-  const std::size_t n = g.size();
   for (std::size_t i = 0; i < n; ++i) {
     const float y = p[i] * inv_scale;
     p[i] = y;
-    bad |= detail::non_finite_bit(y);
+    bad |= non_finite_bit(y);
   }
-  return bad != 0;
+  return bad;
+}
+#if defined(SAFEAMP_X86_KERNELS)
+__attribute__((target("avx2"), noinline)) inline std::uint32_t unscale_avx2(float* p, std::size_t n,
+                                                                            float inv_scale) noexcept {
+  return unscale_loop(p, n, inv_scale);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), noinline)) inline std::uint32_t unscale_avx512(
+    float* p, std::size_t n, float inv_scale) noexcept {
+  return unscale_loop(p, n, inv_scale);
+}
+#endif
+}  // namespace detail
+
+/// g[i] *= inv_scale in place; true when any result is inf or NaN. The result is checked (not the input),
+/// so a finite gradient that overflows when unscaled by a scale below 1 also counts as an overflow.
+/// Runs the copy of the loop compiled for the CPU's kernel path (format/cpu_path.hpp).
+[[nodiscard]] inline bool unscale_and_check(std::span<float> g, float inv_scale) noexcept {
+#if defined(SAFEAMP_X86_KERNELS)
+  switch (detail::kernel_path()) {
+    case cpu_path::avx512:
+      return detail::unscale_avx512(g.data(), g.size(), inv_scale) != 0;
+    case cpu_path::avx2:
+      return detail::unscale_avx2(g.data(), g.size(), inv_scale) != 0;
+    case cpu_path::portable:
+      break;
+  }
+#endif
+  return detail::unscale_loop(g.data(), g.size(), inv_scale) != 0;
 }
 
 /// True when any element is inf or NaN (the separate check pass).

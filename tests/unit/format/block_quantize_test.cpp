@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "safeamp/format.hpp"
-#include "unit/format/expect_kernels.hpp"
 
 namespace {
 

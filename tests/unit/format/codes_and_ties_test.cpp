@@ -10,7 +10,6 @@
 
 #include "oracles/round_oracle.hpp"
 #include "safeamp/format.hpp"
-#include "unit/format/expect_kernels.hpp"
 
 namespace {
 

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "safeamp/format.hpp"
-#include "unit/format/expect_kernels.hpp"
 
 namespace {
 float p2(int e) { return std::ldexp(1.0f, e); }

@@ -29,7 +29,7 @@ using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMa
 /// from the calling thread take keys in program order, so a run's stochastic bits depend on
 /// (seed, step, cast site, element index) only.
 struct exec_context {
-  round_options rounding{};     // for tensor casts (scalar intermediates of ops always round to nearest)
+  round_options rounding{};  // for tensor casts (scalar intermediates of ops always round to nearest)
   std::uint64_t seed = 0;
   std::int64_t step = 0;
   std::uint32_t cast_site = 0;  // reset to 0 at every step
@@ -49,12 +49,11 @@ struct exec_context {
 };
 
 /// Rounds `m` in place to `f` (rounding mode from `opt`; stochastic bits keyed by `key` and element index)
-/// and returns the counters (those of round_span). Round-to-nearest-even into fp16, bf16 and tf32 takes a
-/// vectorised bit-operation path that gives round_span's bits and counters; every other format and mode
-/// calls the core round_span. fp32 is the identity (only NaN/inf are counted).
+/// and returns the counters: the core round_span, whose kernels are chosen for the CPU at run time. fp32 is
+/// the identity (only NaN/inf are counted).
 cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, philox_key key);
 
-/// dst = src rounded to f (one pass on the fast path; otherwise a copy then cast_in_place).
+/// dst = src rounded to f, in one pass (round_span from src into dst).
 cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_options& opt, philox_key key);
 
 /// Seconds the calling thread has spent inside cast_in_place and cast_copy since it started (steady clock). The
@@ -62,18 +61,13 @@ cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_
 /// threads, inside attention tasks, stay in their phase).
 [[nodiscard]] double cast_seconds_this_thread() noexcept;
 
-/// True when cast_in_place takes its fast path for (f, opt).
-[[nodiscard]] bool has_fast_cast(format_spec f, const round_options& opt) noexcept;
-
 /// The same with a key from ctx.
 inline cast_stats cast_in_place(exec_context& ctx, matrix& m, format_spec f) {
   return cast_in_place(m, f, ctx.rounding, ctx.next_key());
 }
 
 /// Scalar round-to-nearest into f for op intermediates (identity for fp32).
-[[nodiscard]] inline float round_scalar(format_spec f, float x) noexcept {
-  return f == fp32 ? x : round_to(f, x);
-}
+[[nodiscard]] inline float round_scalar(format_spec f, float x) noexcept { return f == fp32 ? x : round_to(f, x); }
 
 /// True when every element of m is exactly representable in f (NaN and inf count as representable).
 [[nodiscard]] bool representable(const matrix& m, format_spec f) noexcept;

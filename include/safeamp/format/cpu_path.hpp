@@ -1,0 +1,128 @@
+// Which vector back-end the bulk kernels (round_span, encode_span, the simulator's casts) run: chosen once per
+// process from CPUID, so that a build without -march still gets AVX2 or AVX-512 code, or forced with the
+// environment variable SAFEAMP_CPU_PATH=portable|avx2|avx512 (tests and benchmarks). Every path gives the same
+// bits. Off x86, under nvcc, or with SAFEAMP_NO_SIMD defined, only the portable path exists.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "safeamp/error.hpp"
+
+#if !defined(SAFEAMP_NO_SIMD) && !defined(__CUDACC__) && (defined(__x86_64__) || defined(__i386__)) && \
+    (defined(__GNUC__) || defined(__clang__))
+#define SAFEAMP_X86_KERNELS 1  // the AVX2 and AVX-512 back-ends are compiled (with target attributes, no -march)
+#include <cpuid.h>
+#endif
+
+namespace safeamp {
+
+enum class cpu_path : std::uint8_t {
+  portable,  // plain C++ loops (whatever the build's own flags let the compiler vectorise)
+  avx2,      // AVX2 + F16C (Haswell and later, every AMD Zen)
+  avx512,    // AVX-512 F/BW/DQ/VL (Skylake-SP and later, AMD Zen 4 and later)
+};
+inline constexpr cpu_path all_cpu_paths[] = {cpu_path::portable, cpu_path::avx2, cpu_path::avx512};
+
+[[nodiscard]] constexpr std::string_view cpu_path_name(cpu_path p) noexcept {
+  switch (p) {
+    case cpu_path::portable:
+      return "portable";
+    case cpu_path::avx2:
+      return "avx2";
+    case cpu_path::avx512:
+      return "avx512";
+  }
+  return "portable";
+}
+
+namespace detail {
+
+/// What this CPU and operating system run: bit 0 portable (always), bit 1 avx2, bit 2 avx512.
+inline unsigned detect_cpu_paths() noexcept {
+  unsigned paths = 1u << static_cast<unsigned>(cpu_path::portable);
+#if defined(SAFEAMP_X86_KERNELS)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return paths;
+  const bool osxsave = (ecx >> 27) & 1u, avx = (ecx >> 28) & 1u, f16c = (ecx >> 29) & 1u;
+  if (!osxsave || !avx) return paths;
+  // XCR0: the OS saves SSE and AVX state (bits 1, 2) and, for AVX-512, the opmask and ZMM state (bits 5-7).
+  std::uint32_t xcr0_low = 0, xcr0_high = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  if ((xcr0_low & 0x6u) != 0x6u) return paths;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return paths;
+  const bool avx2 = (ebx >> 5) & 1u;
+  const bool avx512 =
+      ((ebx >> 16) & 1u) && ((ebx >> 17) & 1u) && ((ebx >> 30) & 1u) && ((ebx >> 31) & 1u);  // F DQ BW VL
+  if (avx2 && f16c) paths |= 1u << static_cast<unsigned>(cpu_path::avx2);
+  if (avx2 && f16c && avx512 && (xcr0_low & 0xE0u) == 0xE0u) paths |= 1u << static_cast<unsigned>(cpu_path::avx512);
+#endif
+  return paths;
+}
+
+inline unsigned cpu_paths_here() noexcept {
+  static const unsigned paths = detect_cpu_paths();
+  return paths;
+}
+
+}  // namespace detail
+
+/// True when this CPU (and this build) can run path p.
+[[nodiscard]] inline bool cpu_path_supported(cpu_path p) noexcept {
+  return (detail::cpu_paths_here() >> static_cast<unsigned>(p)) & 1u;
+}
+
+/// The fastest path this CPU runs.
+[[nodiscard]] inline cpu_path best_cpu_path() noexcept {
+  return cpu_path_supported(cpu_path::avx512) ? cpu_path::avx512
+         : cpu_path_supported(cpu_path::avx2) ? cpu_path::avx2
+                                              : cpu_path::portable;
+}
+
+/// "portable", "avx2" or "avx512"; anything else throws safeamp::error naming the accepted values.
+[[nodiscard]] inline cpu_path parse_cpu_path(std::string_view name) {
+  for (const cpu_path p : all_cpu_paths) {
+    if (name == cpu_path_name(p)) return p;
+  }
+  throw error("SAFEAMP_CPU_PATH", std::string(name), "portable, avx2 or avx512");
+}
+
+namespace detail {
+inline cpu_path cpu_path_from_environment() {
+  const char* requested = std::getenv("SAFEAMP_CPU_PATH");
+  if (requested == nullptr || *requested == '\0') return best_cpu_path();
+  const cpu_path p = parse_cpu_path(requested);
+  if (!cpu_path_supported(p)) {
+    std::string here;
+    for (const cpu_path q : all_cpu_paths) {
+      if (cpu_path_supported(q)) here += (here.empty() ? "" : ", ") + std::string(cpu_path_name(q));
+    }
+    throw error("SAFEAMP_CPU_PATH", std::string(requested), "a path this CPU and build run: " + here);
+  }
+  return p;
+}
+}  // namespace detail
+
+/// The path every bulk kernel takes: SAFEAMP_CPU_PATH when set, else best_cpu_path(); read once per process.
+/// Throws safeamp::error when the variable names an unknown path or one this CPU cannot run.
+[[nodiscard]] inline cpu_path active_cpu_path() {
+  static const cpu_path p = detail::cpu_path_from_environment();
+  return p;
+}
+
+namespace detail {
+/// The path the bulk kernels take inside noexcept code. The throwing entry points (round_span, encode_span,
+/// quantize_blocks) call active_cpu_path() first, which reports a bad SAFEAMP_CPU_PATH; noexcept ones that
+/// run before any of them (unscale_and_check) take the portable loops in that case, which give the same bits.
+[[nodiscard]] inline cpu_path kernel_path() noexcept {
+  try {
+    return active_cpu_path();
+  } catch (...) {
+    return cpu_path::portable;
+  }
+}
+}  // namespace detail
+
+}  // namespace safeamp
