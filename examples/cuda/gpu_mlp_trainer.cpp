@@ -493,8 +493,8 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
       phase_seconds[st * phase_count + p] = elapsed(st * phase_count + p, st * phase_count + p + 1);
     }
     applied_steps[st] = reps[st].applied;
-    const double ms = elapsed(st * phase_count, (st + 1) * phase_count) * 1e3;
-    run.gpu_seconds += ms * 1e-3;
+    const double step_seconds = elapsed(st * phase_count, (st + 1) * phase_count);
+    run.gpu_seconds += step_seconds;
     sim::step_record r;
     r.step = static_cast<std::int64_t>(st);
     r.loss = recs[st].loss;
@@ -503,7 +503,7 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
     r.skipped = !reps[st].applied;
     r.grad_norm_before_clip = reps[st].grad_norm_before_clip;
     r.grad_norm_after_clip = reps[st].grad_norm_after_clip;
-    r.step_seconds = ms * 1e-3;  // device time of the step (CUDA events)
+    r.step_seconds = step_seconds;  // device time of the step (CUDA events)
     if (cfg.record_layer_counts) {
       for (std::size_t l = 0; l < count_layers; ++l) {
         const unsigned long long* c = counts.data() + (st * count_layers + l) * counter_slots;

@@ -57,23 +57,27 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
   remedy r;
   r.result = std::move(result);
   std::string cost;
+  const auto add_cost = [&cost](const std::string& part) {
+    if (!cost.empty()) cost += ", ";
+    cost += part;
+  };
   if (mode != from.mode) {
     r.changes.push_back("recompute " + std::string(to_string(mode)));
     if (w.shape) {
       const double extra =
           training_flops_per_sample(*w.shape, mode) / training_flops_per_sample(*w.shape, from.mode) - 1.0;
-      cost += percent_text(extra) + " FLOPs (" +
-              (mode == recompute::full ? "one more forward pass" : "attention core again") + ")";
+      add_cost(percent_text(extra) + " FLOPs (" +
+               (mode == recompute::full ? "one more forward pass" : "attention core again") + ")");
     }
+    r.intrusiveness = 1;
   }
-  if (mode != from.mode) r.intrusiveness = 1;
   if (states.optimizer != from.states.optimizer) {
     r.changes.push_back("8-bit AdamW (bitsandbytes)");
-    cost += std::string(cost.empty() ? "" : ", ") + "no extra time; moments in 8 bits, quality unverified";
+    add_cost("no extra time; moments in 8 bits, quality unverified");
     r.intrusiveness = 4;
   } else if (states.impl != from.states.impl && !states.offload_optimizer) {
     r.changes.push_back("fused AdamW (fused=True)");
-    cost += std::string(cost.empty() ? "" : ", ") + "none (one kernel instead of foreach's passes)";
+    add_cost("none (one kernel instead of foreach's passes)");
     r.intrusiveness = 2;
   }
   if (states.offload_parameters != from.states.offload_parameters) {
@@ -82,7 +86,7 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     char buf[128];
     std::snprintf(buf, sizeof buf, "+%.3g s per optimizer step and every microbatch's weights twice over PCIe",
                   r.result.offload_seconds_per_step);
-    cost += std::string(cost.empty() ? "" : ", ") + buf;
+    add_cost(buf);
     r.intrusiveness = 8;
   } else if (states.offload_optimizer != from.states.offload_optimizer) {
     r.changes.push_back("offload the optimizer to the CPU (ZeRO-Offload, " +
@@ -90,15 +94,14 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     char buf[96];
     std::snprintf(buf, sizeof buf, "+%.3g s per optimizer step over PCIe and the CPU",
                   r.result.offload_seconds_per_step);
-    cost += std::string(cost.empty() ? "" : ", ") + buf;
+    add_cost(buf);
     r.intrusiveness = 7;
   }
   if (states.adapter_parameters != from.states.adapter_parameters) {
     r.changes.push_back(std::string(states.base_4bit ? "QLoRA" : "LoRA") + " rank " + std::to_string(lora_rank_lever) +
                         " on every linear layer (" + std::to_string(states.adapter_parameters) + " adapters train" +
                         (states.base_4bit ? ", 4-bit NF4 base)" : ", base frozen)"));
-    cost += std::string(cost.empty() ? "" : ", ") + "fewer FLOPs (no weight gradients); adapters instead of a full " +
-            "fine-tune: quality unverified";
+    add_cost("fewer FLOPs (no weight gradients); adapters instead of a full fine-tune: quality unverified");
     r.intrusiveness = states.base_4bit ? 6 : 5;
   }
   if (r.result.fits_memory() && r.result.seconds_per_sample > 0.0)
