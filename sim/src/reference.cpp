@@ -6,9 +6,13 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <type_traits>
+#include <vector>
 
 #include "safeamp/config.hpp"
 #include "safeamp/error.hpp"
@@ -163,15 +167,86 @@ json manifest_json(const run_manifest& m) {
               {"threads", m.threads}};
 }
 
+/// What a numeric field accepts, for the error message.
+template <class T>
+std::string number_range() {
+  if constexpr (std::is_integral_v<T>) {
+    return "an integer from " + std::to_string(static_cast<long long>(std::numeric_limits<T>::min())) + " to " +
+           std::to_string(static_cast<unsigned long long>(std::numeric_limits<T>::max()));
+  } else if constexpr (std::is_same_v<T, float>) {
+    return "a finite number within the float range (magnitude at most 3.4e38)";
+  } else {
+    return "a finite number";
+  }
+}
+
+template <class T>
+struct is_std_vector : std::false_type {};
+template <class E>
+struct is_std_vector<std::vector<E>> : std::true_type {};
+
+/// One JSON number as T, or nothing when it does not fit. nlohmann's get<T> converts with a plain cast, which is
+/// undefined for a double outside T's range (1e113 read as a byte, 1e300 as a float) and wraps a negative integer
+/// read as unsigned; a hand-edited or damaged reference must get an error instead.
+template <class T>
+std::optional<T> fitting_number(const json& v) {
+  if constexpr (std::is_integral_v<T>) {
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return std::nullopt;
+      return static_cast<T>(u);
+    }
+    if (v.is_number_integer()) {
+      const auto i = v.get<std::int64_t>();
+      if constexpr (std::is_unsigned_v<T>) {
+        if (i < 0 || static_cast<std::uint64_t>(i) > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
+          return std::nullopt;
+        }
+      } else {
+        if (i < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
+            i > static_cast<std::int64_t>(std::numeric_limits<T>::max())) {
+          return std::nullopt;
+        }
+      }
+      return static_cast<T>(i);
+    }
+    return std::nullopt;  // a fraction or a non-number where a count belongs
+  } else {
+    if (!v.is_number()) return std::nullopt;
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || std::fabs(d) > static_cast<double>(std::numeric_limits<T>::max())) return std::nullopt;
+    return static_cast<T>(d);
+  }
+}
+
 template <class T>
 T required(const json& j, const char* key, const std::string& where) {
   if (!j.is_object() || !j.contains(key)) {
     throw error("reference " + where + key, "missing", "a reference file written by this version of safeamp");
   }
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw error("reference " + where + key, summarize_json(j.at(key)), "a value of the right type");
+  const json& v = j.at(key);
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    if (const auto x = fitting_number<T>(v)) return *x;
+    throw error("reference " + where + key, summarize_json(v), number_range<T>());
+  } else if constexpr (is_std_vector<T>::value && std::is_arithmetic_v<typename T::value_type>) {
+    using E = typename T::value_type;
+    if (!v.is_array()) throw error("reference " + where + key, summarize_json(v), "an array of numbers");
+    T out;
+    out.reserve(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const auto x = fitting_number<E>(v[i]);
+      if (!x) {
+        throw error("reference " + where + key + "[" + std::to_string(i) + "]", summarize_json(v[i]), number_range<E>());
+      }
+      out.push_back(*x);
+    }
+    return out;
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception&) {
+      throw error("reference " + where + key, summarize_json(v), "a value of the right type");
+    }
   }
 }
 

@@ -84,6 +84,44 @@ TEST_CASE("an edited, truncated, corrupt or other-version reference is refused")
                                                       Catch::Contains("accepted: 2") && Catch::Contains("--relock"));
 }
 
+TEST_CASE("a reference number outside its field's range is refused by name, never cast") {
+  // nlohmann's get<T> casts a double to an integer or float without a range check (undefined for 1e113 as a
+  // byte, found by fuzz_reference); each field is range-checked before the content hash is even looked at.
+  const locked_reference ref =
+      lock_reference(fixtures::make_run("reference fp32", 10, 2.0, 0.0), fixtures::make_manifest());
+  const nlohmann::json good = nlohmann::json::parse(to_json_text(ref));
+  REQUIRE(!good["final_eval"]["rows"]["correct"].empty());
+  const auto refused = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    try {
+      (void)reference_from_json_text(j.dump());
+    } catch (const safeamp::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string byte = refused([](nlohmann::json& j) { j["final_eval"]["rows"]["correct"][0] = 1.55556e113; });
+  CHECK_THAT(byte, Catch::Contains("final_eval.rows.correct[0]") && Catch::Contains("an integer from 0 to 255"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["final_eval"]["rows"]["correct"][0] = 256; }),
+             Catch::Contains("correct[0]"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["final_eval"]["rows"]["correct"][0] = -1; }),
+             Catch::Contains("correct[0]"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["final_eval"]["rows"]["slice"][0] = 0.5; }),
+             Catch::Contains("slice[0]"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["final_eval"]["rows"]["slice"][0] = 3000000000LL; }),
+             Catch::Contains("slice[0]"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["probe_logits"][1] = 1e300; }),
+             Catch::Contains("probe_logits[1]") && Catch::Contains("float range"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["scale_curve"][0] = -1e39; }), Catch::Contains("scale_curve[0]"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["format_version"] = 1e20; }), Catch::Contains("format_version"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["manifest"]["seed"] = -5; }), Catch::Contains("manifest.seed"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["manifest"]["steps"] = 1e30; }), Catch::Contains("manifest.steps"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["loss_curve"] = "x"; }), Catch::Contains("an array of numbers"));
+  // The unedited file still reads: the checks refuse only what does not fit.
+  CHECK(refused([](nlohmann::json&) {}) == "accepted");
+}
+
 TEST_CASE("lock_reference refuses a run that cannot be a reference") {
   run_result run = fixtures::make_run("reference fp32", 10, 2.0, 0.0);
   run_result nan_loss = run;
