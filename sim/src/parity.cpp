@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "safeamp/error.hpp"
 #include "safeamp/policy/policy_string.hpp"
 
 namespace safeamp::sim {
@@ -40,6 +41,14 @@ std::vector<double> smooth(const std::vector<double>& x, std::int64_t window) {
   return out;
 }
 
+/// Records a check that does not apply to this kind of run (accuracy of a regression): reported with the reason,
+/// never failed or undecided, so it takes no part in the verdict.
+void add_not_applicable(parity_result& r, std::string name, std::string detail, std::string reason) {
+  r.checks.push_back(parity_check{.name = std::move(name), .value = nan, .limit = nan,
+                                  .status = verdict::not_applicable, .detail = std::move(detail),
+                                  .basis = std::move(reason), .undecided = {}});
+}
+
 /// Records a check. It fails when the value exceeds the limit (a NaN value never passes); otherwise it is
 /// INCONCLUSIVE when `undecided` says why it cannot decide, else it passes.
 void add_check(parity_result& r, std::string name, double value, double limit, std::string detail, std::string basis,
@@ -57,13 +66,35 @@ void add_check(parity_result& r, std::string name, double value, double limit, s
   r.checks.push_back(std::move(c));
 }
 
-/// What the reference knows about the classification problem: C classes (columns of the logits), the loss
-/// and accuracy of a trivial predictor (uniform probabilities: ln C; chance: 1/C).
+/// What the reference knows about its problem. A classifier: C classes (columns of the logits), the loss and
+/// accuracy of a trivial predictor (uniform probabilities: ln C; chance: 1/C). A regression: the loss of its
+/// trivial predictor, the best constant per output column, on the whole held-out set or on one slice (stored
+/// with the reference); accuracy does not apply.
 struct problem {
   double classes = 2.0;
-  [[nodiscard]] double trivial_loss() const { return std::log(classes); }
+  const regression_baseline* regression = nullptr;
+  std::int32_t slice = -1;  // the set the quality checks look at: -1 the whole held-out set, else a slice index
+
+  [[nodiscard]] bool is_regression() const { return regression != nullptr; }
+  [[nodiscard]] double trivial_loss() const {
+    if (!is_regression()) return std::log(classes);
+    return slice < 0 ? regression->trivial_loss : regression->slice_trivial_loss[static_cast<std::size_t>(slice)];
+  }
   [[nodiscard]] double chance_accuracy() const { return 1.0 / classes; }
-  [[nodiscard]] double loss_floor() const { return loss_floor_fraction * trivial_loss(); }
+  /// A regression whose targets are all equal has a trivial loss of 0: the floor stays positive.
+  [[nodiscard]] double loss_floor() const {
+    const double floor = loss_floor_fraction * trivial_loss();
+    return is_regression() ? std::max(floor, std::numeric_limits<double>::min()) : floor;
+  }
+  [[nodiscard]] std::string trivial_note() const {
+    if (!is_regression()) return "; uniform prediction: ln " + fmt(classes);
+    return "; best constant prediction (" + regression->loss + "): " + fmt(trivial_loss());
+  }
+  [[nodiscard]] problem for_slice(std::int32_t k) const {
+    problem p = *this;
+    p.slice = k;
+    return p;
+  }
 };
 
 /// The INCONCLUSIVE rule: why a check cannot decide when its limit is at least informative_fraction of the
@@ -164,17 +195,24 @@ void quality_checks(parity_result& r, const problem& pb, const quality_set& q) {
   const double loss_value = std::isfinite(q.cand_loss) && std::isfinite(loss_diff) ? loss_diff / denom : inf;
   const limit_basis loss = quality_limit(q.loss_declared, q.loss_term, have ? q.pairs->loss_diff_sd : nan, n, denom,
                                          "3*sd/sqrt(n)/L");
-  const std::string loss_undecided =
-      !size_undecided.empty()
-          ? size_undecided
-          : too_wide(loss.limit, (pb.trivial_loss() - q.ref_loss) / denom, lost_half,
-                     "; uniform prediction: ln " + fmt(pb.classes));
+  std::string loss_undecided = size_undecided;
+  if (loss_undecided.empty() && pb.is_regression() && !(q.ref_loss < pb.trivial_loss())) {
+    loss_undecided = "the reference (loss " + fmt(q.ref_loss) + ") is not better than the best constant prediction (" +
+                     pb.regression->loss + " " + fmt(pb.trivial_loss()) + ")";
+  } else if (loss_undecided.empty()) {
+    loss_undecided = too_wide(loss.limit, (pb.trivial_loss() - q.ref_loss) / denom, lost_half, pb.trivial_note());
+  }
   add_check(r, q.prefix + " loss (rel. increase)", loss_value, loss.limit,
             "reference " + fmt(q.ref_loss) + ", candidate " + fmt(q.cand_loss) +
                 (q.ref_loss < pb.loss_floor() ? ", relative to the floor " + fmt(pb.loss_floor()) : ""),
             loss.basis, loss_undecided);
 
-  // Accuracy: drop in points.
+  // Accuracy: drop in points. A regression predicts no classes: not applicable, no part of the verdict.
+  if (pb.is_regression()) {
+    add_not_applicable(r, q.prefix + " accuracy (drop)", "no class predictions",
+                       "not applicable: a regression (training.loss " + pb.regression->loss + ") predicts no classes");
+    return;
+  }
   const double drop = have ? q.pairs->drop : q.ref_acc - q.cand_acc;
   const double acc_value = std::isfinite(q.cand_acc) ? drop : inf;
   const limit_basis acc =
@@ -323,6 +361,7 @@ const char* verdict_name(verdict v) noexcept {
     case verdict::pass: return "PASS";
     case verdict::fail: return "FAIL";
     case verdict::inconclusive: return "INCONCLUSIVE";
+    case verdict::not_applicable: return "N/A";
   }
   return "FAIL";
 }
@@ -350,7 +389,13 @@ parity_result evaluate_parity(const locked_reference& ref, const run_result& can
   r.policy = policy_label(cand.policy);
   r.tolerances = tol.terms;
   r.skips = summarize_skips(cand);
-  const problem pb{.classes = static_cast<double>(std::max<std::int64_t>(2, ref.probe_cols))};
+  const problem pb{.classes = static_cast<double>(std::max<std::int64_t>(2, ref.probe_cols)),
+                   .regression = ref.final_eval.regression ? &*ref.final_eval.regression : nullptr};
+  if (pb.is_regression() && pb.regression->slice_trivial_loss.size() != ref.final_eval.slices.size()) {
+    throw error("reference regression baseline slice_trivial_loss",
+                std::to_string(pb.regression->slice_trivial_loss.size()) + " values",
+                "one per slice (" + std::to_string(ref.final_eval.slices.size()) + ")");
+  }
   const tolerance_overrides& dec = tol.declared;
   const parity_tolerances& t = tol.terms;
 
@@ -378,7 +423,7 @@ parity_result evaluate_parity(const locked_reference& ref, const run_result& can
                 "every reference slice must be evaluated");
       continue;
     }
-    quality_checks(r, pb,
+    quality_checks(r, pb.for_slice(static_cast<std::int32_t>(k)),
                    {.prefix = "slice " + rs.name, .ref_loss = rs.loss, .ref_acc = rs.accuracy, .cand_loss = it->loss,
                     .cand_acc = it->accuracy, .pairs = paired(re.rows, ce.rows, static_cast<std::int32_t>(k)),
                     .loss_term = t.slice_loss_rel, .acc_term = t.slice_accuracy_abs,

@@ -287,6 +287,13 @@ run_manifest manifest_from_json(const json& j) {
   return m;
 }
 
+/// The regression baseline of an evaluation, or null for a classifier.
+json regression_json(const eval_metrics& e) {
+  if (!e.regression) return json(nullptr);
+  const regression_baseline& b = *e.regression;
+  return json{{"loss", b.loss}, {"trivial_loss", b.trivial_loss}, {"slice_trivial_loss", b.slice_trivial_loss}};
+}
+
 json body_json(const locked_reference& r) {
   json slices = json::array();
   for (const slice_metrics& s : r.final_eval.slices) {
@@ -305,7 +312,8 @@ json body_json(const locked_reference& r) {
                 {"rows",
                  {{"loss", r.final_eval.rows.loss},
                   {"correct", r.final_eval.rows.correct},
-                  {"slice", r.final_eval.rows.slice}}}}},
+                  {"slice", r.final_eval.rows.slice}}},
+                {"regression", regression_json(r.final_eval)}}},
               {"probe_rows", r.probe_rows},
               {"probe_cols", r.probe_cols},
               {"probe_logits", r.probe_logits},
@@ -331,6 +339,29 @@ void check_rows(const eval_metrics& e, const std::string& field) {
                   "loss " + std::to_string(r.loss[i]) + ", correct " + std::to_string(r.correct[i]) + ", slice " +
                       std::to_string(r.slice[i]),
                   "a finite loss, correct 0 or 1, a slice index below " + std::to_string(e.slices.size()));
+    }
+  }
+}
+
+/// A regression baseline fits its evaluation: a regression loss name, finite non-negative trivial losses, one
+/// per slice.
+void check_regression(const eval_metrics& e, const std::string& field) {
+  if (!e.regression) return;
+  const regression_baseline& b = *e.regression;
+  if (b.loss != "mse" && b.loss != "l1" && b.loss != "huber") {
+    throw error(field + ".loss", "'" + b.loss + "'", "mse, l1 or huber");
+  }
+  if (!(b.trivial_loss >= 0.0) || !std::isfinite(b.trivial_loss)) {
+    throw error(field + ".trivial_loss", std::to_string(b.trivial_loss), "a finite loss >= 0");
+  }
+  if (b.slice_trivial_loss.size() != e.slices.size()) {
+    throw error(field + ".slice_trivial_loss", std::to_string(b.slice_trivial_loss.size()) + " values",
+                "one per slice (" + std::to_string(e.slices.size()) + ")");
+  }
+  for (std::size_t i = 0; i < b.slice_trivial_loss.size(); ++i) {
+    const double v = b.slice_trivial_loss[i];
+    if (!(v >= 0.0) || !std::isfinite(v)) {
+      throw error(field + ".slice_trivial_loss[" + std::to_string(i) + "]", std::to_string(v), "a finite loss >= 0");
     }
   }
 }
@@ -452,6 +483,7 @@ locked_reference lock_reference(const run_result& run, const run_manifest& manif
     if (!std::isfinite(z)) throw error("reference probe logits", "non-finite", "finite golden logits");
   }
   check_rows(run.final_eval, "reference per-prediction results");
+  check_regression(run.final_eval, "reference regression baseline");
   r.final_eval = run.final_eval;
   r.probe_logits = run.probe_logits;
   r.probe_rows = run.probe_rows;
@@ -519,6 +551,17 @@ locked_reference reference_from_json_text(const std::string& text) {
   r.final_eval.rows.correct = required<std::vector<std::uint8_t>>(rows, "correct", "final_eval.rows.");
   r.final_eval.rows.slice = required<std::vector<std::int32_t>>(rows, "slice", "final_eval.rows.");
   check_rows(r.final_eval, "reference final_eval.rows");
+  const json reg = required<json>(ev, "regression", "final_eval.");
+  if (!reg.is_null()) {
+    if (!reg.is_object()) {
+      throw error("reference final_eval.regression", summarize_json(reg), "null (a classifier) or an object");
+    }
+    r.final_eval.regression = regression_baseline{
+        .loss = required<std::string>(reg, "loss", "final_eval.regression."),
+        .trivial_loss = required<double>(reg, "trivial_loss", "final_eval.regression."),
+        .slice_trivial_loss = required<std::vector<double>>(reg, "slice_trivial_loss", "final_eval.regression.")};
+  }
+  check_regression(r.final_eval, "reference final_eval.regression");
   r.probe_rows = required<std::int64_t>(j, "probe_rows", "");
   r.probe_cols = required<std::int64_t>(j, "probe_cols", "");
   r.probe_logits = required<std::vector<float>>(j, "probe_logits", "");

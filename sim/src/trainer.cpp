@@ -26,6 +26,7 @@
 #include "safeamp/sim/models.hpp"
 #include "safeamp/sim/optimizer.hpp"
 #include "safeamp/sim/reference.hpp"
+#include "safeamp/sim/regression_baseline.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
@@ -157,6 +158,10 @@ eval_metrics evaluate(exec_context& ctx, const run_config& cfg, model& m, const 
   e.rows.slice.assign(b.slices.begin(), b.slices.end());
   e.rows.correct.resize(r.row_loss.size());
   for (std::size_t i = 0; i < r.row_loss.size(); ++i) e.rows.correct[i] = r.predicted[i] == b.targets[i] ? 1 : 0;
+  // A regression's trivial predictor on these targets, what the parity gate measures its learning against.
+  if (cfg.loss != loss_kind::cross_entropy && b.samples > 0) {
+    e.regression = trivial_regression_baseline(cfg.loss, b.target_values, b.slices, slice_names.size());
+  }
   return e;
 }
 

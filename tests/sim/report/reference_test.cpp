@@ -71,17 +71,19 @@ TEST_CASE("an edited, truncated, corrupt or other-version reference is refused")
   other.final_eval.accuracy += 0.25;
   std::string tampered = to_json_text(other);  // written with the old id
   CHECK_THROWS_WITH(reference_from_json_text(tampered), Catch::Contains("reference_id"));
-  // Another format version: a newer one, and a version-1 file (its manifest lacked most settings), which
-  // is refused with the way to lock again.
-  const auto vpos = text.find("\"format_version\": 2");
+  // Another format version: a newer one, a version-1 file (its manifest lacked most settings) and a version-2
+  // file (no regression baseline), each refused with the way to lock again.
+  const auto vpos = text.find("\"format_version\": 3");
   REQUIRE(vpos != std::string::npos);
-  std::string v3 = text;
-  v3.replace(vpos, 19, "\"format_version\": 3");
-  CHECK_THROWS_WITH(reference_from_json_text(v3), Catch::Contains("format_version is 3"));
-  std::string v1 = text;
-  v1.replace(vpos, 19, "\"format_version\": 1");
-  CHECK_THROWS_WITH(reference_from_json_text(v1), Catch::Contains("format_version is 1") &&
-                                                      Catch::Contains("accepted: 2") && Catch::Contains("--relock"));
+  std::string v4 = text;
+  v4.replace(vpos, 19, "\"format_version\": 4");
+  CHECK_THROWS_WITH(reference_from_json_text(v4), Catch::Contains("format_version is 4"));
+  for (const char* old_version : {"1", "2"}) {
+    std::string old = text;
+    old.replace(vpos, 19, std::string("\"format_version\": ") + old_version);
+    CHECK_THROWS_WITH(reference_from_json_text(old), Catch::Contains(std::string("format_version is ") + old_version) &&
+                                                         Catch::Contains("accepted: 3") && Catch::Contains("--relock"));
+  }
 }
 
 TEST_CASE("a reference number outside its field's range is refused by name, never cast") {
@@ -120,6 +122,45 @@ TEST_CASE("a reference number outside its field's range is refused by name, neve
   CHECK_THAT(refused([](nlohmann::json& j) { j["loss_curve"] = "x"; }), Catch::Contains("an array of numbers"));
   // The unedited file still reads: the checks refuse only what does not fit.
   CHECK(refused([](nlohmann::json&) {}) == "accepted");
+}
+
+TEST_CASE("a regression's baseline round-trips with the reference, is hashed and checked") {
+  run_result run = fixtures::make_run("reference fp32", 10, 2.0, 0.0);
+  // A classifier's reference records none: null in the file.
+  const locked_reference classifier = lock_reference(run, fixtures::make_manifest());
+  CHECK(nlohmann::json::parse(to_json_text(classifier))["final_eval"]["regression"].is_null());
+  CHECK_FALSE(reference_from_json_text(to_json_text(classifier)).final_eval.regression.has_value());
+  // Non-default values in every field, read back bit for bit (0.1 is not a short binary fraction).
+  run.final_eval.regression =
+      regression_baseline{.loss = "huber", .trivial_loss = 0.1, .slice_trivial_loss = {0.3, 1e-9, 7.25, 0.0}};
+  const locked_reference ref = lock_reference(run, fixtures::make_manifest());
+  CHECK(ref.reference_id != classifier.reference_id);
+  const locked_reference back = reference_from_json_text(to_json_text(ref));
+  REQUIRE(back.final_eval.regression.has_value());
+  CHECK(*back.final_eval.regression == *run.final_eval.regression);
+  CHECK(back.final_eval == ref.final_eval);
+  // Edited after locking: the id no longer matches.
+  locked_reference edited = ref;
+  edited.final_eval.regression->trivial_loss = 0.2;
+  CHECK_THROWS_WITH(reference_from_json_text(to_json_text(edited)), Catch::Contains("reference_id"));
+  // A baseline that does not fit is refused when locking and when reading, by field.
+  run_result short_slices = run;
+  short_slices.final_eval.regression->slice_trivial_loss.pop_back();
+  CHECK_THROWS_WITH(lock_reference(short_slices, fixtures::make_manifest()),
+                    Catch::Contains("slice_trivial_loss") && Catch::Contains("one per slice (4)"));
+  run_result bad_name = run;
+  bad_name.final_eval.regression->loss = "cross_entropy";
+  CHECK_THROWS_WITH(lock_reference(bad_name, fixtures::make_manifest()), Catch::Contains("mse, l1 or huber"));
+  run_result negative = run;
+  negative.final_eval.regression->slice_trivial_loss[1] = -1.0;
+  CHECK_THROWS_WITH(lock_reference(negative, fixtures::make_manifest()), Catch::Contains("slice_trivial_loss[1]"));
+  nlohmann::json j = nlohmann::json::parse(to_json_text(ref));
+  j["final_eval"]["regression"]["trivial_loss"] = "big";
+  CHECK_THROWS_WITH(reference_from_json_text(j.dump()), Catch::Contains("final_eval.regression.trivial_loss"));
+  j["final_eval"]["regression"] = 5;
+  CHECK_THROWS_WITH(reference_from_json_text(j.dump()), Catch::Contains("null (a classifier) or an object"));
+  j["final_eval"].erase("regression");
+  CHECK_THROWS_WITH(reference_from_json_text(j.dump()), Catch::Contains("final_eval.regression"));
 }
 
 TEST_CASE("lock_reference refuses a run that cannot be a reference") {

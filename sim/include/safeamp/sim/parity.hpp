@@ -3,8 +3,10 @@
 // and the fraction of skipped steps are checked, each against a limit that states where it comes from (the
 // format's unit roundoff, the sample count, or a value the scenario declares). A check that cannot decide
 // (a slice too small, or a limit so wide that a candidate which learned nothing would meet it) is
-// INCONCLUSIVE, never passed. Verdict: FAIL if any check failed, else INCONCLUSIVE if any check could not
-// decide, else PASS. docs/report.md gives every formula with a worked example.
+// INCONCLUSIVE, never passed. A regression (training.loss mse, l1 or huber) measures learning from the best
+// constant predictor stored with the reference instead of ln C, and its accuracy checks are N/A (reported, no
+// part of the verdict). Verdict: FAIL if any check failed, else INCONCLUSIVE if any check could not decide, else
+// PASS. docs/report.md gives every formula with a worked example.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +59,9 @@ inline constexpr double default_max_skip_fraction = 0.05;
 /// reference exceeds it by chance with probability ~0.13 %). min_samples: fewer predictions than this in a
 /// set or slice make its quality checks INCONCLUSIVE (the normal approximation needs about 30).
 /// informative_fraction: a check is INCONCLUSIVE unless a candidate that lost this fraction of what the
-/// reference learned (the way from a trivial predictor to the reference) would fail it.
+/// reference learned (the way from a trivial predictor to the reference) would fail it. The trivial predictor
+/// of a classifier predicts uniform probabilities (loss ln C, accuracy 1/C); that of a regression predicts, per
+/// output column, the constant with the least loss on the held-out targets (regression_baseline).
 /// loss_floor_fraction: relative losses divide by max(L_r, this * trivial loss), so a near-zero reference
 /// loss does not turn noise into a large relative change.
 inline constexpr double gate_z = 3.0;
@@ -89,8 +93,9 @@ struct gate_tolerances {
 /// Width of the trailing moving average that smooths both loss curves before they are compared.
 [[nodiscard]] std::int64_t curve_smoothing_window(std::int64_t steps) noexcept;
 
-enum class verdict : std::uint8_t { pass, fail, inconclusive };
-[[nodiscard]] const char* verdict_name(verdict v) noexcept;  // "PASS" / "FAIL" / "INCONCLUSIVE"
+/// A check's status, and a run's outcome (never not_applicable: such checks take no part in it).
+enum class verdict : std::uint8_t { pass, fail, inconclusive, not_applicable };
+[[nodiscard]] const char* verdict_name(verdict v) noexcept;  // "PASS" / "FAIL" / "INCONCLUSIVE" / "N/A"
 
 /// One check of the gate: measured value against its limit.
 struct parity_check {
@@ -101,6 +106,7 @@ struct parity_check {
   std::string detail;   // what was measured: "reference 1.83, candidate 2.41"
   std::string basis;    // where the limit comes from: "max(format 1*sqrt(u) = 0.0221, sampling 3*... = 0.047)"
   std::string undecided;  // why the check could not decide (INCONCLUSIVE only)
+  // not_applicable (accuracy of a regression): value and limit are NaN, basis says why it does not apply.
   [[nodiscard]] bool passed() const noexcept { return status == verdict::pass; }
 };
 

@@ -14,8 +14,9 @@
 namespace safeamp::sim {
 
 /// Version of the reference file layout; a file with another version is refused. 2: every setting that
-/// changes the reference's numbers is in the manifest, one field each, with its scope.
-inline constexpr int reference_format_version = 2;
+/// changes the reference's numbers is in the manifest, one field each, with its scope. 3: final_eval.regression,
+/// a regression's trivial-predictor losses (null for a classifier), which the parity gate's loss checks use.
+inline constexpr int reference_format_version = 3;
 
 /// Which comparisons a manifest field takes part in.
 enum class manifest_scope : std::uint8_t {
@@ -139,7 +140,8 @@ struct locked_reference {
 };
 
 /// The reference recorded from `run` under `manifest`. Throws safeamp::error when the run is not fit to
-/// be a reference: no steps, a non-finite loss, probe logits that do not match probe_rows x probe_cols.
+/// be a reference: no steps, a non-finite loss, probe logits that do not match probe_rows x probe_cols, a
+/// regression baseline without one finite trivial loss per slice.
 [[nodiscard]] locked_reference lock_reference(const run_result& run, const run_manifest& manifest);
 
 /// The run_result view of a reference (steps carry loss and scale only), for plotting it beside candidates.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,18 +62,30 @@ struct slice_metrics {
 /// Every prediction of the held-out set, in evaluation order (the same for every run of a scenario): the
 /// parity gate compares candidate and reference prediction by prediction (a paired comparison).
 struct eval_rows {
-  std::vector<float> loss;           // cross-entropy of each prediction (nats)
+  std::vector<float> loss;           // loss of each prediction (cross-entropy in nats, or its mean regression loss)
   std::vector<std::uint8_t> correct; // 1 when the argmax prediction is the target
   std::vector<std::int32_t> slice;   // index of the prediction's slice in eval_metrics::slices
 
   friend bool operator==(const eval_rows&, const eval_rows&) = default;
 };
 
+/// The trivial predictor of a regression (training.loss mse, l1 or huber): per output column the constant that
+/// minimizes the loss over the held-out targets (regression_baseline.hpp). Its mean loss is the parity gate's
+/// "learned nothing" point for the loss checks, as ln C (uniform probabilities) is for a classifier.
+struct regression_baseline {
+  std::string loss;                        // "mse", "l1" or "huber"
+  double trivial_loss = 0.0;               // over the whole held-out set
+  std::vector<double> slice_trivial_loss;  // over each slice, in eval_metrics::slices order
+
+  friend bool operator==(const regression_baseline&, const regression_baseline&) = default;
+};
+
 struct eval_metrics {
-  double loss = 0.0;      // mean cross-entropy (nats) over the held-out set
-  double accuracy = 0.0;  // fraction of argmax predictions that are right
+  double loss = 0.0;      // mean loss over the held-out set (cross-entropy in nats, or the regression loss)
+  double accuracy = 0.0;  // fraction of argmax predictions that are right (0 for a regression: no classes)
   std::vector<slice_metrics> slices;
   eval_rows rows;
+  std::optional<regression_baseline> regression;  // set for a regression, absent for a classifier
 
   friend bool operator==(const eval_metrics&, const eval_metrics&) = default;
 };
