@@ -1,7 +1,7 @@
 // `safeamp sim` across ranks: under mpirun every rank runs the same invocation; a scenario with a
 // "data_parallel" block trains each run data parallel (data_parallel.hpp), rank 0 alone writes the outputs and
 // adds data_parallel.json (ranks, reduction, per-run weights hashes and skipped steps, the error-versus-N
-// table). An error on one rank ends every rank (MPI_Abort), so none waits forever in a collective.
+// table, also the report's "Data parallel" section). The locked reference reduces in canonical fp32. An error on one rank ends every rank (MPI_Abort), so none waits forever in a collective.
 #pragma once
 
 #include <cstdio>
@@ -29,6 +29,8 @@ class data_parallel_run {
     sim::communicator& ranks = world_ != nullptr ? *world_ : solo_;
     if (s.data_parallel) {
       validate(*s.data_parallel, ranks.size(), s.base.batch_size);
+      scenario_config_ = *s.data_parallel;
+      rank_count_ = ranks.size();
       exchange_.emplace(ranks, *s.data_parallel);
     } else if (ranks.size() > 1) {
       throw error("mpirun -np", std::to_string(ranks.size()),
@@ -37,7 +39,29 @@ class data_parallel_run {
   }
 
   [[nodiscard]] bool writes_outputs() const { return world_ == nullptr || world_->rank() == 0; }
-  [[nodiscard]] sim::gradient_exchange* exchange() { return exchange_ ? &*exchange_ : nullptr; }
+
+  /// `cfg` with its data_parallel setup (the scenario's block and this job's rank count), so the run's
+  /// manifest and checkpoint fingerprint list it (run_settings). The locked reference reduces in canonical
+  /// fp32: it is the fp32 reference, and a wire reduction is a candidate's numerics like its policy.
+  [[nodiscard]] sim::run_config configure(sim::run_config cfg, bool reference) const {
+    if (!exchange_) return cfg;
+    sim::data_parallel_config c = scenario_config_;
+    if (reference) c.reduction = sim::reduce_spec{};
+    cfg.data_parallel = sim::data_parallel_setup{.ranks = rank_count_, .config = c};
+    return cfg;
+  }
+  /// The exchange to train `cfg` with (its reduction set from cfg's setup), or nullptr for one process.
+  [[nodiscard]] sim::gradient_exchange* exchange_for(const sim::run_config& cfg) {
+    if (!exchange_) return nullptr;
+    if (!cfg.data_parallel) throw error("data-parallel run " + cfg.label, "no data_parallel setup", "configure()d");
+    exchange_->set_reduction(cfg.data_parallel->config.reduction);
+    return &*exchange_;
+  }
+  /// The report's "Data parallel" section and data_parallel.json (one value for both); nullopt for one process.
+  [[nodiscard]] std::optional<sim::data_parallel_summary> summary() const {
+    if (!exchange_) return std::nullopt;
+    return sim::summarize_data_parallel({.ranks = rank_count_, .config = scenario_config_});
+  }
 
   void record(const sim::run_result& r) {
     std::int64_t skipped = 0;
@@ -48,6 +72,7 @@ class data_parallel_run {
         overflows.push_back({{"step", o.step}, {"ranks", o.ranks}});
     }
     runs_.push_back(nlohmann::json{{"label", r.label},
+                                   {"reduction", exchange_ ? sim::to_string(exchange_->config().reduction) : "fp32"},
                                    {"weights_hash", hex(r.weights_hash)},
                                    {"skipped_steps", skipped},
                                    {"overflow_ranks", overflows}});
@@ -56,43 +81,40 @@ class data_parallel_run {
   /// Rank 0 of a data-parallel scenario writes data_parallel.json and prints the error table. Returns code.
   int finish(const std::filesystem::path& out, int code) {
     if (!exchange_ || !writes_outputs()) return code;
-    const sim::data_parallel_config& c = exchange_->config();
-    constexpr std::int64_t table_elements = 1024;
-    constexpr double table_sigma = 1.0;
-    constexpr std::uint64_t table_seed = 17;
-    const std::vector<std::int64_t> counts = sim::report_rank_counts();
-    const std::vector<sim::reduction_error_row> table =
-        sim::reduction_error_table(sim::report_reduce_specs(), counts, table_elements, table_sigma, table_seed);
+    const sim::data_parallel_summary d = *summary();
     nlohmann::json rows = nlohmann::json::array();
-    for (const sim::reduction_error_row& r : table) {
+    for (const sim::reduction_error_row& r : d.table) {
       rows.push_back({{"reduction", r.spec},
                       {"ranks", r.ranks},
                       {"relative_error", r.relative_error},
                       {"one_rounding_floor", r.floor}});
     }
     const nlohmann::json j = {
-        {"ranks", exchange_->ranks().size()},
-        {"micro_batches", c.micro_batches},
-        {"reduction", sim::to_string(c.reduction)},
+        {"ranks", d.ranks},
+        {"micro_batches", d.micro_batches},
+        {"reduction", d.reduction},
+        {"reference_reduction", "fp32"},
         {"runs", runs_},
         {"reduction_error_vs_ranks",
          {{"what",
            "relative L2 error of the mean gradient over N ranks against the exact mean of the same rounded "
            "inputs; per-rank gradients s + sigma * noise, standard normal"},
-          {"elements", table_elements},
-          {"sigma", table_sigma},
-          {"seed", table_seed},
+          {"elements", d.table_elements},
+          {"sigma", d.table_sigma},
+          {"seed", d.table_seed},
           {"rows", rows}}}};
     sim::write_file_atomically(out / "data_parallel.json", j.dump(2) + "\n");
-    std::printf("data parallel: %d rank(s), %lld micro-batches, reduction %s\n", exchange_->ranks().size(),
-                static_cast<long long>(c.micro_batches), sim::to_string(c.reduction).c_str());
-    std::printf("reduction error of the mean gradient vs ranks (sigma %g, %lld elements):\n%-10s", table_sigma,
-                static_cast<long long>(table_elements), "");
-    for (const std::int64_t n : counts) std::printf(" %8lld", static_cast<long long>(n));
-    const std::size_t specs = table.size() / counts.size();  // the table is ordered by N, then by spec
+    std::printf("data parallel: %lld rank(s), %lld micro-batches, reduction %s (reference: fp32)\n",
+                static_cast<long long>(d.ranks), static_cast<long long>(d.micro_batches), d.reduction.c_str());
+    std::printf("reduction error of the mean gradient vs ranks (sigma %g, %lld elements):\n%-10s", d.table_sigma,
+                static_cast<long long>(d.table_elements), "");
+    for (const std::int64_t n : d.rank_counts) std::printf(" %8lld", static_cast<long long>(n));
+    const std::size_t specs = d.table.size() / d.rank_counts.size();  // the table is ordered by N, then by spec
     for (std::size_t si = 0; si < specs; ++si) {
-      std::printf("\n%-10s", table[si].spec.c_str());
-      for (std::size_t ni = 0; ni < counts.size(); ++ni) std::printf(" %8.1e", table[ni * specs + si].relative_error);
+      std::printf("\n%-10s", d.table[si].spec.c_str());
+      for (std::size_t ni = 0; ni < d.rank_counts.size(); ++ni) {
+        std::printf(" %8.1e", d.table[ni * specs + si].relative_error);
+      }
     }
     std::printf("\nwrote %s\n", (out / "data_parallel.json").string().c_str());
     return code;
@@ -105,6 +127,8 @@ class data_parallel_run {
     return buf;
   }
   sim::single_rank solo_;
+  sim::data_parallel_config scenario_config_{};
+  std::int64_t rank_count_ = 1;
   sim::communicator* world_ = nullptr;
   std::optional<sim::data_parallel> exchange_;
   std::vector<nlohmann::json> runs_;

@@ -147,7 +147,7 @@ class run_checkpoints {
       ++resumed_;
       std::fprintf(stderr, "safeamp sim: --resume: %s continues from %s\n", cfg.label.c_str(), file.string().c_str());
     }
-    return train(cfg, on_step, ranks_->exchange());
+    return train(cfg, on_step, ranks_->exchange_for(cfg));
   }
 
   // Removes every checkpoint file of the folder (stale ones of an invocation not resumed, or all of them
@@ -241,18 +241,18 @@ int run_sim(const sim_options& o) {
   // of training.
   const fs::path out = o.out_dir;
   const fs::path ref_file = out / "reference" / "reference.json";
-  const run_config ref_cfg = reference_config(s);
+  // Under mpirun every rank runs this function; each trains its share, rank 0 alone writes.
+  data_parallel_run ranks(s);
+  const run_config ref_cfg = ranks.configure(reference_config(s), true);
   const std::int64_t every = checkpoint_interval(o, s);
   std::vector<run_config> runs = {ref_cfg};
-  for (const candidate_spec& c : s.candidates) runs.push_back(candidate_config(s, c));
+  for (const candidate_spec& c : s.candidates) runs.push_back(ranks.configure(candidate_config(s, c), false));
   for (run_config& c : runs) {
     if (every > 0) {  // as run_checkpoints will set it, so the estimate counts the checkpoints
       c.checkpoint.save_path = "checkpoint";
       c.checkpoint.save_every = every;
     }
   }
-  // Under mpirun every rank runs this function; each trains its share, rank 0 alone writes.
-  data_parallel_run ranks(s);
   const bool writer = ranks.writes_outputs();
   std::error_code exists_ec;
   const preflight_record pre = preflight(o, runs, !o.relock && fs::exists(ref_file, exists_ec));
@@ -333,7 +333,7 @@ int run_sim(const sim_options& o) {
   std::vector<parity_result> results;
   for (std::size_t i = 0; i < s.candidates.size(); ++i) {
     const candidate_spec& c = s.candidates[i];
-    const run_config cfg = candidate_config(s, c);
+    const run_config cfg = ranks.configure(candidate_config(s, c), false);
     candidate_outcome k;
     k.name = c.name;
     k.scaler = scaler_text(c.scaler);
@@ -374,6 +374,7 @@ int run_sim(const sim_options& o) {
   summary.exit_code = all_expected ? exit_ok : exit_check_failed;
   summary.peak_rss_bytes = peak_rss_bytes();
   summary.total_wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  summary.data_parallel = ranks.summary();  // the report's "Data parallel" section (one process: none)
 
   const std::string json_text = render_summary_json(summary);
   write_file_atomically(out / "summary.json", json_text);

@@ -85,6 +85,24 @@ void validate(const data_parallel_config& cfg, std::int64_t ranks, std::int64_t 
     throw error("data_parallel.fault_micro_batch", std::to_string(cfg.fault_micro_batch),
                 "a micro-batch index in [0, " + std::to_string(cfg.micro_batches - 1) + "]");
   }
+  const std::int64_t f = cfg.reduction.predivide;
+  if (f < 1 || f > max_predivide || (f & (f - 1)) != 0 ||
+      (cfg.reduction.order == reduce_order::canonical && f != 1)) {
+    throw error("data_parallel.reduction", to_string(cfg.reduction), reduce_specs_accepted);
+  }
+}
+
+data_parallel_summary summarize_data_parallel(const data_parallel_setup& setup) {
+  data_parallel_summary s;
+  s.ranks = setup.ranks;
+  s.micro_batches = setup.config.micro_batches;
+  s.reduction = to_string(setup.config.reduction);
+  s.table_elements = 1024;
+  s.table_sigma = 1.0;
+  s.table_seed = 17;
+  s.rank_counts = report_rank_counts();
+  s.table = reduction_error_table(report_reduce_specs(), s.rank_counts, s.table_elements, s.table_sigma, s.table_seed);
+  return s;
 }
 
 data_parallel::data_parallel(communicator& ranks, data_parallel_config cfg) : ranks_(&ranks), cfg_(cfg) {

@@ -32,29 +32,46 @@ double normal(std::mt19937_64& g) {
 
 reduce_spec parse_reduce_spec(std::string_view text, std::string_view field) {
   if (text == "fp32") return reduce_spec{};
-  const std::size_t dash = text.rfind('-');
+  const auto refuse = [&] { throw error(field, "'" + std::string(text) + "'", reduce_specs_accepted); };
+  std::int64_t predivide = 1;
+  std::string_view body = text;
+  if (const std::size_t slash = text.find('/'); slash != std::string_view::npos) {
+    // Digits only (no sign, no exponent), a power of two in [1, max_predivide].
+    const std::string_view digits = text.substr(slash + 1);
+    if (digits.empty() || digits.size() > 7) refuse();
+    predivide = 0;
+    for (const char ch : digits) {
+      if (ch < '0' || ch > '9') refuse();
+      predivide = predivide * 10 + (ch - '0');
+    }
+    if (predivide < 1 || predivide > max_predivide || (predivide & (predivide - 1)) != 0) refuse();
+    body = text.substr(0, slash);
+  }
+  const std::size_t dash = body.rfind('-');
   if (dash != std::string_view::npos) {
-    const std::string_view order = text.substr(dash + 1);
+    const std::string_view order = body.substr(dash + 1);
     format_spec wire{};
-    if (detail::parse_format_name(text.substr(0, dash), wire) && is_wire_format(wire)) {
-      if (order == "wire") return reduce_spec{.order = reduce_order::fp32_accumulate, .wire = wire};
-      if (order == "ring") return reduce_spec{.order = reduce_order::ring, .wire = wire};
-      if (order == "tree") return reduce_spec{.order = reduce_order::tree, .wire = wire};
+    if (detail::parse_format_name(body.substr(0, dash), wire) && is_wire_format(wire)) {
+      if (order == "wire") return reduce_spec{.order = reduce_order::fp32_accumulate, .wire = wire, .predivide = predivide};
+      if (order == "ring") return reduce_spec{.order = reduce_order::ring, .wire = wire, .predivide = predivide};
+      if (order == "tree") return reduce_spec{.order = reduce_order::tree, .wire = wire, .predivide = predivide};
     }
   }
-  throw error(field, "'" + std::string(text) + "'", reduce_specs_accepted);
+  refuse();
+  return {};
 }
 
 std::string to_string(const reduce_spec& s) {
+  const std::string factor = s.predivide == 1 ? "" : "/" + std::to_string(s.predivide);
   switch (s.order) {
     case reduce_order::canonical:
-      return "fp32";
+      return "fp32" + factor;
     case reduce_order::fp32_accumulate:
-      return format_name(s.wire) + "-wire";
+      return format_name(s.wire) + "-wire" + factor;
     case reduce_order::ring:
-      return format_name(s.wire) + "-ring";
+      return format_name(s.wire) + "-ring" + factor;
     case reduce_order::tree:
-      return format_name(s.wire) + "-tree";
+      return format_name(s.wire) + "-tree" + factor;
   }
   return "?";
 }
@@ -70,27 +87,34 @@ void reduce_across_ranks(const reduce_spec& spec, std::span<const float> contrib
   if (spec.order == reduce_order::canonical) {
     throw error("reduce_across_ranks order", "canonical", "fp32_accumulate, ring or tree");
   }
+  if (spec.predivide < 1 || spec.predivide > max_predivide || (spec.predivide & (spec.predivide - 1)) != 0) {
+    throw error("reduce_across_ranks predivide", std::to_string(spec.predivide), "a power of two from 1 to 2^20");
+  }
+  // A power of two: dividing by it and multiplying back are exact in fp32 (barring fp32 subnormals/overflow).
+  const auto factor = static_cast<float>(spec.predivide);
   const auto n = static_cast<std::size_t>(ranks);
   const std::size_t len = out.size();
   if (ranks < 1 || contributions.size() != n * len) {
     throw error("reduce_across_ranks contributions", std::to_string(contributions.size()) + " values",
                 std::to_string(ranks) + " ranks x " + std::to_string(len) + " elements");
   }
-  const auto wire_of = [&](std::size_t r, std::size_t i) { return to_wire(spec.wire, contributions[r * len + i]); };
+  const auto wire_of = [&](std::size_t r, std::size_t i) {
+    return to_wire(spec.wire, contributions[r * len + i] / factor);  // pre-divided, then sent in the wire format
+  };
   std::vector<float> level(n);
   for (std::size_t i = 0; i < len; ++i) {
     switch (spec.order) {
       case reduce_order::fp32_accumulate: {
         float sum = 0.0f;
         for (std::size_t r = 0; r < n; ++r) sum += wire_of(r, i);
-        out[i] = to_wire(spec.wire, sum);  // the reduced shard is all-gathered in the wire format
+        out[i] = to_wire(spec.wire, sum) * factor;  // the reduced shard is all-gathered in the wire format
         break;
       }
       case reduce_order::ring: {
         const std::size_t chunk = i * n / len;  // chunk c holds elements [c * len / n, (c + 1) * len / n)
         float acc = wire_of((chunk + 1) % n, i);
         for (std::size_t hop = 2; hop <= n; ++hop) acc = collective_add(spec.wire, acc, wire_of((chunk + hop) % n, i));
-        out[i] = acc;
+        out[i] = acc * factor;
         break;
       }
       case reduce_order::tree: {
@@ -99,7 +123,7 @@ void reduce_across_ranks(const reduce_spec& spec, std::span<const float> contrib
           for (std::size_t k = 0; k < m / 2; ++k) level[k] = collective_add(spec.wire, level[2 * k], level[2 * k + 1]);
           if (m % 2 == 1) level[m / 2] = level[m - 1];
         }
-        out[i] = level[0];
+        out[i] = level[0] * factor;
         break;
       }
       case reduce_order::canonical:

@@ -316,6 +316,51 @@ std::string section_manifest(const sim_summary& s) {
   return out;
 }
 
+// Shown only for a data-parallel invocation: its setup, then the single-process error-versus-N table of
+// data_parallel.json (the same summary value) as a table, one row per reduction, and as a chart on log2 axes.
+std::string section_data_parallel(const sim_summary& s) {
+  if (!s.data_parallel) return "";
+  const data_parallel_summary& d = *s.data_parallel;
+  std::string out =
+      "<h2 id=\"data_parallel\">Data parallel</h2>\n<p>" + std::to_string(d.ranks) + " rank(s), " +
+      std::to_string(d.micro_batches) + " micro-batches per global batch; the candidates reduce with <b>" +
+      html_escape(d.reduction) +
+      "</b>, the locked reference in fixed-order fp32 (bit-identical for any rank count).</p>\n"
+      "<p>Relative L2 error of the mean gradient over N ranks against the exact mean of the same rounded inputs "
+      "(single process: per-rank gradients s + " +
+      fmt("%g", d.table_sigma) + " &middot; noise, s and the noise standard normal, " +
+      std::to_string(d.table_elements) + " elements, seed " + std::to_string(d.table_seed) +
+      "). <i>floor</i>: rounding the exact mean once to the wire format, at the largest N.</p>\n<table><tr>" +
+      th("reduction");
+  for (const std::int64_t n : d.rank_counts) out += th("N=" + std::to_string(n));
+  out += th("floor") + "</tr>\n";
+  const std::size_t counts = d.rank_counts.size();
+  const std::size_t specs = counts == 0 ? 0 : d.table.size() / counts;
+  svg_line_chart chart{.title = "Reduction error vs ranks",
+                       .x_label = "log2 N (ranks)",
+                       .y_label = "relative error (log2 axis)",
+                       .log2_y = true};
+  for (std::size_t si = 0; si < specs; ++si) {
+    out += "<tr>" + td(d.table[si].spec);
+    svg_series line{.name = d.table[si].spec,
+                    .x = {},
+                    .y = {},
+                    .dashed = d.table[si].spec.find("-wire") != std::string::npos,
+                    .colour = {},
+                    .markers = true};
+    for (std::size_t ni = 0; ni < counts; ++ni) {
+      const reduction_error_row& r = d.table[ni * specs + si];
+      out += td(fmt("%.2e", r.relative_error));
+      line.x.push_back(std::log2(static_cast<double>(r.ranks)));
+      line.y.push_back(r.relative_error);
+    }
+    out += td(fmt("%.2e", d.table[(counts - 1) * specs + si].floor)) + "</tr>\n";
+    chart.series.push_back(std::move(line));
+  }
+  out += "</table>\n" + render_line_chart(chart);
+  return out;
+}
+
 std::string section_cost(const sim_summary& s) {
   std::string out = "<h2 id=\"cost\">Throughput and cost</h2>\n<table><tr>" + th("run") + th("wall s") +
                     th("samples/s") + th("$ per 1M samples") + "</tr>\n";
@@ -373,7 +418,8 @@ std::string render_html_report(const sim_summary& s) {
   h += "<nav><b>Contents:</b> <a href=\"#why\">Why (diagnosis)</a><a href=\"#gate\">Parity gate</a>"
        "<a href=\"#decision\">Decision</a><a href=\"#loss\">Loss</a><a href=\"#scale\">Loss scale</a>"
        "<a href=\"#underflow\">Underflow</a><a href=\"#slices\">Slices</a><a href=\"#profile\">Profile</a>"
-       "<a href=\"#manifest\">Manifest</a><a href=\"#cost\">Throughput and cost</a></nav>\n";
+       "<a href=\"#manifest\">Manifest</a><a href=\"#cost\">Throughput and cost</a>" +
+       std::string(s.data_parallel ? "<a href=\"#data_parallel\">Data parallel</a>" : "") + "</nav>\n";
   h += section_why(s);
   h += section_verdicts(s);
   h += render_decision_html(s);
@@ -382,6 +428,7 @@ std::string render_html_report(const sim_summary& s) {
   h += section_underflow(s);
   h += section_slices(s);
   h += render_profile_html(s);
+  h += section_data_parallel(s);
   h += "<div class=\"grid\">\n<div>" + section_manifest(s) + "</div>\n<div>" + section_cost(s) + "</div>\n</div>\n";
   h += "</body>\n</html>\n";
   return h;

@@ -137,6 +137,11 @@ void validate(const run_config& c) {
           "checkpoint save_after_step", std::to_string(k.save_after_step),
           "0..steps-1 when save_path is set (or -1 with save_every > 0)");
   require(k.stop_after_steps >= -1, "checkpoint stop_after_steps", std::to_string(k.stop_after_steps), ">= -1");
+  if (c.data_parallel) {
+    require(c.data_parallel->ranks >= 1, "data_parallel ranks", std::to_string(c.data_parallel->ranks),
+            ">= 1 (mpirun -np)");
+    validate(c.data_parallel->config, c.data_parallel->ranks, c.batch_size);
+  }
 }
 
 std::string to_string(model_kind k) {

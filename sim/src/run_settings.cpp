@@ -1,5 +1,6 @@
 // The settings of a run that change its numbers (see run_settings in reference.hpp): one list for the
 // manifest of a locked reference and for the fingerprint of a checkpoint.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,33 @@ std::string file_setting(const std::string& path) {
     return path + " (" + std::to_string(bytes.size()) + " bytes, fnv1a64 " + hex64(fnv1a64(bytes)) + ")";
   } catch (const error&) {
     return path + " (unreadable)";
+  }
+}
+
+/// What of a data-parallel run changes its numbers, listed only for data-parallel runs (the manifests and
+/// fingerprints of the others stay as they were):
+/// - data_parallel.micro_batches, shared: the global batch is cut into K parts whose gradients are summed in
+///   fp32 in part order, so K changes the reference's bits as much as a candidate's;
+/// - data_parallel.reduction, reference_only: the reduction is the run's own numerics, like its policy (the
+///   locked reference is reduced in canonical fp32, a candidate may send bf16 over the wire); a wire-format
+///   reduction's bits depend on the rank count (each rank rounds its own sum), so its value carries
+///   "ranks=N", while the canonical fp32 reduction's bits are the same for any N and its value does not;
+/// - data_parallel.fault_micro_batch, reference_only with the faults, and only when the run injects gradient
+///   faults (it says which part, hence which rank, they land in; without such faults it changes nothing).
+/// The test hooks exit_rank and exit_step change no number and are left out.
+void data_parallel_settings(const data_parallel_setup& dp, const std::vector<fault_spec>& faults,
+                            std::vector<manifest_setting>& v) {
+  using enum manifest_scope;
+  const data_parallel_config& c = dp.config;
+  v.push_back({"data_parallel.micro_batches", std::to_string(c.micro_batches), shared});
+  std::string reduction = to_string(c.reduction);
+  if (c.reduction.order != reduce_order::canonical) reduction += " ranks=" + std::to_string(dp.ranks);
+  v.push_back({"data_parallel.reduction", std::move(reduction), reference_only});
+  const bool gradient_faults = std::any_of(faults.begin(), faults.end(), [](const fault_spec& f) {
+    return f.kind == fault_kind::gradient_inf || f.kind == fault_kind::gradient_nan;
+  });
+  if (gradient_faults) {
+    v.push_back({"data_parallel.fault_micro_batch", std::to_string(c.fault_micro_batch), reference_only});
   }
 }
 
@@ -193,6 +221,7 @@ std::vector<manifest_setting> run_settings(const run_config& c) {
   set("rounding.flush_subnormals", c.rounding.flush_subnormals ? "true" : "false", reference_only);
   set("reference.scaler", scaler_setting(c.scaler), reference_only);
   set("reference.faults", faults_setting(c.faults), reference_only);
+  if (c.data_parallel) data_parallel_settings(*c.data_parallel, c.faults, v);
   return v;
 }
 

@@ -8,27 +8,34 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "safeamp/sim/communicator.hpp"
+#include "safeamp/sim/data_parallel_config.hpp"
 #include "safeamp/sim/gradient_exchange.hpp"
 #include "safeamp/sim/reduction.hpp"
 
 namespace safeamp::sim {
 
-struct data_parallel_config {
-  std::int64_t micro_batches = 4;      // K: parts of every global batch (the batch size must be a multiple); N <= K
-  reduce_spec reduction{};             // canonical fp32 by default
-  std::int64_t fault_micro_batch = 0;  // gradient_inf/gradient_nan faults land in this part only (its rank only)
-  std::int64_t exit_rank = -1;         // test hook: this rank ends abruptly (no clean-up) at exit_step
-  std::int64_t exit_step = -1;
-  friend bool operator==(const data_parallel_config&, const data_parallel_config&) = default;
+/// What a data-parallel invocation reports (data_parallel.json and the report's "Data parallel" section, from
+/// this one value): the setup, the reduction each run used, and the single-process error-versus-N table.
+struct data_parallel_summary {
+  std::int64_t ranks = 1;
+  std::int64_t micro_batches = 1;
+  std::string reduction;            // the candidates' (the scenario's); the reference is reduced in fp32
+  std::int64_t table_elements = 0;  // per-rank gradient length of the table's experiment
+  double table_sigma = 0.0;
+  std::uint64_t table_seed = 0;
+  std::vector<std::int64_t> rank_counts;   // the table's N, ascending
+  std::vector<reduction_error_row> table;  // ordered by N, then by spec (report_reduce_specs order)
 };
 
-/// Throws safeamp::error when `cfg` cannot run on `ranks` ranks with global batches of `batch_size` samples.
-void validate(const data_parallel_config& cfg, std::int64_t ranks, std::int64_t batch_size);
+/// The summary for `setup`, with the table of report_reduce_specs x report_rank_counts at 1024 elements,
+/// sigma 1, seed 17.
+[[nodiscard]] data_parallel_summary summarize_data_parallel(const data_parallel_setup& setup);
 
 /// A step at which some ranks' own gradients were not finite (telemetry: which rank overflowed).
 struct rank_overflow {
@@ -52,6 +59,9 @@ class data_parallel final : public gradient_exchange {
   [[nodiscard]] std::string checkpoint_settings() const override;
 
   [[nodiscard]] const data_parallel_config& config() const noexcept { return cfg_; }
+  /// The reduction of the runs from now on (the locked reference reduces in canonical fp32, the candidates
+  /// as the scenario says; see run_settings).
+  void set_reduction(const reduce_spec& r) noexcept { cfg_.reduction = r; }
   /// The steps (of the runs since the last take) at which some ranks' own gradients held inf/NaN, read from
   /// the gathered gradients (every rank holds the same log); empties the log.
   [[nodiscard]] std::vector<rank_overflow> take_overflow_log() { return std::exchange(overflows_, {}); }

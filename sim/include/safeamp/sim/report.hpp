@@ -54,6 +54,7 @@ struct sim_summary {
   preflight_record preflight;
   double total_wall_seconds = 0.0;
   int exit_code = 0;
+  std::optional<data_parallel_summary> data_parallel;  // set for a data-parallel invocation: its report section
 };
 
 /// The diagnosis of one candidate (diagnose_run on its run, checks, scaler and faults).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "safeamp/format/round_options.hpp"
 #include "safeamp/policy/precision_policy.hpp"
 #include "safeamp/scaling/scaler_config.hpp"
+#include "safeamp/sim/data_parallel_config.hpp"
 
 namespace safeamp::sim {
 
@@ -175,6 +177,9 @@ struct run_config {
                              // step records report the weighted loss, final_eval the unweighted one
   bool record_layer_counts = true;
   checkpoint_options checkpoint{};
+  /// Set when the run trains data parallel (mpirun -np N with a scenario's "data_parallel" block); what of it
+  /// changes the numbers is in run_settings. The exchange that does the work is passed to train() beside.
+  std::optional<data_parallel_setup> data_parallel;
   friend bool operator==(const run_config&, const run_config&) = default;
 };
 
