@@ -1,10 +1,10 @@
-// Data and initial weights from .npy files (see file_data.hpp).
+// Data and initial weights from .npy files and .npz archives (see file_data.hpp).
 #include "safeamp/sim/file_data.hpp"
 
 #include <algorithm>
 
 #include "safeamp/error.hpp"
-#include "safeamp/sim/npy.hpp"
+#include "safeamp/sim/npz.hpp"
 
 namespace safeamp::sim {
 namespace {
@@ -29,8 +29,8 @@ file_data::file_data(const data_config& cfg, loss_kind loss)
     : cfg_(cfg), regression_(loss != loss_kind::cross_entropy) {
   const auto load = [&](const std::string& in_path, const std::string& tgt_path, const char* in_field,
                         const char* tgt_field, split& out) {
-    const npy_array x = read_npy(in_path, in_field);
-    const npy_array y = read_npy(tgt_path, tgt_field);
+    const npy_array x = read_array_file(in_path, in_field);
+    const npy_array y = read_array_file(tgt_path, tgt_field);
     if (x.shape.empty() || x.rows() < 1) {
       throw error(std::string(in_field) + quoted(in_path) + " shape", shape_text(x),
                   "(rows, features) or (rows,), rows >= 1");
@@ -119,7 +119,7 @@ void load_initial_weights(const data_config& cfg, parameter_list& params, format
       for (const parameter& p : params) names += (names.empty() ? "" : ", ") + p.name;
       throw error(field, "an unknown parameter", names);
     }
-    const npy_array a = read_npy(path, field);
+    const npy_array a = read_array_file(path, field);
     const matrix& v = it->value;
     const bool same = (a.shape.size() == 2 && a.shape[0] == v.rows() && a.shape[1] == v.cols()) ||
                       (a.shape.size() == 1 && v.rows() == 1 && a.shape[0] == v.cols());

@@ -142,7 +142,7 @@ std::string element_name(const std::vector<std::int64_t>& shape, std::int64_t in
 npy_array parse_npy(std::string_view bytes, std::string_view what, const npy_limits& limits) {
   if (bytes.size() < magic.size() + 2 || bytes.substr(0, magic.size()) != magic) {
     fail(what, "magic", bytes.size() < 8 ? "missing (" + std::to_string(bytes.size()) + " bytes)" : "not \\x93NUMPY",
-         "a .npy file as numpy.save writes it (.npz archives are not read: save each array with numpy.save)");
+         "a .npy file as numpy.save writes it (an .npz archive is named as 'file.npz:array')");
   }
   const auto major = static_cast<unsigned char>(bytes[6]);
   const auto minor = static_cast<unsigned char>(bytes[7]);
@@ -262,10 +262,13 @@ npy_array parse_npy(std::string_view bytes, std::string_view what, const npy_lim
   return a;
 }
 
+std::uint64_t npy_max_file_bytes(const npy_limits& limits) noexcept {
+  return static_cast<std::uint64_t>(limits.max_elements) * 8u + max_header_bytes + 16u;
+}
+
 npy_array read_npy(const std::filesystem::path& path, std::string_view field, const npy_limits& limits) {
   const std::string what = std::string(field) + " '" + path.string() + "'";
-  const std::uintmax_t cap = static_cast<std::uintmax_t>(limits.max_elements) * 8u + max_header_bytes + 16u;
-  return parse_npy(read_input_file(path, what, cap), what, limits);
+  return parse_npy(read_input_file(path, what, npy_max_file_bytes(limits)), what, limits);
 }
 
 std::string npy_bytes(std::span<const std::int64_t> shape, std::span<const float> values) {

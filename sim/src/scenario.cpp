@@ -16,6 +16,7 @@
 #include "safeamp/scaling/scaler_validate.hpp"
 #include "data_parallel_json.hpp"
 #include "safeamp/sim/file_data.hpp"
+#include "safeamp/sim/npz.hpp"
 #include "safeamp/sim/json_input.hpp"
 #include "safeamp/sim/report.hpp"
 #include "safeamp/sim/report_files.hpp"
@@ -282,11 +283,24 @@ void parse_data(const json& j, run_config& c, const std::filesystem::path& base)
   d.eval_targets_path = scenario_path(r, "eval_targets", base);
   if (r.has("initial_weights")) {
     const json& w = r.at("initial_weights");
-    if (!w.is_object()) throw error("data.initial_weights", summarize_json(w), "an object {parameter name: .npy path}");
-    std::vector<std::string> names;
-    for (const auto& [name, value] : w.items()) names.push_back(name);
-    const object_reader wr(w, "data.initial_weights", names);
-    for (const std::string& name : names) d.initial_weights.emplace_back(name, scenario_path(wr, name.c_str(), base));
+    const char* accepted_weights =
+        "an object {parameter name: .npy path or 'x.npz:array'}, or the path of an .npz archive with one array "
+        "per parameter name (numpy.savez(path, **{name: value}))";
+    if (w.is_string()) {  // every array of one archive, by name
+      const std::string path = scenario_path(r, "initial_weights", base);
+      const array_file_ref ref = parse_array_file_ref(path);
+      if (!ref.archive || !ref.array.empty()) throw error("data.initial_weights", summarize_json(w), accepted_weights);
+      for (const std::string& name : read_npz_names(path, "data.initial_weights")) {
+        d.initial_weights.emplace_back(name, path + ":" + name);
+      }
+    } else if (w.is_object()) {
+      std::vector<std::string> names;
+      for (const auto& [name, value] : w.items()) names.push_back(name);
+      const object_reader wr(w, "data.initial_weights", names);
+      for (const std::string& name : names) d.initial_weights.emplace_back(name, scenario_path(wr, name.c_str(), base));
+    } else {
+      throw error("data.initial_weights", summarize_json(w), accepted_weights);
+    }
   }
   d.seed = static_cast<std::uint64_t>(
       r.integer("seed", static_cast<std::int64_t>(d.seed), 0, std::numeric_limits<std::int64_t>::max()));

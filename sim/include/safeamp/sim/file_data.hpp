@@ -1,6 +1,7 @@
-// Data from the user's .npy files (data.inputs / data.targets, optional held-out pair, see data_config): read
-// and validated once (npy.hpp), then served as a deterministic stream of batches: batch s is rows
-// [s*B, s*B + B) modulo the row count, a fixed batch when B covers every row. Also the initial weights.
+// Data from the user's .npy files or arrays of .npz archives ("x.npz:name", npz.hpp): data.inputs / data.targets
+// and an optional held-out pair (see data_config), read and validated once, then served as a deterministic
+// stream of batches: batch s is rows [s*B, s*B + B) modulo the row count, a fixed batch when B covers every
+// row. Also the initial weights.
 #pragma once
 
 #include <cstdint>

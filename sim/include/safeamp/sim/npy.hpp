@@ -3,7 +3,7 @@
 // field: a bad magic or version, a malformed or truncated header, an unsupported dtype (accepted: float32,
 // float64, int32, int64, little- or big-endian), more than 2 dimensions, a data section shorter or longer than
 // the header says, more than max_elements values, and (floats) NaN, inf or a float64 outside float's range.
-// .npz (a zip of .npy files) is not read: see docs/simulator.md.
+// .npz archives of .npy members are read by npz.hpp.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,10 @@ struct npy_array {
   [[nodiscard]] std::int64_t rows() const noexcept { return shape.empty() ? 1 : shape[0]; }
   [[nodiscard]] std::int64_t cols() const noexcept { return shape.size() < 2 ? 1 : shape[1]; }
 };
+
+/// The largest .npy file `limits` admit: max_elements values of 8 bytes and the longest header. read_npy refuses
+/// larger files before reading them, and read_npz refuses larger members before inflating them.
+[[nodiscard]] std::uint64_t npy_max_file_bytes(const npy_limits& limits) noexcept;
 
 /// Parses the bytes of a .npy file. `what` names it in errors: "data.inputs 'x.npy'".
 [[nodiscard]] npy_array parse_npy(std::string_view bytes, std::string_view what, const npy_limits& limits = {});
