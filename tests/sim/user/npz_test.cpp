@@ -322,7 +322,13 @@ TEST_CASE("npz: scenarios name arrays as file.npz:name and take initial weights 
   CHECK(parse_array_file_ref("w.npz:a:b.npz:c").array == "a:b.npz:c");
 
   const std::string user = (data_dir / "user_data.npz").string();
-  CHECK(read_array_file(user + ":inputs", "data.inputs").shape == std::vector<std::int64_t>{96, 6});
+  // user_data.npz holds the arrays of the .npy fixtures of the tool's user-regression case, deflated.
+  const fs::path npy_dir = data_dir / ".." / ".." / "report" / "data" / "npy";
+  const npy_array inputs = read_array_file(user + ":inputs", "data.inputs");
+  CHECK(inputs.shape == std::vector<std::int64_t>{96, 6});
+  CHECK(inputs.values == read_array_file((npy_dir / "user_x.npy").string(), "data.inputs").values);
+  CHECK(read_array_file(user + ":targets", "data.targets").values ==
+        read_npy(npy_dir / "user_y.npy", "data.targets").values);
   CHECK_THROWS_WITH(read_array_file(user, "data.inputs"),
                     Catch::Contains("data.inputs '" + user + "' is an archive without an array name; accepted: '" +
                                     user + ":NAME' with NAME one of its arrays: inputs, targets"));
