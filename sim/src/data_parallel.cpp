@@ -2,6 +2,7 @@
 #include "safeamp/sim/data_parallel.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -143,15 +144,38 @@ std::string data_parallel::checkpoint_settings() const {
   return s;
 }
 
+namespace {
+constexpr std::size_t counter_fields = 6;  // elements, overflow, underflow, subnormal, nan, infinity
+constexpr std::size_t floats_per_u64 = sizeof(std::uint64_t) / sizeof(float);
+static_assert(sizeof(double) == sizeof(std::uint64_t) && sizeof(std::uint64_t) == 2 * sizeof(float));
+
+// 1 when x is inf or NaN (all exponent bits set), else 0: integer operations, so a loop OR-ing it vectorizes
+// (a float reduction would not, its order being fixed without -ffast-math).
+inline std::uint32_t non_finite(float x) noexcept {
+  constexpr std::uint32_t exponent = 0x7f800000u;
+  return (std::bit_cast<std::uint32_t>(x) & exponent) == exponent ? 1u : 0u;
+}
+
+bool all_finite(const float* g, std::size_t len) noexcept {
+  std::uint32_t any = 0;
+  for (std::size_t i = 0; i < len; ++i) any |= non_finite(g[i]);
+  return any == 0;
+}
+}  // namespace
+
 void data_parallel::keep(const batch_part& part, std::span<const std::span<float>> grads, part_result result) {
-  std::size_t elements = 0;
-  for (const std::span<float> g : grads) elements += g.size();
-  const std::size_t slot = static_cast<std::size_t>(part.index - first_part(ranks_->rank()));
-  if (results_.empty()) {
-    elements_ = elements;
-    kept_.assign(static_cast<std::size_t>(max_local_parts_) * elements_, 0.0f);
+  const bool canonical = cfg_.reduction.order == reduce_order::canonical;
+  const auto slots = static_cast<std::size_t>(max_local_parts_);
+  if (results_.empty()) {  // the step's first part: lay out the record
+    elements_ = 0;
+    for (const std::span<float> g : grads) elements_ += g.size();
+    header_ = floats_per_u64 * (slots + result.counts.size() * counter_fields);
+    record_ = header_ + (canonical ? slots : 1) * elements_;
+    send_.resize(record_);  // slots this rank does not fill are never read
+    if (!canonical) kept_.resize(slots * elements_);
   }
-  float* out = kept_.data() + slot * elements_;
+  const std::size_t slot = static_cast<std::size_t>(part.index - first_part(ranks_->rank()));
+  float* out = (canonical ? send_.data() + header_ : kept_.data()) + slot * elements_;
   for (const std::span<float> g : grads) out = std::copy(g.begin(), g.end(), out);
   results_.push_back(std::move(result));
 }
@@ -161,83 +185,97 @@ part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
   const auto n = static_cast<std::size_t>(c.size());
   const auto slots = static_cast<std::size_t>(max_local_parts_);
   const std::int64_t k_total = cfg_.micro_batches;
-  std::vector<float> reduced(elements_);
-  // Which ranks sent a non-finite gradient (a part's, or a rank's sum: inf and NaN survive the sum).
-  std::vector<int> overflowed;
-  const auto note = [&](int rank, const float* g) {
-    for (std::size_t i = 0; i < elements_; ++i) {
-      if (!std::isfinite(g[i])) {
-        if (overflowed.empty() || overflowed.back() != rank) overflowed.push_back(rank);
-        return;
-      }
+  const bool canonical = cfg_.reduction.order == reduce_order::canonical;
+  const std::size_t counters = results_.front().counts.size();
+
+  // This rank's record: losses and counters in the header, then (wire) the fp32 sum of its own parts.
+  std::vector<double> losses(slots, 0.0);
+  for (std::size_t s = 0; s < results_.size(); ++s) losses[s] = results_[s].loss;
+  std::memcpy(send_.data(), losses.data(), slots * sizeof(double));
+  std::vector<std::uint64_t> counts(counters * counter_fields, 0);
+  for (const part_result& r : results_) {
+    for (std::size_t i = 0; i < counters; ++i) {
+      const cast_stats& s = r.counts[i];
+      const std::uint64_t f[counter_fields] = {s.elements, s.overflow, s.underflow, s.subnormal, s.nan, s.infinity};
+      for (std::size_t k = 0; k < counter_fields; ++k) counts[i * counter_fields + k] += f[k];
     }
-  };
-  if (cfg_.reduction.order == reduce_order::canonical) {
-    // Every part's gradient to every rank, then one fixed-order fp32 sum over parts 0..K-1.
-    std::vector<float> all(n * slots * elements_);
-    c.allgather(std::as_bytes(std::span<const float>(kept_)), std::as_writable_bytes(std::span<float>(all)));
-    for (std::int64_t k = 0; k < k_total; ++k) {
-      int owner = 0;
-      while (first_part(owner + 1) <= k) ++owner;
-      const float* g =
-          all.data() +
-          (static_cast<std::size_t>(owner) * slots + static_cast<std::size_t>(k - first_part(owner))) * elements_;
-      note(owner, g);
-      if (k == 0) {
-        std::copy(g, g + elements_, reduced.begin());
-      } else {
-        for (std::size_t i = 0; i < elements_; ++i) reduced[i] += g[i];
-      }
-    }
-  } else {
-    // Each rank's own parts summed in fp32, then the emulated collective over ranks.
-    std::vector<float> mine(elements_);
+  }
+  std::memcpy(send_.data() + floats_per_u64 * slots, counts.data(), counts.size() * sizeof(std::uint64_t));
+  if (!canonical) {
+    float* mine = send_.data() + header_;
     for (std::size_t s = 0; s < results_.size(); ++s) {
       const float* g = kept_.data() + s * elements_;
       for (std::size_t i = 0; i < elements_; ++i) mine[i] = s == 0 ? g[i] : mine[i] + g[i];
     }
-    std::vector<float> all(n * elements_);
-    c.allgather(std::as_bytes(std::span<const float>(mine)), std::as_writable_bytes(std::span<float>(all)));
-    for (int r = 0; r < c.size(); ++r) note(r, all.data() + static_cast<std::size_t>(r) * elements_);
-    reduce_across_ranks(cfg_.reduction, all, c.size(), reduced);
+  }
+  // One all-gather per step: every rank's record to every rank.
+  gathered_.resize(n * record_);
+  c.allgather(std::as_bytes(std::span<const float>(send_)), std::as_writable_bytes(std::span<float>(gathered_)));
+  const auto record_of = [&](std::size_t rank) { return gathered_.data() + rank * record_; };
+
+  // Which ranks sent a non-finite gradient (a part's, or a rank's sum: inf and NaN survive the sum).
+  std::vector<int> overflowed;
+  const auto note = [&](int rank) {
+    if (overflowed.empty() || overflowed.back() != rank) overflowed.push_back(rank);
+  };
+  reduced_.resize(elements_);
+  float* acc = reduced_.data();
+  if (canonical) {
+    // One fixed-order fp32 sum over parts 0..K-1, checking each part as it is added.
+    for (std::int64_t k = 0; k < k_total; ++k) {
+      int owner = 0;
+      while (first_part(owner + 1) <= k) ++owner;
+      const float* g = record_of(static_cast<std::size_t>(owner)) + header_ +
+                       static_cast<std::size_t>(k - first_part(owner)) * elements_;
+      std::uint32_t any = 0;
+      if (k == 0) {
+        for (std::size_t i = 0; i < elements_; ++i) {
+          acc[i] = g[i];
+          any |= non_finite(g[i]);
+        }
+      } else {
+        for (std::size_t i = 0; i < elements_; ++i) {
+          acc[i] += g[i];
+          any |= non_finite(g[i]);
+        }
+      }
+      if (any != 0) note(owner);
+    }
+  } else {
+    // The emulated collective over the ranks' sums.
+    std::vector<float> contributions(n * elements_);
+    for (std::size_t r = 0; r < n; ++r) {
+      const float* g = record_of(r) + header_;
+      if (!all_finite(g, elements_)) note(static_cast<int>(r));
+      std::copy(g, g + elements_, contributions.begin() + static_cast<std::ptrdiff_t>(r * elements_));
+    }
+    reduce_across_ranks(cfg_.reduction, contributions, c.size(), reduced_);
   }
   if (!overflowed.empty()) overflows_.push_back(rank_overflow{.step = step_, .ranks = std::move(overflowed)});
   const auto parts = static_cast<float>(k_total);
-  float* src = reduced.data();
+  const float* src = acc;
   for (const std::span<float> g : grads) {
     for (float& v : g) v = *src++ / parts;  // the mean over parts; exact when K is a power of two
   }
 
   // The loss: every part's loss, summed in part order; the counters: integer sums (order-free).
-  std::vector<double> losses(slots, 0.0);
-  for (std::size_t s = 0; s < results_.size(); ++s) losses[s] = results_[s].loss;
-  std::vector<double> all_losses(n * slots);
-  c.allgather(std::as_bytes(std::span<const double>(losses)), std::as_writable_bytes(std::span<double>(all_losses)));
   part_result total;
   for (std::int64_t k = 0; k < k_total; ++k) {
     int owner = 0;
     while (first_part(owner + 1) <= k) ++owner;
-    total.loss += all_losses[static_cast<std::size_t>(owner) * slots + static_cast<std::size_t>(k - first_part(owner))];
+    double loss = 0.0;
+    std::memcpy(&loss, record_of(static_cast<std::size_t>(owner)) + floats_per_u64 * static_cast<std::size_t>(k - first_part(owner)),
+                sizeof(double));
+    total.loss += loss;
   }
   total.loss /= static_cast<double>(k_total);
-  const std::size_t counters = results_.front().counts.size();
   if (counters > 0) {
-    constexpr std::size_t fields = 6;
-    std::vector<std::uint64_t> mine(counters * fields, 0);
-    for (const part_result& r : results_) {
-      for (std::size_t i = 0; i < counters; ++i) {
-        const cast_stats& s = r.counts[i];
-        const std::uint64_t f[fields] = {s.elements, s.overflow, s.underflow, s.subnormal, s.nan, s.infinity};
-        for (std::size_t k = 0; k < fields; ++k) mine[i * fields + k] += f[k];
-      }
-    }
-    std::vector<std::uint64_t> all(n * mine.size());
-    c.allgather(std::as_bytes(std::span<const std::uint64_t>(mine)),
-                std::as_writable_bytes(std::span<std::uint64_t>(all)));
     total.counts.assign(counters, cast_stats{});
+    std::vector<std::uint64_t> theirs(counters * counter_fields);
     for (std::size_t r = 0; r < n; ++r) {
+      std::memcpy(theirs.data(), record_of(r) + floats_per_u64 * slots, theirs.size() * sizeof(std::uint64_t));
       for (std::size_t i = 0; i < counters; ++i) {
-        const std::uint64_t* f = all.data() + (r * counters + i) * fields;
+        const std::uint64_t* f = theirs.data() + i * counter_fields;
         cast_stats& s = total.counts[i];
         s.elements += f[0];
         s.overflow += f[1];

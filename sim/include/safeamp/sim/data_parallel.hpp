@@ -71,9 +71,17 @@ class data_parallel final : public gradient_exchange {
   communicator* ranks_;
   data_parallel_config cfg_;
   std::int64_t max_local_parts_ = 0;
-  std::vector<float> kept_;  // (max_local_parts, elements): this rank's parts' gradients, in part order
+  // The step's one all-gather sends a record per rank, in floats: its parts' losses (a double each, as the bytes
+  // of two floats), its cast counters (six uint64 per counter, two floats each), then its gradients (canonical:
+  // every part's, written here by keep(); wire: the fp32 sum of its parts).
+  std::vector<float> send_;
+  std::vector<float> gathered_;   // (ranks, record)
+  std::vector<float> kept_;       // wire reductions: (max_local_parts, elements), this rank's parts' gradients
+  std::vector<float> reduced_;    // (elements): the reduced sum
   std::vector<part_result> results_;
   std::size_t elements_ = 0;
+  std::size_t header_ = 0;  // floats before the gradients in a record
+  std::size_t record_ = 0;  // floats per record
   std::int64_t step_ = 0;
   std::vector<rank_overflow> overflows_;
 };
