@@ -1,7 +1,10 @@
 // The autocast for user loops (see autocast.hpp).
 #include "safeamp/sim/autocast.hpp"
 
+#include <cmath>
+
 #include "safeamp/error.hpp"
+#include "safeamp/sim/attention.hpp"
 #include "safeamp/sim/loss.hpp"
 
 namespace safeamp::sim {
@@ -71,6 +74,81 @@ double autocast::mse_loss(const matrix& y, const matrix& t, double scale, matrix
   const loss_result r = regression_loss(ctx_, policy_, loss_kind::mse, y, t, scale, dy);
   if (dy != nullptr) (void)count(op_class::loss, r.gradient_stats);
   return r.loss;
+}
+
+template <class F>
+void autocast::count_activation_casts(op_class c, F&& f) {
+  const cast_stats before = ctx_.activation_stats;
+  ctx_.activation_stats = {};
+  f();
+  const cast_stats these = ctx_.activation_stats;
+  ctx_.activation_stats = before;
+  ctx_.activation_stats += these;
+  (void)count(c, these);
+}
+
+matrix autocast::activation(activation_fn fn, const matrix& x) {
+  matrix y;
+  count_activation_casts(op_class::elementwise, [&] { activation_forward(ctx_, policy_, fn, x, y); });
+  return y;
+}
+
+matrix autocast::activation_backward(activation_fn fn, const matrix& x, const matrix& dy) {
+  matrix dx;
+  sim::activation_backward(ctx_, policy_, fn, x, dy, dx);
+  return dx;
+}
+
+matrix autocast::layer_norm(const matrix& x, const parameter& gain, const parameter& bias, layer_norm_saved& saved,
+                            float epsilon) {
+  if (gain.value.rows() != 1 || bias.value.rows() != 1) {
+    throw error("autocast::layer_norm gain and bias", std::to_string(gain.value.rows()) + " and " +
+                    std::to_string(bias.value.rows()) + " rows",
+                "(1, width) parameters");
+  }
+  if (!(epsilon > 0.0f) || !std::isfinite(epsilon)) {
+    throw error("autocast::layer_norm epsilon", std::to_string(epsilon), "a finite number above 0");
+  }
+  matrix y;
+  count_activation_casts(op_class::normalization,
+                         [&] { layer_norm_forward(ctx_, policy_, gain.value, bias.value, epsilon, x, y, saved); });
+  return y;
+}
+
+matrix autocast::layer_norm_backward(const layer_norm_saved& saved, parameter& gain, parameter& bias,
+                                     const matrix& dy) {
+  matrix dx;
+  const cast_stats g0 = gain.grad_stats, b0 = bias.grad_stats;
+  gain.grad_stats = {};
+  bias.grad_stats = {};
+  sim::layer_norm_backward(ctx_, policy_, gain, bias, saved, dy, dx);
+  // This step's two gradient casts, counted here and kept on the parameters' counters as linear_backward does.
+  const cast_stats g = gain.grad_stats, b = bias.grad_stats;
+  gain.grad_stats = g0;
+  gain.grad_stats += g;
+  bias.grad_stats = b0;
+  bias.grad_stats += b;
+  (void)count(op_class::reduction, g);
+  (void)count(op_class::reduction, b);
+  return dx;
+}
+
+matrix autocast::softmax(const matrix& s, bool causal) {
+  matrix p;
+  const format_spec f = policy_.format_for(op_class::softmax);
+  softmax_rows(f, s, p, causal);
+  (void)count(op_class::softmax, cast_in_place(ctx_, p, f));  // already in f: counts NaN/inf, changes nothing
+  return p;
+}
+
+matrix autocast::softmax_backward(const matrix& p, const matrix& dp) {
+  if (dp.rows() != p.rows() || dp.cols() != p.cols()) {
+    throw error("autocast::softmax_backward gradient shape", std::to_string(dp.rows()) + "x" + std::to_string(dp.cols()),
+                std::to_string(p.rows()) + "x" + std::to_string(p.cols()) + " (the forward's output)");
+  }
+  matrix ds;
+  softmax_rows_backward(policy_.format_for(op_class::softmax), p, dp, ds);
+  return ds;
 }
 
 cast_stats autocast::cast_output(matrix& m) { return cast_output(span_of(m)); }

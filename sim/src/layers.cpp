@@ -93,6 +93,15 @@ float gelu_derivative(float x) noexcept {
 
 void activation_layer::forward(exec_context& ctx, const precision_policy& pol, const matrix& x, matrix& y) {
   input = x;
+  activation_forward(ctx, pol, fn, x, y);
+}
+
+void activation_layer::backward(exec_context& ctx, const precision_policy& pol, const matrix& dy, matrix& dx) {
+  activation_backward(ctx, pol, fn, input, dy, dx);
+}
+
+void activation_forward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& x,
+                        matrix& y) {
   y.resize(x.rows(), x.cols());
   const float* in = x.data();
   float* out = y.data();
@@ -106,7 +115,8 @@ void activation_layer::forward(exec_context& ctx, const precision_policy& pol, c
   store_activation(ctx, pol, y, fe);
 }
 
-void activation_layer::backward(exec_context& ctx, const precision_policy& pol, const matrix& dy, matrix& dx) {
+void activation_backward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& input,
+                         const matrix& dy, matrix& dx) {
   if (dy.rows() != input.rows() || dy.cols() != input.cols()) {
     throw error("activation gradient shape", std::to_string(dy.rows()) + "x" + std::to_string(dy.cols()),
                 std::to_string(input.rows()) + "x" + std::to_string(input.cols()));
@@ -136,9 +146,20 @@ layer_norm_layer make_layer_norm(parameter_list& params, const std::string& name
 
 void layer_norm_layer::forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params,
                                const matrix& x, matrix& y) {
-  const matrix& g = params[gain].value;
-  const matrix& b = params[bias].value;
+  layer_norm_forward(ctx, pol, params[gain].value, params[bias].value, epsilon, x, y, saved);
+}
+
+void layer_norm_layer::backward(exec_context& ctx, const precision_policy& pol, parameter_list& params,
+                                const matrix& dy, matrix& dx) {
+  layer_norm_backward(ctx, pol, params[gain], params[bias], saved, dy, dx);
+}
+
+void layer_norm_forward(exec_context& ctx, const precision_policy& pol, const matrix& g, const matrix& b,
+                        float epsilon, const matrix& x, matrix& y, layer_norm_saved& saved) {
   check_cols("layer norm input columns", x.cols(), g.cols());
+  check_cols("layer norm bias columns", b.cols(), g.cols());
+  std::vector<float>& rstd = saved.rstd;
+  matrix& normalized = saved.normalized;
   const format_spec f = pol.format_for(op_class::normalization);
   const Eigen::Index width = x.cols();
   const float inv_width = 1.0f / static_cast<float>(width);
@@ -166,10 +187,10 @@ void layer_norm_layer::forward(exec_context& ctx, const precision_policy& pol, c
   store_activation(ctx, pol, y, f);
 }
 
-void layer_norm_layer::backward(exec_context& ctx, const precision_policy& pol, parameter_list& params,
-                                const matrix& dy, matrix& dx) {
-  parameter& g = params[gain];
-  parameter& b = params[bias];
+void layer_norm_backward(exec_context& ctx, const precision_policy& pol, parameter& g, parameter& b,
+                         const layer_norm_saved& saved, const matrix& dy, matrix& dx) {
+  const matrix& normalized = saved.normalized;
+  const std::vector<float>& rstd = saved.rstd;
   if (dy.rows() != normalized.rows() || dy.cols() != normalized.cols()) {
     throw error("layer norm gradient shape", std::to_string(dy.rows()) + "x" + std::to_string(dy.cols()),
                 std::to_string(normalized.rows()) + "x" + std::to_string(normalized.cols()));

@@ -339,7 +339,7 @@ std::string render(const fs::path& root) {
   };
   const std::vector<section> sections = {
       {"Core", "include", "`#include` from `include/`; C++20 standard library only, host and device."},
-      {"Simulator", "sim/include", "link `safeamp::sim` (Eigen, nlohmann/json)."},
+      {"Simulator", "sim/include", "link `safeamp::sim` (Eigen, nlohmann/json, zlib)."},
       {"CUDA backend", "cuda/include", "link `safeamp::cuda` (CUDA toolkit, cuBLASLt); built where nvcc is found."},
   };
   std::ostringstream out;

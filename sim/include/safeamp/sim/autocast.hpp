@@ -6,6 +6,11 @@
 //   linear_backward   dW = X^T dY and dX = dY W^T in the matmul format, dW and db rounded to policy.gradient,
 //                     db = column sums in the reduction format
 //   mse_loss          in the loss format, its gradient times the loss scale in policy.gradient
+//   gelu / relu       in the elementwise format, stored in policy.output; the backward dy f'(x) likewise,
+//                     then policy.gradient
+//   layer_norm        in the normalization format (each addition rounded there), stored in policy.output; the
+//                     backward sums gain and bias gradients in the reduction format into policy.gradient
+//   softmax           row-wise in the softmax format (max subtracted, each exp, sum and division rounded there)
 //   cast_output / cast_gradient / cast(op_class)   an elementwise result rounded to the storage format
 // docs/simulator.md compares each op with PyTorch's autocast.
 #pragma once
@@ -16,6 +21,7 @@
 
 #include "safeamp/policy/precision_policy.hpp"
 #include "safeamp/sim/gemm.hpp"
+#include "safeamp/sim/layers.hpp"
 #include "safeamp/sim/parameter.hpp"
 #include "safeamp/sim/tensor.hpp"
 
@@ -45,6 +51,27 @@ class autocast {
   /// mean((y - t)^2) in the loss format; dy (when not null) = d(scale * loss)/dy in policy.gradient.
   double mse_loss(const matrix& y, const matrix& t, double scale = 1.0, matrix* dy = nullptr);
 
+  /// GELU (tanh approximation, torch's approximate="tanh") or ReLU of x; the backward takes the forward's input
+  /// and returns dx = dy f'(x). Forward casts are counted under elementwise.
+  [[nodiscard]] matrix activation(activation_fn fn, const matrix& x);
+  [[nodiscard]] matrix activation_backward(activation_fn fn, const matrix& x, const matrix& dy);
+  [[nodiscard]] matrix gelu(const matrix& x) { return activation(activation_fn::gelu, x); }
+  [[nodiscard]] matrix gelu_backward(const matrix& x, const matrix& dy) {
+    return activation_backward(activation_fn::gelu, x, dy);
+  }
+  /// Row-wise layer norm with gain and bias ((1, width) parameters), as torch.nn.LayerNorm(width, eps);
+  /// `saved` keeps what the backward needs. The forward's storage cast is counted under normalization.
+  [[nodiscard]] matrix layer_norm(const matrix& x, const parameter& gain, const parameter& bias, layer_norm_saved& saved,
+                                  float epsilon = 1e-5f);
+  /// Sets gain.grad and bias.grad (policy.gradient, counted under reduction and on the parameters) and
+  /// returns dx.
+  [[nodiscard]] matrix layer_norm_backward(const layer_norm_saved& saved, parameter& gain, parameter& bias,
+                                           const matrix& dy);
+  /// Row-wise softmax (causal: row r keeps columns 0..r, the rest are 0) in the softmax format, and its backward
+  /// ds = p (dp - sum(dp p)) from the forward's output. Counted under softmax (NaN and inf results).
+  [[nodiscard]] matrix softmax(const matrix& s, bool causal = false);
+  [[nodiscard]] matrix softmax_backward(const matrix& p, const matrix& dp);
+
   /// Rounds in place to policy.output (an activation as autocast stores it).
   cast_stats cast_output(matrix& m);
   cast_stats cast_output(std::span<float> values);
@@ -61,6 +88,9 @@ class autocast {
 
  private:
   cast_stats count(op_class c, const cast_stats& s);
+  /// Runs f, which adds its casts to ctx_.activation_stats, and counts those casts under c.
+  template <class F>
+  void count_activation_casts(op_class c, F&& f);
   cast_stats gemm_into(mm op, const matrix& a, const matrix& b, format_spec out, matrix& d);
   precision_policy policy_;
   exec_context ctx_;

@@ -40,23 +40,44 @@ struct activation_layer {
   void backward(exec_context& ctx, const precision_policy& pol, const matrix& dy, matrix& dx);
 };
 
+/// The activation's arithmetic on explicit operands (activation_layer and autocast call these): y = fn(x) in
+/// the elementwise format, stored in policy.output (casts added to ctx.activation_stats); dx = dy fn'(x) in the
+/// elementwise format, then policy.gradient (not counted).
+void activation_forward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& x, matrix& y);
+void activation_backward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& x,
+                         const matrix& dy, matrix& dx);
+
 /// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and its derivative.
 [[nodiscard]] float gelu(float x) noexcept;
 [[nodiscard]] float gelu_derivative(float x) noexcept;
 
 /// Row-wise layer norm with gain and bias ("<name>.gain", "<name>.bias", each (1, width)). The mean and the
 /// variance are summed left to right in the normalization format (each addition rounded there).
+/// What a layer norm's backward needs from its forward.
+struct layer_norm_saved {
+  matrix normalized;        // x_hat, in the normalization format
+  std::vector<float> rstd;  // per row
+};
+
 struct layer_norm_layer {
   std::size_t gain = 0;
   std::size_t bias = 0;
   float epsilon = 1e-5f;
-  matrix normalized;          // x_hat, in the normalization format
-  std::vector<float> rstd;    // per row
+  layer_norm_saved saved;
   void forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params, const matrix& x,
                matrix& y);
   void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, const matrix& dy,
                 matrix& dx);
 };
+
+/// The layer norm's arithmetic on explicit operands (layer_norm_layer and autocast call these). Forward: y in the
+/// normalization format, stored in policy.output (that cast added to ctx.activation_stats). Backward: gain and
+/// bias gradients summed in the reduction format and cast into policy.gradient (counted on the parameters),
+/// dx in the normalization format, then policy.gradient.
+void layer_norm_forward(exec_context& ctx, const precision_policy& pol, const matrix& gain, const matrix& bias,
+                        float epsilon, const matrix& x, matrix& y, layer_norm_saved& saved);
+void layer_norm_backward(exec_context& ctx, const precision_policy& pol, parameter& gain, parameter& bias,
+                         const layer_norm_saved& saved, const matrix& dy, matrix& dx);
 
 layer_norm_layer make_layer_norm(parameter_list& params, const std::string& name, Eigen::Index width);
 
