@@ -1,6 +1,7 @@
 // quantize_blocks: block-scaled quantization (OCP MX v1.0, NVFP4) of a row-major matrix along rows or columns,
-// the fast path. Chunks of whole blocks are scaled into an L1-resident buffer, rounded there by the vector
-// kernels of round_span (round_fast.hpp for nearest even, round_kernel.hpp for stochastic), and scaled back.
+// the fast path. MX blocks of 32 along rows on the AVX-512 path take the one-pass kernel of block_avx512.hpp;
+// otherwise chunks of whole blocks are scaled into an L1-resident buffer, rounded there by the vector kernels of
+// round_span (round_fast.hpp for nearest even, round_kernel.hpp for stochastic), and scaled back.
 // Same bits as quantize_blocks_reference (block_reference.hpp, where the scale rules are written out).
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "safeamp/format/block_avx512.hpp"
 #include "safeamp/format/block_format.hpp"
 #include "safeamp/format/block_kernels.hpp"
 #include "safeamp/format/block_reference.hpp"
@@ -98,6 +100,20 @@ void quantize_blocks_kernel(const block_format& b, float tensor_scale, const flo
   if (axis == block_axis::rows) {
     const std::size_t per_row = (cols + bs - 1) / bs;
     const bool stream = rows * cols * sizeof(float) >= block_stream_min_bytes;
+#if defined(SAFEAMP_X86_KERNELS)
+    // MX blocks of 32 on the AVX-512 path: the one-pass kernel of block_avx512.hpp (same bits).
+    if constexpr (Named) {
+      if (is_mx(b) && bs == avx512::mx_block && kernel_path() == cpu_path::avx512) {
+        for (std::size_t r = 0; r < rows; ++r) {
+          avx512::quantize_mx32_row<R, F>(in + r * cols, out + r * cols, cols, scales + r * per_row, r * cols, key,
+                                          stream, c);
+          flush_counts(stats, c);
+        }
+        if (stream) _mm_sfence();
+        return;
+      }
+    }
+#endif
     for (std::size_t r = 0; r < rows; ++r) {
       quantize_row<R, Named, F>(b, tensor_scale, in + r * cols, out + r * cols, cols, r * cols, key,
                                 scales + r * per_row, buffer, stream, c, stats);

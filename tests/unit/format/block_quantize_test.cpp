@@ -287,3 +287,101 @@ TEST_CASE("quantize_blocks rejects bad formats, shapes and modes with a clear er
   CHECK(safeamp::block_storage_bytes(safeamp::mxfp4, 64) == 34u);
   CHECK(safeamp::block_storage_bytes(safeamp::nvfp4, 32) == 22u);
 }
+
+namespace {
+
+// One block of 32 of a chosen kind: the inputs that steer the MX scale and the element rounding to their edges.
+void fill_edge_block(std::mt19937_64& gen, int kind, float* block, std::size_t n) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<std::size_t> where(0, n - 1);
+  std::uniform_int_distribution<int> any_exponent(-149, 127);
+  for (std::size_t j = 0; j < n; ++j) block[j] = normal(gen);
+  const float inf = std::numeric_limits<float>::infinity();
+  switch (kind) {
+    case 0:  // all zeros, with signs: the smallest scale, 2^-127
+      for (std::size_t j = 0; j < n; ++j) block[j] = j % 3 == 0 ? -0.0f : 0.0f;
+      break;
+    case 1:  // float subnormals only (exponent field 0, like zero)
+      for (std::size_t j = 0; j < n; ++j) block[j] = std::ldexp(normal(gen), -135);
+      break;
+    case 2:  // a NaN somewhere (either half of the block)
+      block[where(gen)] = std::numeric_limits<float>::quiet_NaN();
+      break;
+    case 3:  // an infinity somewhere
+      block[where(gen)] = normal(gen) < 0.0f ? -inf : inf;
+      break;
+    case 4:  // amax at the top of float's range: the largest scales
+      for (std::size_t j = 0; j < n; ++j) block[j] = std::ldexp(normal(gen), 125);
+      block[where(gen)] = std::numeric_limits<float>::max() * (normal(gen) < 0.0f ? -1.0f : 1.0f);
+      break;
+    case 5:  // amax at the smallest normal floats: the clamp of shared_exp at -127 and the step to -126
+      for (std::size_t j = 0; j < n; ++j) block[j] = std::ldexp(normal(gen), -118);
+      block[where(gen)] = std::ldexp(1.0f, -126 + static_cast<int>(where(gen) % 12));
+      break;
+    case 6:  // every element at a random exponent: overflow, subnormal and zero results in one block
+      for (std::size_t j = 0; j < n; ++j) block[j] = std::ldexp(1.0f + 0.99f * std::fabs(normal(gen)) / 4, any_exponent(gen));
+      break;
+    case 7:  // amax just below a power of two (mantissa all ones): the saturating clamp of the largest element
+      block[where(gen)] = std::nextafter(std::ldexp(1.0f, any_exponent(gen) / 2 + 1), 0.0f);
+      break;
+    default:  // ordinary N(0,1) data scaled by a random power of two
+      for (std::size_t j = 0; j < n; ++j) block[j] = std::ldexp(block[j], any_exponent(gen) / 2);
+      break;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("MX blocks of 32: the fast path matches the reference on edge blocks (every kernel path)") {
+  // Zero, subnormal-only, NaN and infinity blocks, amax at float's largest and smallest exponents, saturating
+  // elements, rows with a short last block (4, 15, 17 and 31 elements), on every MX format with blocks of 32.
+  std::mt19937_64 gen(1616);
+  std::uniform_int_distribution<int> kind(0, 9);
+  const block_format formats[] = {safeamp::mxfp8_e4m3, safeamp::mxfp8_e5m2, safeamp::mxfp6_e2m3,
+                                  safeamp::mxfp6_e3m2, safeamp::mxfp4};
+  const std::size_t shapes[][2] = {{40, 96}, {8, 4096}, {17, 100}, {11, 47}, {9, 49}, {6, 63}, {12, 32}};
+  for (const block_format& b : formats) {
+    for (const auto& shape : shapes) {
+      const std::size_t rows = shape[0], cols = shape[1];
+      std::vector<float> in(rows * cols);
+      int block = 0;  // the first ten blocks take the ten kinds in turn, the others a random kind
+      for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t s = 0; s < cols; s += 32, ++block) {
+          fill_edge_block(gen, block < 10 ? block : kind(gen), in.data() + r * cols + s, cols - s < 32 ? cols - s : 32);
+        }
+      }
+      for (const auto mode : {rounding::nearest_even, rounding::stochastic}) {
+        INFO(safeamp::block_format_name(b) << " " << rows << "x" << cols << " mode " << static_cast<int>(mode));
+        const quantized q = both(b, in, {.rows = rows, .mode = mode, .key = {.seed = 9, .stream = 4, .offset = 1}});
+        CHECK(q.result.stats.nan > 0u);  // the data held NaN and infinity blocks
+      }
+    }
+  }
+}
+
+TEST_CASE("MX blocks of 32: in place, into a misaligned buffer, and large enough to stream, same bits") {
+  std::mt19937_64 gen(3216);
+  std::uniform_int_distribution<int> kind(0, 9);
+  // 4 Mi floats (16 MiB: quantize_blocks writes with streaming stores from this size on) as (1024, 4096).
+  const std::size_t rows = 1024, cols = 4096, n = rows * cols;
+  std::vector<float> in(n);
+  for (std::size_t s = 0; s < n; s += 32) fill_edge_block(gen, kind(gen), in.data() + s, 32);
+  const block_options opt{.rows = rows};
+  const quantized q = both(safeamp::mxfp8_e4m3, in, opt);
+  // One float past a 64-byte boundary (in and out alike), a (1023, 4096) matrix.
+  std::vector<float> shifted_in(n + 1), shifted_out(n + 1), scales(n / 32);
+  std::copy(in.begin(), in.end() - cols, shifted_in.begin() + 1);
+  const std::span<const float> src(shifted_in.data() + 1, n - cols);
+  (void)safeamp::quantize_blocks(safeamp::mxfp8_e4m3, src, std::span<float>(shifted_out.data() + 1, n - cols), scales,
+                                 {.rows = rows - 1});
+  int mismatches = 0;
+  for (std::size_t i = 0; i < n - cols; ++i) mismatches += bits(shifted_out[i + 1]) != bits(q.out[i]);
+  CHECK(mismatches == 0);
+  // In place: out == in.
+  std::vector<float> inplace(in);
+  const auto r = safeamp::quantize_blocks(safeamp::mxfp8_e4m3, inplace, inplace, scales, opt);
+  mismatches = 0;
+  for (std::size_t i = 0; i < n; ++i) mismatches += bits(inplace[i]) != bits(q.out[i]);
+  CHECK(mismatches == 0);
+  CHECK(r.stats == q.result.stats);
+}
