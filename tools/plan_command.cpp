@@ -136,7 +136,7 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
                 static_cast<unsigned long long>(w.parameters),
                 static_cast<unsigned long long>(parameter_count(*r.shape)));
   }
-  if (r.shape) print_activation_ledger(*r.shape, r.mode, storage_bytes(r.policy.output));
+  if (r.shape) print_activation_ledger(*r.shape, r.mode, activation_element_bytes(r.policy, r.states));
   print_pool(o.budget);
   if (calibration) {
     std::printf(

@@ -15,6 +15,9 @@ inline constexpr const char* training_only_keys[] = {"states",
                                                      "per-sample",
                                                      "params",
                                                      "policy",
+                                                     "weight-format",
+                                                     "gradient-format",
+                                                     "activation-format",
                                                      "optimizer",
                                                      "optimizer-states",
                                                      "optimizer-impl",
@@ -113,8 +116,12 @@ inline inference_plan resolve_inference(const plan_values& v, const device_spec&
       r.weight_bytes_per_param = 1.0;
     else if (*s == "nf4")
       r.weight_bytes_per_param = nf4_bytes_per_param;
+    else if (block_format b{}; detail::parse_block_format_name(*s, b))
+      r.weight_bytes_per_param = block_bytes_per_element(b);  // elements and block scales (NVFP4's tensor scales aside)
     else
-      throw error("weights", "'" + *s + "'", "fp32, bf16, fp16, fp8, int8 or nf4 (4-bit with double quantization)");
+      throw error("weights", "'" + *s + "'",
+                  "fp32, bf16, fp16, fp8, int8, nf4 (4-bit with double quantization) or a block format: " +
+                      std::string(block_format_names_accepted));
   }
   r.activation_element_bytes = r.weight_bytes_per_param == 4.0 ? 4 : 2;  // quantized weights compute in 16 bits
   r.kv_element_bytes = r.activation_element_bytes;

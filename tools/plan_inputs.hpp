@@ -42,6 +42,9 @@ inline constexpr plan_key plan_keys[] = {
     {"per-sample", "activation bytes per sample (instead of a transformer shape)"},
     {"params", "parameter count, e.g. 7.5e9 or 7.5B (with a shape: overrides its 12Lh^2 + vh estimate)"},
     {"policy", "precision policy: preset (fp32, tf32, bf16-mixed, fp16-mixed, fp16-pure-master, fp8-hybrid) or policy string"},
+    {"weight-format", "block-scaled weight storage: mxfp8 (8.25 bits), mxfp8_e5m2, mxfp6, mxfp6_e3m2 (6.25), mxfp4 (4.25), nvfp4 (4.5 + an fp32 scale per tensor) or none (default: the policy's)"},
+    {"gradient-format", "block-scaled gradient storage, as --weight-format (default: the policy's)"},
+    {"activation-format", "block-scaled storage of the activations saved for backward, as --weight-format (default: the policy's output format)"},
     {"optimizer", "sgd, sgd-momentum, adamw, adam-8bit (default adamw)"},
     {"optimizer-states", "format of the optimizer's moments: fp32 (default) or bf16"},
     {"optimizer-impl", "foreach (PyTorch's default on CUDA: a temporary copy of the second moments in the step) or fused"},
@@ -92,7 +95,7 @@ inline constexpr plan_key plan_keys[] = {
     {"task", "train (default) or inference (the same as --inference; for JSON input files)"},
     {"prompt-tokens", "inference: tokens of the prompt, processed at once by the prefill (default: the whole --seq)"},
     {"batch", "inference: concurrent sequences to check (default: report the largest that fits)"},
-    {"weights", "inference: weight format, fp32, bf16 (default), fp16, fp8, int8 or nf4"},
+    {"weights", "inference: weight format, fp32, bf16 (default), fp16, fp8, int8, nf4, or a block format: mxfp8, mxfp8_e5m2, mxfp6, mxfp6_e3m2, mxfp4, nvfp4"},
     {"kv-cache", "inference: KV-cache element format, fp32, bf16, fp16 or fp8 (default: the activations', bf16)"},
     {"logits", "inference: logits of the last position only (default; vLLM, generate()) or all positions"},
 };

@@ -121,11 +121,11 @@ inline void print_states_ledger(const plan_request& r) {
   if (m.host_bytes > 0) print_size_row("offloaded to CPU memory (not on the device)", m.host_bytes, " ");
 }
 
-inline void print_activation_ledger(const transformer_shape& t, recompute mode, int element_bytes) {
+inline void print_activation_ledger(const transformer_shape& t, recompute mode, double element_bytes) {
   const activation_ledger l = activation_ledger_for(t, 1, mode, element_bytes);
   std::printf(
       "Activations per sample (Korthikanti et al. 2022), s=%llu h=%llu a=%llu L=%llu v=%llu t=%llu%s, recompute %s, "
-      "%d-byte activations:\n",
+      "%g-byte activations:\n",
       static_cast<unsigned long long>(t.sequence), static_cast<unsigned long long>(t.hidden),
       static_cast<unsigned long long>(t.heads), static_cast<unsigned long long>(t.layers),
       static_cast<unsigned long long>(t.vocabulary), static_cast<unsigned long long>(t.tensor_parallel),

@@ -40,7 +40,8 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
                          {"total_bytes", r.states_ledger->total_bytes()}};
   }
   if (r.shape) {
-    const activation_ledger l = activation_ledger_for(*r.shape, 1, r.mode, storage_bytes(r.policy.output));
+    const activation_ledger l =
+        activation_ledger_for(*r.shape, 1, r.mode, activation_element_bytes(r.policy, r.states));
     j["activations"] = {{"recompute", std::string(to_string(r.mode))},
                         {"stored_bytes_per_sample", l.stored_bytes},
                         {"peak_bytes_per_sample", l.peak_bytes},
@@ -70,7 +71,7 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
   }
   print_device(r.device, r.capacity_given);
   if (r.states_ledger) print_states_ledger(r);
-  if (r.shape) print_activation_ledger(*r.shape, r.mode, storage_bytes(r.policy.output));
+  if (r.shape) print_activation_ledger(*r.shape, r.mode, activation_element_bytes(r.policy, r.states));
   print_overheads("Memory budget", b, d);
   print_size_row("model states (fixed)", d.fixed_bytes, "-");
   if (micro >= 1) {

@@ -157,6 +157,11 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     r.parameters = parse_count("params", *s, 1e15, "1 .. 1e15 parameters (e.g. 7.5e9, 7.5B, 125M)");
   }
   if (auto c = count("tokens-per-sample", 1e8); c && !r.shape) r.tokens_per_sample = *c;
+  // Block-scaled storage (OCP MX, NVFP4) of the weights, gradients and stored activations.
+  if (auto* s = get("weight-format")) r.states.weight_blocks = parse_block_storage("weight-format", *s);
+  if (auto* s = get("gradient-format")) r.states.gradient_blocks = parse_block_storage("gradient-format", *s);
+  if (auto* s = get("activation-format")) r.states.activation_blocks = parse_block_storage("activation-format", *s);
+  if (r.shape) r.states.weight_tensors = weight_matrices(*r.shape);
 
   if (auto* s = get("tuning")) {
     if (*s != "full" && *s != "lora" && *s != "qlora") throw error("tuning", "'" + *s + "'", "full, lora or qlora");
@@ -227,7 +232,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     if (*per_sample == 0) throw error("per-sample", *s, "> 0 bytes");
     if (r.shape) throw error("per-sample", *s, "either --per-sample or a transformer shape, not both");
   } else if (r.shape) {
-    per_sample = activation_bytes_per_sample(*r.shape, r.mode, storage_bytes(r.policy.output));
+    per_sample = activation_bytes_per_sample(*r.shape, r.mode, activation_element_bytes(r.policy, r.states));
   }
   if (fixed && per_sample) {
     r.budget.fixed_bytes = *fixed;

@@ -71,12 +71,13 @@ struct mx_scale {
 SAFEAMP_DETAIL_ALWAYS_INLINE mx_scale mx_scale_of(const mx_scale_constants& k, __m512i amax) noexcept {
   const __m512i field = srl32<23>(amax);
   const __mmask16 finite = _mm512_cmplt_epu32_mask(field, k.nan_field);
-  const __m512i s = _mm512_maskz_min_epi32(0xFFFF, _mm512_maskz_max_epi32(0xFFFF, _mm512_sub_epi32(field, k.emax_element), k.zero), k.top);
+  const __m512i s = _mm512_maskz_min_epi32(
+      0xFFFF, _mm512_maskz_max_epi32(0xFFFF, _mm512_sub_epi32(field, k.emax_element), k.zero), k.top);
   const __m512i t = _mm512_sub_epi32(k.top, s);
-  const __m512i x_bits = _mm512_mask_mov_epi32(_mm512_maskz_slli_epi32(0xFFFF, s, 23), _mm512_testn_epi32_mask(s, s),
-                                               k.two_to_minus_127);
-  const __m512i inverse_bits = _mm512_mask_mov_epi32(_mm512_maskz_slli_epi32(0xFFFF, t, 23),
-                                                     _mm512_testn_epi32_mask(t, t), k.two_to_minus_127);
+  const __m512i x_bits =
+      _mm512_mask_mov_epi32(_mm512_maskz_slli_epi32(0xFFFF, s, 23), _mm512_testn_epi32_mask(s, s), k.two_to_minus_127);
+  const __m512i inverse_bits =
+      _mm512_mask_mov_epi32(_mm512_maskz_slli_epi32(0xFFFF, t, 23), _mm512_testn_epi32_mask(t, t), k.two_to_minus_127);
   return {_mm512_mask_mov_ps(k.nan, finite, _mm512_castsi512_ps(x_bits)), _mm512_castsi512_ps(inverse_bits), finite};
 }
 
@@ -84,9 +85,9 @@ SAFEAMP_DETAIL_ALWAYS_INLINE mx_scale mx_scale_of(const mx_scale_constants& k, _
 /// the counters): out = P X with P the element rounding of in / X (saturating), scale = X. A NaN block rounds
 /// zeros (nothing counted), then is NaN throughout and counted as NaN, as the chunked path does.
 template <rounding R, format_spec F, bool Always, bool Stream>
-SAFEAMP_DETAIL_ALWAYS_INLINE void mx32_block(const vector_constants<F>& v, const mx_scale_constants& k,
-                                             const float* in, float* out, float* scale, const std::uint32_t* words,
-                                             __mmask16 m0, __mmask16 m1, counters16& acc) noexcept {
+SAFEAMP_DETAIL_ALWAYS_INLINE void mx32_block(const vector_constants<F>& v, const mx_scale_constants& k, const float* in,
+                                             float* out, float* scale, const std::uint32_t* words, __mmask16 m0,
+                                             __mmask16 m1, counters16& acc) noexcept {
   const __m512i u0 = _mm512_maskz_loadu_epi32(m0, in);
   const __m512i u1 = _mm512_maskz_loadu_epi32(m1, in + 16);
   const __m512i amax = broadcast_max(max_u32(_mm512_and_si512(u0, v.abs_mask), _mm512_and_si512(u1, v.abs_mask)));

@@ -33,7 +33,8 @@ enum class recompute : std::uint8_t { none, selective, full };
 }
 
 /// Bytes of activations one transformer layer stores for a microbatch of `microbatch` samples, with activations
-/// of `element_bytes` bytes (2 for fp16/bf16) and 1-byte dropout masks. Korthikanti section 4.1, generalized to
+/// of `element_bytes` bytes (2 for fp16/bf16; fractional for block-scaled storage, block_bytes_per_element: MXFP8
+/// 1.03125) and 1-byte dropout masks. Korthikanti section 4.1, generalized to
 /// element size e (the paper's e = 2 gives its coefficients):
 ///   attention 11sbh + 5as^2b  = (5e+1) sbh + (2e+1) a s^2 b
 ///   MLP       19sbh           = (9e+1) sbh
@@ -46,11 +47,11 @@ enum class recompute : std::uint8_t { none, selective, full };
 /// their r-wide intermediates, e r sb per adapted matrix (4 per layer on GPT's layout, 7 on Llama's). With flash
 /// attention the core is never stored; its softmax statistics, 4as b / t bytes (fp32 logsumexp), are instead.
 [[nodiscard]] inline std::uint64_t activation_bytes_per_layer(const transformer_shape& t, std::uint64_t microbatch,
-                                                              recompute mode, int element_bytes = 2) {
+                                                              recompute mode, double element_bytes = 2.0) {
   validate(t);
   if (microbatch == 0) throw error("microbatch", "0", ">= 1");
-  if (element_bytes < 1 || element_bytes > 4)
-    throw error("activation element bytes", std::to_string(element_bytes), "1 .. 4");
+  if (!(element_bytes >= 0.5 && element_bytes <= 4.0))
+    throw error("activation element bytes", std::to_string(element_bytes), "0.5 .. 4 (4-bit block formats: 0.53)");
   const double s = static_cast<double>(t.sequence), b = static_cast<double>(microbatch);
   const double h = static_cast<double>(t.hidden), a = static_cast<double>(t.heads);
   const double tp = static_cast<double>(t.tensor_parallel), e = element_bytes;
@@ -96,7 +97,7 @@ struct activation_ledger {
 /// c = ceil(s/k) tokens per sample) no logits are stored: the forward holds one chunk's fp32 logits 4cbv / t while it
 /// reduces them to the loss, and the backward one chunk's recomputed logits and their gradient, 8cbv / t.
 [[nodiscard]] inline activation_ledger activation_ledger_for(const transformer_shape& t, std::uint64_t microbatch,
-                                                             recompute mode, int element_bytes = 2) {
+                                                             recompute mode, double element_bytes = 2.0) {
   const std::uint64_t layer = activation_bytes_per_layer(t, microbatch, mode, element_bytes);
   const double s = static_cast<double>(t.sequence), b = static_cast<double>(microbatch);
   const double h = static_cast<double>(t.hidden), v = static_cast<double>(t.vocabulary);
@@ -140,7 +141,7 @@ struct activation_ledger {
 
 /// Peak activation bytes per sample (the ledger is linear in the microbatch, so this times b is the peak at b).
 [[nodiscard]] inline std::uint64_t activation_bytes_per_sample(const transformer_shape& t, recompute mode,
-                                                               int element_bytes = 2) {
+                                                               double element_bytes = 2.0) {
   return activation_ledger_for(t, 1, mode, element_bytes).peak_bytes;
 }
 

@@ -11,6 +11,7 @@
 
 #include "safeamp/error.hpp"
 #include "safeamp/format/format_spec.hpp"
+#include "safeamp/memory/block_storage.hpp"
 #include "safeamp/memory/bytes.hpp"
 #include "safeamp/policy/policy_value.hpp"
 
@@ -119,6 +120,15 @@ struct state_options {
   /// parameters live in CPU memory too and each layer is fetched when it runs; the device holds one gathered layer
   /// (step_phases' offloaded_layer_bytes). Needs offload_optimizer with fp32 AdamW and no adapters.
   bool offload_parameters = false;
+  /// Block-scaled storage (OCP MX, NVFP4) of the weights and of the gradients instead of the policy's formats:
+  /// block_bits_per_element (MXFP8 8.25, MXFP4 4.25, NVFP4 4.5 bits) per parameter, plus NVFP4's 4-byte fp32
+  /// tensor scale for each of weight_tensors tensors. no_block_scaling: the policy's format (storage_bytes).
+  block_format weight_blocks = no_block_scaling;
+  block_format gradient_blocks = no_block_scaling;
+  /// Weight tensors (each has its own tensor scale under NVFP4): a shape's matrices, or 1 without one.
+  std::uint64_t weight_tensors = 1;
+  /// Block-scaled storage of the activations saved for backward instead of policy.output (activation_element_bytes).
+  block_format activation_blocks = no_block_scaling;
   friend constexpr bool operator==(const state_options&, const state_options&) = default;
 };
 
@@ -131,18 +141,23 @@ inline constexpr double adam_8bit_block = 2048.0;  // bitsandbytes blockwise qua
 }
 
 /// Bytes per parameter under a policy:
-///  weights   = storage_bytes(policy.param)
-///  gradients = storage_bytes(policy.gradient) with a master copy (gradients of low-precision parameters are low
-///              precision, as in ZeRO's "fp16 gradients"); otherwise storage_bytes(policy.param), because autocast
-///              accumulates .grad in the parameter's own format.
+///  weights   = storage_bytes(policy.param), or block_bytes_per_element(options.weight_blocks) when set
+///  gradients = block_bytes_per_element(options.gradient_blocks) when set; else storage_bytes(policy.gradient) with
+///              a master copy (gradients of low-precision parameters are low precision, as in ZeRO's "fp16
+///              gradients"); otherwise storage_bytes(policy.param), because autocast accumulates .grad in the
+///              parameter's own format (block-scaled weights do not change it: set gradient_blocks too).
+/// (NVFP4's per-tensor scales are not per parameter: model_states_for adds them.)
 ///  master    = 4 when policy.master_weights, else 0
 ///  optimizer = states x storage_bytes(optimizer_state_format)
 /// Mixed-precision Adam (fp16 params + fp16 grads + fp32 master + fp32 m, v) = 2 + 2 + 4 + 8 = 16 (ZeRO section 3.1).
 [[nodiscard]] constexpr state_bytes_per_param bytes_per_param(const precision_policy& policy,
                                                               state_options options = {}) noexcept {
   state_bytes_per_param b;
-  b.weights = storage_bytes(policy.param);
-  b.gradients = policy.master_weights ? storage_bytes(policy.gradient) : storage_bytes(policy.param);
+  b.weights = is_block_scaled(options.weight_blocks) ? block_bytes_per_element(options.weight_blocks)
+                                                     : storage_bytes(policy.param);
+  b.gradients = is_block_scaled(options.gradient_blocks) ? block_bytes_per_element(options.gradient_blocks)
+                : policy.master_weights                  ? storage_bytes(policy.gradient)
+                                                         : storage_bytes(policy.param);
   b.master = policy.master_weights ? storage_bytes(fp32) : 0;
   const double state = storage_bytes(options.optimizer_state_format);
   switch (options.optimizer) {
@@ -160,6 +175,14 @@ inline constexpr double adam_8bit_block = 2048.0;  // bitsandbytes blockwise qua
       break;
   }
   return b;
+}
+
+/// Bytes of one stored activation element: block_bytes_per_element(options.activation_blocks) when set (MXFP8
+/// 1.03125), else storage_bytes(policy.output).
+[[nodiscard]] constexpr double activation_element_bytes(const precision_policy& policy,
+                                                        const state_options& options) noexcept {
+  return is_block_scaled(options.activation_blocks) ? block_bytes_per_element(options.activation_blocks)
+                                                    : static_cast<double>(storage_bytes(policy.output));
 }
 
 /// Bytes per parameter the optimizer step allocates on top of the model states (see optimizer_impl):
@@ -237,6 +260,10 @@ inline void validate_parameter_count(double parameters) {
                                              : "with 8-bit AdamW",
                 "optimizer offload too, a full fine-tune with an fp32 optimizer (DeepSpeed's ZeRO-3 offload_param)");
   }
+  if (options.base_4bit && is_block_scaled(options.weight_blocks)) {
+    throw error("4-bit base (QLoRA)", "with block-scaled weights (" + block_format_name(options.weight_blocks) + ")",
+                "one weight storage: NF4 (qlora) or a block format (lora with --weight-format)");
+  }
   if (options.base_4bit && options.adapter_parameters == 0) {
     throw error("4-bit base (QLoRA)", "without adapters",
                 "adapter parameters > 0 (a frozen 4-bit base trains nothing)");
@@ -247,6 +274,13 @@ inline void validate_parameter_count(double parameters) {
   auto part = [&](double per_param, bool partitioned, std::string_view what, double count) {
     return bytes_from_real(per_param * count / (partitioned ? n : 1.0), what);
   };
+  if (options.weight_tensors == 0 || options.weight_tensors > parameters) {
+    throw error("weight tensors", std::to_string(options.weight_tensors),
+                "1 .. the parameter count (" + std::to_string(parameters) + ")");
+  }
+  // NVFP4's fp32 tensor scales: one per weight tensor (and per gradient tensor), kept whole on every device.
+  const std::uint64_t weight_scales = block_tensor_scale_bytes(options.weight_blocks) * options.weight_tensors;
+  const std::uint64_t gradient_scales = block_tensor_scale_bytes(options.gradient_blocks) * options.weight_tensors;
   model_states m;
   m.parameter_count = parameters;
   if (options.adapter_parameters > 0) {
@@ -256,10 +290,14 @@ inline void validate_parameter_count(double parameters) {
     a.adapter_parameters = 0;
     a.base_4bit = false;
     a.fp32_gradient_copy = false;
+    a.weight_blocks = a.gradient_blocks = no_block_scaling;
     const state_bytes_per_param ab = bytes_per_param(precision_policy{}, a);  // all fp32, no master copy
-    const double base = options.base_4bit ? nf4_bytes_per_param : storage_bytes(policy.param);
+    const double base = options.base_4bit                        ? nf4_bytes_per_param
+                        : is_block_scaled(options.weight_blocks) ? block_bytes_per_element(options.weight_blocks)
+                                                                 : storage_bytes(policy.param);
     m.weight_bytes = checked_add(part(base, s >= 3, "frozen weight bytes", psi),
                                  part(ab.weights, s >= 3, "adapter weight bytes", adapters), "weight bytes");
+    if (!options.base_4bit) m.weight_bytes = checked_add(m.weight_bytes, weight_scales, "weight bytes");
     m.gradient_bytes = part(ab.gradients, s >= 2, "adapter gradient bytes", adapters);
     m.optimizer_bytes = part(ab.optimizer, s >= 1, "adapter optimizer-state bytes", adapters);
     if (options.offload_optimizer) {  // the adapters' optimizer on the CPU (see offloaded_bytes_per_param)
@@ -270,8 +308,8 @@ inline void validate_parameter_count(double parameters) {
     return m;
   }
   const state_bytes_per_param b = bytes_per_param(policy, options);
-  m.weight_bytes = part(b.weights, s >= 3, "weight bytes", psi);
-  m.gradient_bytes = part(b.gradients, s >= 2, "gradient bytes", psi);
+  m.weight_bytes = checked_add(part(b.weights, s >= 3, "weight bytes", psi), weight_scales, "weight bytes");
+  m.gradient_bytes = checked_add(part(b.gradients, s >= 2, "gradient bytes", psi), gradient_scales, "gradient bytes");
   m.master_bytes = part(b.master, s >= 1, "master-copy bytes", psi);
   m.optimizer_bytes = part(b.optimizer, s >= 1, "optimizer-state bytes", psi);
   m.fp32_gradient_bytes = part(options.fp32_gradient_copy ? 4.0 : 0.0, s >= 1, "fp32 gradient-copy bytes", psi);

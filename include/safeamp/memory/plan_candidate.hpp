@@ -189,7 +189,7 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   std::uint64_t stored = w.activation_bytes_per_sample, peak = w.activation_bytes_per_sample;
   if (w.shape) {
     const activation_ledger l =
-        activation_ledger_for(with_adapters(*w.shape, states), 1, mode, storage_bytes(p.policy.output));
+        activation_ledger_for(with_adapters(*w.shape, states), 1, mode, activation_element_bytes(p.policy, states));
     stored = l.stored_bytes;
     peak = l.peak_bytes;
   }

@@ -187,9 +187,12 @@ struct step_request {
   const auto psi = static_cast<double>(parameters);
   const auto n = static_cast<double>(data_parallel);
   const int s = static_cast<int>(stage);
-  // A 4-bit base is dequantized matmul by matmul (bitsandbytes saves the packed weight for backward): no copies.
+  // A 4-bit base is dequantized matmul by matmul (bitsandbytes saves the packed weight for backward): no copies;
+  // nor for block-scaled weights (MX, NVFP4), which the block-scaled GEMM reads as they are stored.
   // With offloaded parameters the copies are of the one layer on the device (offloaded_layer_bytes).
-  const double copies = options.base_4bit || options.offload_parameters ? 0.0 : weight_copy_bytes_per_param(policy);
+  const double copies = options.base_4bit || options.offload_parameters || is_block_scaled(options.weight_blocks)
+                            ? 0.0
+                            : weight_copy_bytes_per_param(policy);
   const double trained = options.adapter_parameters > 0 ? static_cast<double>(options.adapter_parameters) : psi;
   in.weight_copy_bytes = bytes_from_real(copies * psi / (s >= 3 ? n : 1.0), "weight copies");
   const double temporaries =

@@ -129,6 +129,13 @@ inline void validate(const transformer_shape& t) {
   return t.kv_heads != 0 || t.gated_mlp ? 7 : 4;
 }
 
+/// Weight matrices of the shape, each a tensor with its own scale under per-tensor scaling (NVFP4): the linear layers
+/// of every layer (adapted_matrices_per_layer) and the embedding (two when the output layer is untied).
+[[nodiscard]] constexpr std::uint64_t weight_matrices(const transformer_shape& t) {
+  return checked_add(checked_mul(adapted_matrices_per_layer(t), t.layers, "weight matrices"), t.tied_embeddings ? 1 : 2,
+                     "weight matrices");
+}
+
 /// LoRA adapter parameters (Hu et al. 2021: W + BA with B of d x r and A of r x k, r (d + k) parameters per matrix)
 /// on every linear layer, as QLoRA does. GPT's layout has one fused QKV projection h x 3h (GPT-2's c_attn): 4rh, the
 /// output projection 2rh and the MLP 2r(h + f) = 10rh: 16 r h per layer. A shape with grouped-query attention or a

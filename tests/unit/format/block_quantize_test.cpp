@@ -319,7 +319,8 @@ void fill_edge_block(std::mt19937_64& gen, int kind, float* block, std::size_t n
       block[where(gen)] = std::ldexp(1.0f, -126 + static_cast<int>(where(gen) % 12));
       break;
     case 6:  // every element at a random exponent: overflow, subnormal and zero results in one block
-      for (std::size_t j = 0; j < n; ++j) block[j] = std::ldexp(1.0f + 0.99f * std::fabs(normal(gen)) / 4, any_exponent(gen));
+      for (std::size_t j = 0; j < n; ++j)
+        block[j] = std::ldexp(1.0f + 0.99f * std::fabs(normal(gen)) / 4, any_exponent(gen));
       break;
     case 7:  // amax just below a power of two (mantissa all ones): the saturating clamp of the largest element
       block[where(gen)] = std::nextafter(std::ldexp(1.0f, any_exponent(gen) / 2 + 1), 0.0f);
@@ -337,8 +338,8 @@ TEST_CASE("MX blocks of 32: the fast path matches the reference on edge blocks (
   // elements, rows with a short last block (4, 15, 17 and 31 elements), on every MX format with blocks of 32.
   std::mt19937_64 gen(1616);
   std::uniform_int_distribution<int> kind(0, 9);
-  const block_format formats[] = {safeamp::mxfp8_e4m3, safeamp::mxfp8_e5m2, safeamp::mxfp6_e2m3,
-                                  safeamp::mxfp6_e3m2, safeamp::mxfp4};
+  const block_format formats[] = {safeamp::mxfp8_e4m3, safeamp::mxfp8_e5m2, safeamp::mxfp6_e2m3, safeamp::mxfp6_e3m2,
+                                  safeamp::mxfp4};
   const std::size_t shapes[][2] = {{40, 96}, {8, 4096}, {17, 100}, {11, 47}, {9, 49}, {6, 63}, {12, 32}};
   for (const block_format& b : formats) {
     for (const auto& shape : shapes) {
