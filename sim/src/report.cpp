@@ -131,8 +131,8 @@ std::string render_terminal_summary(const sim_summary& s) {
   const std::size_t wn = 31;
   o += pad("run", wn) + pad("policy", 12) + pad("scaler", 9) + pad("loss", 16) + pad("accuracy", 16) +
        pad("curve", 8) + pad("logits", 8) + pad("slices", 8) + pad("skipped", 8) + pad("scale", 14) + "verdict\n";
-  o += pad(ref.label, wn) + pad(ref.manifest.policy, 12) + pad("none", 9) + pad(fmt("%.4f", ref.final_eval.loss), 16) +
-       pad(fmt("%.4f", ref.final_eval.accuracy), 16) + pad("-", 8) + pad("-", 8) + pad("-", 8) + pad("0", 8) +
+  o += pad(ref.label, wn) + pad(ref.manifest.policy, 12) + pad("none", 9) + pad(fmt(ref.final_eval.regression ? "%.4g" : "%.4f", ref.final_eval.loss), 16) +
+       pad(ref.final_eval.regression ? std::string("n/a") : fmt("%.4f", ref.final_eval.accuracy), 16) + pad("-", 8) + pad("-", 8) + pad("-", 8) + pad("0", 8) +
        pad("-", 14) + "reference\n";
   for (const candidate_outcome& c : s.candidates) {
     const eval_metrics& e = c.run.final_eval;
@@ -164,7 +164,9 @@ std::string render_terminal_summary(const sim_summary& s) {
       verdict += " (expected " + expected + (c.as_expected ? ")" : ", NOT AS EXPECTED)");
     }
     o += pad(c.name, wn) + pad(c.parity.policy, 12) + pad(scaler_kind, 9) +
-         pad(fmt("%.4f", e.loss) + fmt(" %+.1f%%", dl), 16) + pad(fmt("%.4f", e.accuracy) + fmt(" %+.1fpt", da), 16) +
+         // A regression's loss can sit near 0, where a percentage of it says nothing: the gate measures its
+         // increase against the constant predictor's floor (the limits line below), so the column shows the value.
+         pad(e.regression ? fmt("%.4g", e.loss) : fmt("%.4f", e.loss) + fmt(" %+.1f%%", dl), 16) + pad(e.regression ? std::string("n/a") : fmt("%.4f", e.accuracy) + fmt(" %+.1fpt", da), 16) +
          pad(curve ? fmt("%.1f%%", curve->value * 100.0) : "-", 8) + pad(logit ? fmt("%.3f", logit->value) : "-", 8) +
          pad(slices, 8) +
          pad(std::to_string(c.parity.skips.skipped), 8) +
@@ -175,7 +177,8 @@ std::string render_terminal_summary(const sim_summary& s) {
   for (const candidate_outcome& c : s.candidates) {
     const auto limit = [&c](std::string_view prefix) {
       const parity_check* k = find_check(c.parity, prefix);
-      return k ? fmt("%.3g", k->limit) : std::string("-");
+      if (k == nullptr) return std::string("-");
+      return k->status == verdict::not_applicable ? std::string("n/a") : fmt("%.3g", k->limit);
     };
     o += c.name + ": limits loss " + limit("held-out loss") + " rel, accuracy " + limit("held-out accuracy") +
          ", curve " + limit("loss-curve gap") + ", logits " + limit("golden logits max abs") + "/" +

@@ -25,6 +25,7 @@ const char* status_class(verdict v) {
     case verdict::pass: return "pass";
     case verdict::inconclusive: return "inconclusive";
     case verdict::fail: return "fail";
+    case verdict::not_applicable: return "na";  // a check that does not apply (accuracy of a regression)
   }
   return "fail";
 }
@@ -406,7 +407,7 @@ std::string render_html_report(const sim_summary& s) {
       "p{margin:6px 0}\n"
       "table{border-collapse:collapse;margin:8px 0 16px}\nth,td{border:1px solid #ccc;padding:3px 8px;"
       "text-align:left;font-size:13px}\nth{background:#f2f2f2}\n.pass{color:#1a7f37;font-weight:bold}\n"
-      ".fail{color:#c62828;font-weight:bold}\n.inconclusive{color:#b26a00;font-weight:bold}\nsvg{display:block;margin:"
+      ".fail{color:#c62828;font-weight:bold}\n.inconclusive{color:#b26a00;font-weight:bold}\n.na{color:#777}\nsvg{display:block;margin:"
       "8px 0}\n</style>\n</head>\n<body>\n";
   h += "<h1>safeamp sim: " + html_escape(s.scenario) + "</h1>\n";
   if (!s.description.empty()) h += "<p>" + html_escape(s.description) + "</p>\n";

@@ -8,6 +8,7 @@
 #include "safeamp/policy/precision_policy.hpp"
 #include "safeamp/sim/file_data.hpp"
 #include "safeamp/sim/reference.hpp"
+#include "safeamp/sim/npz.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
@@ -61,10 +62,12 @@ std::string stack_setting(const model_stack& m) {
   return out;
 }
 
-/// "<path> (<bytes> bytes, fnv1a64 <hex>)": a changed file changes the setting even under the same name.
+/// "<path> (<bytes> bytes, fnv1a64 <hex>)": a changed file changes the setting even under the same name. An
+/// array of an archive ("file.npz:name") hashes the whole archive: any change to it refuses a locked reference.
 std::string file_setting(const std::string& path) {
   try {
-    const std::string bytes = read_input_file(path, "data file", std::uintmax_t{1} << 31);
+    const std::string bytes =
+        read_input_file(parse_array_file_ref(path).path, "data file", std::uintmax_t{1} << 31);
     return path + " (" + std::to_string(bytes.size()) + " bytes, fnv1a64 " + hex64(fnv1a64(bytes)) + ")";
   } catch (const error&) {
     return path + " (unreadable)";

@@ -19,6 +19,7 @@
 #include "safeamp/sim/file_data.hpp"
 #include "safeamp/sim/npz.hpp"
 #include "safeamp/sim/parameter.hpp"
+#include "safeamp/sim/reference.hpp"
 #include "safeamp/sim/scenario.hpp"
 
 using namespace safeamp;
@@ -349,6 +350,18 @@ TEST_CASE("npz: scenarios name arrays as file.npz:name and take initial weights 
   CHECK(d.initial_weights[0].second == (data_dir / "user_weights.npz").string() + ":head.weight");
   CHECK(d.initial_weights[1].first == "head.bias");
   check_data_files(s.base);  // the files read and agree with the model
+  // The run settings hash the archive behind "file.npz:name" (a changed archive refuses a locked reference).
+  const std::size_t archive_bytes = file_bytes(data_dir / "user_data.npz").size();
+  bool saw_inputs = false;
+  for (const manifest_setting& m : run_settings(s.base)) {
+    if (m.field != "data.inputs" && m.field.rfind("data.initial_weights.", 0) != 0) continue;
+    CHECK_THAT(m.value, Catch::Contains(" bytes, fnv1a64 ") && !Catch::Contains("unreadable"));
+    if (m.field == "data.inputs") {
+      saw_inputs = true;
+      CHECK_THAT(m.value, Catch::Contains("(" + std::to_string(archive_bytes) + " bytes, fnv1a64 "));
+    }
+  }
+  CHECK(saw_inputs);
   // The weights arrive as numpy wrote them: 0.01 * sin(k + 1), computed in float64 and rounded to float32.
   parameter_list params;
   (void)add_parameter(params, "head.weight", 32, 2);
