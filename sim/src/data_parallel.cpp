@@ -200,7 +200,8 @@ part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
       for (std::size_t k = 0; k < counter_fields; ++k) counts[i * counter_fields + k] += f[k];
     }
   }
-  std::memcpy(send_.data() + floats_per_u64 * slots, counts.data(), counts.size() * sizeof(std::uint64_t));
+  // memcpy from an empty vector's data() (null) is undefined even for zero bytes: fp32 runs have no counters.
+  if (!counts.empty()) std::memcpy(send_.data() + floats_per_u64 * slots, counts.data(), counts.size() * sizeof(std::uint64_t));
   if (!canonical) {
     float* mine = send_.data() + header_;
     for (std::size_t s = 0; s < results_.size(); ++s) {
