@@ -97,7 +97,7 @@ void bm_unscale(benchmark::State& state) {
   device_buffer st(sizeof(device_amp_state));
   fill_pattern(g);
   amp_reset(st.as<device_amp_state>(), scaler_config{}, nullptr);
-  const tensor_span spans[] = {{g.as<float>(), n}};
+  const gradient_span spans[] = {tensor_span{g.as<float>(), n}};
   run_timed(
       state, [&] { multi_tensor_unscale(spans, st.as<device_amp_state>(), nullptr); }, fp32,
       elementwise_cost(static_cast<double>(n), 1, 4, 4));

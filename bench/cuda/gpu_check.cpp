@@ -1,24 +1,27 @@
 // The GPU acceptance checks of scripts/gpu-check, written as one JSON object: GPU casts bit-identical to the
 // CPU's round_span on inputs from all 2^16 fp16 codes and on a seeded sample of 10^8 floats (every format
-// and rounding mode), and the number of host synchronisations in the scaler path of a step (shown to be
-// zero: the device is still busy after 100 steps have been enqueued behind a long kernel).
+// and rounding mode), and the number of host synchronisations in the scaler path of a step, through
+// device_loss_scaler (shown to be zero: the scaler made no read and the device is still busy after 50 steps
+// have been enqueued behind a long kernel).
 // Usage: cuda_gpu_check [--sample N] [--out FILE]. Exit 0 all passed, 1 a check failed, 77 no GPU.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "busy_wait.hpp"
 #include "safeamp/cuda/amp_ops.hpp"
 #include "safeamp/cuda/core_kernels.hpp"
 #include "safeamp/cuda/device.hpp"
+#include "safeamp/cuda/device_scaler.hpp"
 #include "safeamp/cuda/memory_probe.hpp"
 #include "safeamp/cuda/status.hpp"
 #include "safeamp/format.hpp"
+#include "safeamp/scaling/scaler_checkpoint.hpp"
 
 using namespace safeamp;
 using namespace safeamp::cuda;
@@ -72,39 +75,58 @@ std::vector<cast_result> compare_casts(const std::string& set, const std::vector
   return results;
 }
 
-// Returns the number of host synchronisations observed while enqueuing `steps` scaler-path steps: 0 when
-// the stream is still busy with the long kernel queued before them, otherwise 1 (at least one wait).
-int host_syncs_in_scaler_path(int steps, double& enqueue_seconds) {
+// Host synchronisations in `steps` steps of the scaler path as a trainer runs it: device_loss_scaler (the one
+// scaler) on an fp32 and an fp16 gradient, unscale, clip, the SGD steps predicated on its flag, update, all
+// enqueued behind a long kernel. None happened when the scaler made no read (its own count of host waits) and
+// the stream is still busy once everything is enqueued; after the wait, the scaler must have counted every step.
+struct scaler_path_result {
+  int steps = 0;
+  int host_synchronizations = 0;
+  std::int64_t scaler_reads = 0;  // device_memory::reads() during the steps
+  bool stream_busy_after_enqueue = false;
+  std::int64_t steps_counted = 0;  // stats().steps after the wait (the warm-up step included)
+  double enqueue_seconds = 0.0;
+};
+
+scaler_path_result host_syncs_in_scaler_path(int steps) {
+  scaler_path_result r;
+  r.steps = steps;
   cudaStream_t stream = nullptr;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const std::size_t n = std::size_t{1} << 20;
-  device_buffer g(n * 4), w(n * 4), v(n * 4), st(sizeof(device_amp_state));
-  CHECK_CUDA(cudaMemset(g.data(), 0, n * 4));
-  CHECK_CUDA(cudaMemset(w.data(), 0, n * 4));
-  CHECK_CUDA(cudaMemset(v.data(), 0, n * 4));
-  const scaler_config cfg{};
-  const tensor_span grads[] = {{g.as<float>(), n}};
-  // One step first, so that module loading of every kernel is done before the measured enqueue.
-  amp_reset(st.as<device_amp_state>(), cfg, stream);
-  multi_tensor_unscale(grads, st.as<device_amp_state>(), stream);
-  sgd_momentum_step({w.as<float>(), n}, g.as<float>(), v.as<float>(), sgd_options{}, st.as<device_amp_state>(), stream);
-  scale_update(cfg, st.as<device_amp_state>(), stream);
-  launch_busy_wait(1000, stream);
-  CHECK_CUDA(cudaStreamSynchronize(stream));
-  launch_busy_wait(500'000'000, stream);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int s = 0; s < steps; ++s) {
-    multi_tensor_unscale(grads, st.as<device_amp_state>(), stream);
-    sgd_momentum_step({w.as<float>(), n}, g.as<float>(), v.as<float>(), sgd_options{}, st.as<device_amp_state>(),
-                      stream);
-    scale_update(cfg, st.as<device_amp_state>(), stream);
+  {
+    const std::size_t n = std::size_t{1} << 20, n16 = std::size_t{1} << 18;
+    device_buffer g(n * 4), g16(n16 * 2), w(n * 4), v(n * 4), w16(n16 * 4), v16(n16 * 4);
+    for (device_buffer* b : {&g, &g16, &w, &v, &w16, &v16}) CHECK_CUDA(cudaMemset(b->data(), 0, b->size_bytes()));
+    device_loss_scaler scaler(scaler_config{.growth_interval = 10}, device_memory(stream));
+    const gradient_span grads[] = {tensor_span{g.as<float>(), n},
+                                   gradient_span{.data = g16.data(), .elements = n16, .type = device_dtype::f16}};
+    const auto one_step = [&] {
+      scaler.unscale(grads);
+      scaler.clip_grad_norm(grads, 1.0);
+      scaler.step([&] {
+        sgd_momentum_step({w.as<float>(), n}, grads[0], v.as<float>(), sgd_options{}, scaler.block_in_memory(), stream);
+        sgd_momentum_step({w16.as<float>(), n16}, grads[1], v16.as<float>(), sgd_options{}, scaler.block_in_memory(),
+                          stream);
+      });
+      scaler.update();
+    };
+    one_step();  // module loading of every kernel before the measured enqueue
+    safeamp::cuda::testing::launch_busy_wait(1000, stream);
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    const std::int64_t reads0 = scaler.memory().reads();
+    safeamp::cuda::testing::launch_busy_wait(500'000'000, stream);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int s = 0; s < steps; ++s) one_step();
+    r.enqueue_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const cudaError_t q = cudaStreamQuery(stream);
+    if (q != cudaErrorNotReady && q != cudaSuccess) CHECK_CUDA(q);
+    r.scaler_reads = scaler.memory().reads() - reads0;
+    r.stream_busy_after_enqueue = q == cudaErrorNotReady;
+    r.host_synchronizations = static_cast<int>(r.scaler_reads) + (r.stream_busy_after_enqueue ? 0 : 1);
+    r.steps_counted = scaler.stats().steps;  // the lazy read: waits once, after the measured steps
   }
-  enqueue_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const cudaError_t q = cudaStreamQuery(stream);
-  CHECK_CUDA(cudaStreamSynchronize(stream));
   CHECK_CUDA(cudaStreamDestroy(stream));
-  if (q != cudaErrorNotReady && q != cudaSuccess) CHECK_CUDA(q);
-  return q == cudaErrorNotReady ? 0 : 1;
+  return r;
 }
 
 std::string json_escape(const std::string& s) {
@@ -160,9 +182,8 @@ int main(int argc, char** argv) {
         sample_counters = sample_counters && r.counters_equal;
       }
     }
-    double enqueue_seconds = 0.0;
-    const int steps = 100;
-    const int syncs = host_syncs_in_scaler_path(steps, enqueue_seconds);
+    const scaler_path_result path = host_syncs_in_scaler_path(50);
+    const bool path_ok = path.host_synchronizations == 0 && path.steps_counted == path.steps + 1;
 
     std::uint64_t code_mismatches = 0;
     bool code_counters = true;
@@ -170,7 +191,7 @@ int main(int argc, char** argv) {
       code_mismatches += r.mismatches;
       code_counters = code_counters && r.counters_equal;
     }
-    const bool pass = code_mismatches == 0 && code_counters && sample_mismatches == 0 && sample_counters && syncs == 0;
+    const bool pass = code_mismatches == 0 && code_counters && sample_mismatches == 0 && sample_counters && path_ok;
     std::ostringstream js;
     js << "{\n  \"device\": \"" << json_escape(info.name)
        << "\",\n  \"compute_capability\": " << info.compute_capability << ",\n  \"table_row\": \""
@@ -179,18 +200,14 @@ int main(int argc, char** argv) {
        << ", \"mismatches\": " << code_mismatches << ", \"counters_equal\": " << (code_counters ? "true" : "false")
        << "},\n  \"cast_seeded_sample\": {\"inputs\": " << sample << ", \"combinations\": " << sample_combinations
        << ", \"mismatches\": " << sample_mismatches << ", \"counters_equal\": " << (sample_counters ? "true" : "false")
-       << "},\n  \"scaler_path\": {\"steps\": " << steps << ", \"host_synchronizations\": " << syncs
-       << ", \"enqueue_seconds\": " << enqueue_seconds << "},\n  \"pass\": " << (pass ? "true" : "false") << "\n}\n";
+       << "},\n  \"scaler_path\": {\"scaler\": \"device_loss_scaler\", \"steps\": " << path.steps
+       << ", \"host_synchronizations\": " << path.host_synchronizations
+       << ", \"scaler_reads_in_steps\": " << path.scaler_reads
+       << ", \"stream_busy_after_enqueue\": " << (path.stream_busy_after_enqueue ? "true" : "false")
+       << ", \"steps_counted\": " << path.steps_counted << ", \"enqueue_seconds\": " << path.enqueue_seconds
+       << "},\n  \"pass\": " << (pass ? "true" : "false") << "\n}\n";
     std::fputs(js.str().c_str(), stdout);
-    if (!out_path.empty()) {
-      const std::string tmp = out_path + ".tmp";
-      {
-        std::ofstream f(tmp);
-        f << js.str();
-        if (!f) throw safeamp::error("--out", out_path, "a writable path");
-      }
-      if (std::rename(tmp.c_str(), out_path.c_str()) != 0) throw safeamp::error("--out", out_path, "a writable path");
-    }
+    if (!out_path.empty()) safeamp::write_file_atomically(out_path, js.str(), "--out");
     return pass ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_gpu_check: %s\n", e.what());

@@ -1,6 +1,7 @@
 // Device kernels of the scaler path on a scaler_block in device memory: multi-tensor unscale with the block's
-// found_inf flag, loss scaling, the global norm and clip, the single-thread advance (the core advance_step,
-// unchanged), SGD and AdamW predicated on the flag.
+// found_inf flag, loss scaling, the global norm and clip (gradients in f32, f16 or bf16; lists of any length,
+// cut into launch groups), the single-thread advance (the core advance_step, unchanged), SGD and AdamW
+// predicated on the flag.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -10,34 +11,84 @@
 #include "check.hpp"
 #include "safeamp/cuda/amp_ops.hpp"
 #include "safeamp/error.hpp"
+#include "safeamp/format/round.hpp"
 #include "safeamp/scaling/scaler_block.hpp"
 #include "safeamp/scaling/unscale.hpp"
 #include "safeamp/scaling/update_scale.hpp"
+#include "tensor_groups.hpp"
 
 namespace safeamp::cuda {
 namespace detail {
 
-inline constexpr int max_tensors_per_launch = 64;
 inline constexpr unsigned unscale_threads = 512;
 
+// The buffers of one launch (a kernel argument: 64 x 17 bytes + 4, well inside the 4 KiB limit).
 struct tensor_list {
-  float* data[max_tensors_per_launch];
+  void* data[max_tensors_per_launch];
   std::uint64_t elements[max_tensors_per_launch];
+  device_dtype type[max_tensors_per_launch];
   int count;
 };
 
-// Each block walks every tensor of the list with a grid-stride loop, four floats at a time where the
-// pointer is 16-byte aligned. The flag is raised once per block that saw a non-finite result.
+tensor_list make_list(std::span<const gradient_span> buffers, std::span<const std::size_t> group,
+                      std::uint64_t& largest) {
+  tensor_list list{};
+  largest = 0;
+  for (const std::size_t i : group) {
+    list.data[list.count] = buffers[i].data;
+    list.elements[list.count] = buffers[i].elements;
+    list.type[list.count] = buffers[i].type;
+    largest = std::max(largest, buffers[i].elements);
+    ++list.count;
+  }
+  return list;
+}
+
+// Element i of a gradient buffer as a float (a 16-bit code decoded by the core routine).
+__device__ inline float load_element(const void* p, std::uint64_t i, device_dtype t) {
+  if (t == device_dtype::f16) return safeamp::decode<safeamp::fp16>(static_cast<const std::uint16_t*>(p)[i]);
+  if (t == device_dtype::bf16) return safeamp::decode<safeamp::bf16>(static_cast<const std::uint16_t*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+
+// Stores v into element i rounded to the buffer's type (the core routine: nearest even, IEEE overflow to inf)
+// and returns the value stored, so a check sees what the buffer now holds.
+__device__ inline float store_element(void* p, std::uint64_t i, device_dtype t, float v) {
+  if (t == device_dtype::f16) {
+    const auto code = static_cast<std::uint16_t>(safeamp::encode<safeamp::fp16>(v));
+    static_cast<std::uint16_t*>(p)[i] = code;
+    return safeamp::decode<safeamp::fp16>(code);
+  }
+  if (t == device_dtype::bf16) {
+    const auto code = static_cast<std::uint16_t>(safeamp::encode<safeamp::bf16>(v));
+    static_cast<std::uint16_t*>(p)[i] = code;
+    return safeamp::decode<safeamp::bf16>(code);
+  }
+  static_cast<float*>(p)[i] = v;
+  return v;
+}
+
+// Each block walks every tensor of the list with a grid-stride loop: fp32 four floats at a time where the
+// pointer is 16-byte aligned, 16-bit types element by element. The flag is raised once per block that saw a
+// non-finite result.
 __global__ void unscale_kernel(tensor_list list, scaler_block* state) {
   const float inv = safeamp::inverse_scale(state->state.scale);
   std::uint32_t bad = 0;
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   const std::uint64_t first = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (int t = 0; t < list.count; ++t) {
-    float* p = list.data[t];
+    void* const p = list.data[t];
     const std::uint64_t n = list.elements[t];
-    std::uint64_t vec = (reinterpret_cast<std::uintptr_t>(p) % 16 == 0) ? n / 4 : 0;
-    float4* p4 = reinterpret_cast<float4*>(p);
+    const device_dtype type = list.type[t];
+    if (type != device_dtype::f32) {
+      for (std::uint64_t i = first; i < n; i += stride) {
+        bad |= safeamp::detail::non_finite_bit(store_element(p, i, type, load_element(p, i, type) * inv));
+      }
+      continue;
+    }
+    float* const pf = static_cast<float*>(p);
+    const std::uint64_t vec = (reinterpret_cast<std::uintptr_t>(pf) % 16 == 0) ? n / 4 : 0;
+    float4* const p4 = reinterpret_cast<float4*>(pf);
     for (std::uint64_t i = first; i < vec; i += stride) {
       float4 v = p4[i];
       v.x *= inv;
@@ -49,8 +100,8 @@ __global__ void unscale_kernel(tensor_list list, scaler_block* state) {
              safeamp::detail::non_finite_bit(v.z) | safeamp::detail::non_finite_bit(v.w);
     }
     for (std::uint64_t i = 4 * vec + first; i < n; i += stride) {
-      const float y = p[i] * inv;
-      p[i] = y;
+      const float y = pf[i] * inv;
+      pf[i] = y;
       bad |= safeamp::detail::non_finite_bit(y);
     }
   }
@@ -85,14 +136,21 @@ __global__ void copy_report_kernel(const scaler_block* state, step_report* repor
 
 constexpr unsigned norm_threads = 256;
 constexpr unsigned norm_blocks = static_cast<unsigned>(norm_scratch_per_buffer);
+// Where the running sum of squares lives in the scratch: after one group's partial sums.
+constexpr std::uint64_t norm_running_sum = max_tensors_per_launch * norm_scratch_per_buffer;
 
-// Per-block sums of squares in double, reduced in shared memory in a fixed tree order.
-__global__ void sum_squares_kernel(const float* p, std::uint64_t n, double* partial) {
+// Per-block sums of squares in double, reduced in shared memory in a fixed tree order: block (x, y) sums part x
+// of tensor y of the list into partial[y * norm_blocks + x].
+__global__ void sum_squares_kernel(tensor_list list, double* partial) {
   __shared__ double s[norm_threads];
+  const auto t = static_cast<int>(blockIdx.y);
+  const void* const p = list.data[t];
+  const std::uint64_t n = list.elements[t];
+  const device_dtype type = list.type[t];
   double acc = 0.0;
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const double v = static_cast<double>(p[i]);
+    const double v = static_cast<double>(load_element(p, i, type));
     acc = __dadd_rn(acc, __dmul_rn(v, v));
   }
   s[threadIdx.x] = acc;
@@ -101,13 +159,19 @@ __global__ void sum_squares_kernel(const float* p, std::uint64_t n, double* part
     if (threadIdx.x < half) s[threadIdx.x] = __dadd_rn(s[threadIdx.x], s[threadIdx.x + half]);
     __syncthreads();
   }
-  if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+  if (threadIdx.x == 0) partial[static_cast<std::uint64_t>(t) * norm_blocks + blockIdx.x] = s[0];
 }
 
-__global__ void norm_finish_kernel(const double* partial, std::uint64_t count, double max_norm, scaler_block* state) {
-  double sum = 0.0;
+// One thread adds a group's partial sums, in order, to the running sum (so the total is the flat sum in
+// buffer order, wherever the list was cut into groups).
+__global__ void norm_accumulate_kernel(const double* partial, std::uint64_t count, double* running) {
+  double sum = *running;
   for (std::uint64_t i = 0; i < count; ++i) sum = __dadd_rn(sum, partial[i]);
-  const double norm = sqrt(sum);
+  *running = sum;
+}
+
+__global__ void norm_finish_kernel(const double* running, double max_norm, scaler_block* state) {
+  const double norm = sqrt(*running);
   state->norm_before = norm;
   if (max_norm > 0.0 && !isfinite(norm)) {
     state->found_inf = 1;
@@ -121,31 +185,36 @@ __global__ void norm_finish_kernel(const double* partial, std::uint64_t count, d
   }
 }
 
-__global__ void clip_kernel(float* p, std::uint64_t n, double max_norm, const scaler_block* state) {
+// Block (x, y) clips part x of tensor y of the list.
+__global__ void clip_kernel(tensor_list list, double max_norm, const scaler_block* state) {
   const double norm = state->norm_before;
   if (!(isfinite(norm) && norm > max_norm)) return;
   const auto factor = static_cast<float>(max_norm / norm);
+  const auto t = static_cast<int>(blockIdx.y);
+  void* const p = list.data[t];
+  const std::uint64_t n = list.elements[t];
+  const device_dtype type = list.type[t];
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    p[i] = __fmul_rn(p[i], factor);
+    (void)store_element(p, i, type, __fmul_rn(load_element(p, i, type), factor));
   }
 }
 
 // __fmul_rn / __fadd_rn are never contracted into an fma, so the arithmetic is the simulator's, op for op.
-__global__ void sgd_kernel(float* w, const float* g, float* v, std::uint64_t n, sgd_options o,
+__global__ void sgd_kernel(float* w, const void* g, device_dtype gt, float* v, std::uint64_t n, sgd_options o,
                            const scaler_block* state) {
   if (state->found_inf != 0) return;  // the step is skipped: weights and momentum stay as they are
   const float neg_lr = -o.learning_rate;
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float vel = __fadd_rn(__fmul_rn(o.momentum, v[i]), g[i]);
+    const float vel = __fadd_rn(__fmul_rn(o.momentum, v[i]), load_element(g, i, gt));
     v[i] = vel;
     w[i] = __fadd_rn(w[i], __fmul_rn(neg_lr, vel));
   }
 }
 
-__global__ void adamw_kernel(float* w, const float* g, float* m, float* v, std::uint64_t n, adamw_options o,
-                             const scaler_block* state) {
+__global__ void adamw_kernel(float* w, const void* g, device_dtype gt, float* m, float* v, std::uint64_t n,
+                             adamw_options o, const scaler_block* state) {
   if (state->found_inf != 0) return;
   const double t = static_cast<double>(state->stats.applied_steps + 1);
   const float c1 = static_cast<float>(1.0 / (1.0 - pow(o.beta1, t)));
@@ -155,7 +224,7 @@ __global__ void adamw_kernel(float* w, const float* g, float* m, float* v, std::
   const float neg_lr = -o.learning_rate;
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float gi = g[i];
+    const float gi = load_element(g, i, gt);
     const float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(one_minus_b1, gi));
     const float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(one_minus_b2, gi), gi));
     m[i] = mi;
@@ -164,17 +233,6 @@ __global__ void adamw_kernel(float* w, const float* g, float* m, float* v, std::
     const float upd = __fmul_rn(neg_lr, __fadd_rn(ratio, __fmul_rn(o.weight_decay, w[i])));
     w[i] = __fadd_rn(w[i], upd);
   }
-}
-
-__device__ inline std::uint64_t global_nanoseconds() {
-  std::uint64_t t = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));  // PTX: a nanosecond wall clock
-  return t;
-}
-
-__global__ void busy_wait_kernel(std::uint64_t nanoseconds) {
-  const std::uint64_t start = global_nanoseconds();
-  while (global_nanoseconds() - start < nanoseconds) __nanosleep(10'000);
 }
 
 unsigned grid_for(std::uint64_t elements, unsigned threads) {
@@ -195,25 +253,15 @@ void write_block(scaler_block* state, const scaler_block& value, void* stream) {
   SAFEAMP_CUDA_CHECK(cudaGetLastError());
 }
 
-void multi_tensor_unscale(std::span<const tensor_span> buffers, scaler_block* state, void* stream) {
-  std::size_t i = 0;
-  while (i < buffers.size()) {
-    detail::tensor_list list{};
+void multi_tensor_unscale(std::span<const gradient_span> buffers, scaler_block* state, void* stream) {
+  detail::check_gradient_buffers(buffers, "unscale");
+  detail::for_each_group(buffers, max_tensors_per_launch, [&](std::span<const std::size_t> group) {
     std::uint64_t largest = 0;
-    while (i < buffers.size() && list.count < detail::max_tensors_per_launch) {
-      if (buffers[i].elements != 0) {
-        list.data[list.count] = buffers[i].data;
-        list.elements[list.count] = buffers[i].elements;
-        largest = std::max(largest, buffers[i].elements);
-        ++list.count;
-      }
-      ++i;
-    }
-    if (list.count == 0) continue;
+    const detail::tensor_list list = detail::make_list(buffers, group, largest);
     const unsigned blocks = detail::grid_for(largest / 4 + 1, detail::unscale_threads);
     detail::unscale_kernel<<<blocks, detail::unscale_threads, 0, static_cast<cudaStream_t>(stream)>>>(list, state);
     SAFEAMP_CUDA_CHECK(cudaGetLastError());
-  }
+  });
 }
 
 void record_found_inf(scaler_block* state, const std::int32_t* flag, void* stream) {
@@ -221,29 +269,33 @@ void record_found_inf(scaler_block* state, const std::int32_t* flag, void* strea
   SAFEAMP_CUDA_CHECK(cudaGetLastError());
 }
 
-void global_norm_and_clip(std::span<const tensor_span> buffers, double max_norm, double* scratch, scaler_block* state,
+void global_norm_and_clip(std::span<const gradient_span> buffers, double max_norm, double* scratch, scaler_block* state,
                           void* stream) {
-  constexpr std::size_t max_buffers = 64;
-  if (buffers.size() > max_buffers) {
-    throw error("global_norm_and_clip buffers", std::to_string(buffers.size()), "at most 64");
-  }
+  detail::check_gradient_buffers(buffers, "clip_grad_norm");
+  if (scratch == nullptr) throw error("global_norm_and_clip scratch", "nullptr", "norm_scratch_doubles device doubles");
   const auto s = static_cast<cudaStream_t>(stream);
-  SAFEAMP_CUDA_CHECK(cudaMemsetAsync(scratch, 0, buffers.size() * norm_scratch_per_buffer * sizeof(double), s));
-  for (std::size_t t = 0; t < buffers.size(); ++t) {
-    if (buffers[t].elements == 0) continue;
-    detail::sum_squares_kernel<<<detail::norm_blocks, detail::norm_threads, 0, s>>>(
-        buffers[t].data, buffers[t].elements, scratch + t * norm_scratch_per_buffer);
+  double* const running = scratch + detail::norm_running_sum;
+  SAFEAMP_CUDA_CHECK(cudaMemsetAsync(running, 0, sizeof(double), s));
+  // Groups run one after another on the stream, so they share the partial sums' scratch.
+  detail::for_each_group(buffers, max_tensors_per_launch, [&](std::span<const std::size_t> group) {
+    std::uint64_t largest = 0;
+    const detail::tensor_list list = detail::make_list(buffers, group, largest);
+    const dim3 grid(detail::norm_blocks, static_cast<unsigned>(list.count));
+    detail::sum_squares_kernel<<<grid, detail::norm_threads, 0, s>>>(list, scratch);
     SAFEAMP_CUDA_CHECK(cudaGetLastError());
-  }
-  detail::norm_finish_kernel<<<1, 1, 0, s>>>(scratch, buffers.size() * norm_scratch_per_buffer, max_norm, state);
+    detail::norm_accumulate_kernel<<<1, 1, 0, s>>>(scratch, group.size() * norm_scratch_per_buffer, running);
+    SAFEAMP_CUDA_CHECK(cudaGetLastError());
+  });
+  detail::norm_finish_kernel<<<1, 1, 0, s>>>(running, max_norm, state);
   SAFEAMP_CUDA_CHECK(cudaGetLastError());
   if (max_norm > 0.0) {
-    for (const tensor_span& b : buffers) {
-      if (b.elements == 0) continue;
-      detail::clip_kernel<<<detail::grid_for(b.elements, detail::norm_threads), detail::norm_threads, 0, s>>>(
-          b.data, b.elements, max_norm, state);
+    detail::for_each_group(buffers, max_tensors_per_launch, [&](std::span<const std::size_t> group) {
+      std::uint64_t largest = 0;
+      const detail::tensor_list list = detail::make_list(buffers, group, largest);
+      const dim3 grid(detail::grid_for(largest, detail::norm_threads), static_cast<unsigned>(list.count));
+      detail::clip_kernel<<<grid, detail::norm_threads, 0, s>>>(list, max_norm, state);
       SAFEAMP_CUDA_CHECK(cudaGetLastError());
-    }
+    });
   }
 }
 
@@ -270,27 +322,48 @@ void copy_last_report(const scaler_block* state, step_report* report, void* stre
   SAFEAMP_CUDA_CHECK(cudaGetLastError());
 }
 
-void sgd_momentum_step(tensor_span weights, const float* gradients, float* velocity, const sgd_options& options,
+namespace {
+void check_optimizer_gradients(const char* what, const tensor_span& weights, const gradient_span& g) {
+  const gradient_span one[] = {g};
+  detail::check_gradient_buffers(one, what);
+  if (g.elements != weights.elements) {
+    throw error(std::string(what) + " gradient elements", std::to_string(g.elements),
+                std::to_string(weights.elements) + " (the weights' element count)");
+  }
+}
+}  // namespace
+
+void sgd_momentum_step(tensor_span weights, gradient_span gradients, float* velocity, const sgd_options& options,
                        const scaler_block* state, void* stream) {
+  check_optimizer_gradients("sgd_momentum_step", weights, gradients);
   if (weights.elements == 0) return;
   constexpr unsigned threads = 256;
   detail::sgd_kernel<<<detail::grid_for(weights.elements, threads), threads, 0, static_cast<cudaStream_t>(stream)>>>(
-      weights.data, gradients, velocity, weights.elements, options, state);
+      weights.data, gradients.data, gradients.type, velocity, weights.elements, options, state);
+  SAFEAMP_CUDA_CHECK(cudaGetLastError());
+}
+
+void sgd_momentum_step(tensor_span weights, const float* gradients, float* velocity, const sgd_options& options,
+                       const scaler_block* state, void* stream) {
+  // the kernel only reads the gradient; gradient_span holds a mutable pointer for the passes that write it
+  const gradient_span g{.data = const_cast<float*>(gradients), .elements = weights.elements};
+  sgd_momentum_step(weights, g, velocity, options, state, stream);
+}
+
+void adamw_step(tensor_span weights, gradient_span gradients, float* first_moment, float* second_moment,
+                const adamw_options& options, const scaler_block* state, void* stream) {
+  check_optimizer_gradients("adamw_step", weights, gradients);
+  if (weights.elements == 0) return;
+  constexpr unsigned threads = 256;
+  detail::adamw_kernel<<<detail::grid_for(weights.elements, threads), threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      weights.data, gradients.data, gradients.type, first_moment, second_moment, weights.elements, options, state);
   SAFEAMP_CUDA_CHECK(cudaGetLastError());
 }
 
 void adamw_step(tensor_span weights, const float* gradients, float* first_moment, float* second_moment,
                 const adamw_options& options, const scaler_block* state, void* stream) {
-  if (weights.elements == 0) return;
-  constexpr unsigned threads = 256;
-  detail::adamw_kernel<<<detail::grid_for(weights.elements, threads), threads, 0, static_cast<cudaStream_t>(stream)>>>(
-      weights.data, gradients, first_moment, second_moment, weights.elements, options, state);
-  SAFEAMP_CUDA_CHECK(cudaGetLastError());
-}
-
-void launch_busy_wait(std::uint64_t nanoseconds, void* stream) {
-  detail::busy_wait_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(nanoseconds);
-  SAFEAMP_CUDA_CHECK(cudaGetLastError());
+  const gradient_span g{.data = const_cast<float*>(gradients), .elements = weights.elements};  // read only
+  adamw_step(weights, g, first_moment, second_moment, options, state, stream);
 }
 
 }  // namespace safeamp::cuda

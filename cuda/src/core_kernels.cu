@@ -44,7 +44,8 @@ __global__ void round_counted_kernel(format_spec f, round_options opt, philox_ke
 }
 
 __global__ void encode16_kernel(format_spec f, round_options opt, philox_key key, const float* in, std::uint16_t* out,
-                                std::uint64_t n) {
+                                std::uint64_t n, const std::int32_t* skip_if) {
+  if (skip_if != nullptr && *skip_if != 0) return;  // a skipped step writes nothing
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     out[i] = static_cast<std::uint16_t>(encode(f, in[i], opt, random_word(opt, key, i)));
@@ -113,7 +114,16 @@ int launch_encode16(format_spec f, round_options opt, philox_key key, const floa
                     std::uint64_t n, void* stream) {
   if (n == 0) return 0;
   detail::encode16_kernel<<<detail::cast_blocks(n), detail::cast_threads, 0, static_cast<cudaStream_t>(stream)>>>(
-      f, opt, key, in, out, n);
+      f, opt, key, in, out, n, nullptr);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int launch_encode16_unless(const std::int32_t* skip_if, format_spec f, round_options opt, philox_key key,
+                           const float* in, std::uint16_t* out, std::uint64_t n, void* stream) {
+  if (n == 0) return 0;
+  if (skip_if == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  detail::encode16_kernel<<<detail::cast_blocks(n), detail::cast_threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      f, opt, key, in, out, n, skip_if);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -1,19 +1,21 @@
 // cuBLASLt GEMM: per stream, a workspace and a cache of plans (matmul descriptor, layouts, the heuristic's
 // algorithm) keyed by the problem and the operands' alignment, so two streams never share a workspace or a
-// descriptor whose pointer attributes are being set; every status checked.
+// descriptor whose pointer attributes are being set. Each stream's slot is used under its own lock
+// (stream_slots.hpp), so cache_stats() from another thread never reads a plan cache that run() is changing;
+// every status checked.
 #include "safeamp/cuda/gemm.hpp"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "check.hpp"
 #include "safeamp/cuda/memory_probe.hpp"
+#include "safeamp/cuda/nvtx.hpp"
+#include "safeamp/cuda/stream_slots.hpp"
 #include "safeamp/format/round.hpp"
 
 namespace safeamp::cuda {
@@ -84,18 +86,12 @@ struct gemm_engine::impl {
   cublasLtHandle_t handle = nullptr;
   std::size_t workspace_bytes = 0;
   int compute_capability = 0;
-  std::mutex mutex;  // guards `slots` (the map, not the plans: one stream is used by one host thread at a time)
-  std::unordered_map<void*, std::unique_ptr<stream_slot>> slots;
+  stream_slots<stream_slot> slots;  // a stream's plans and workspace are used under that stream's lock
 
-  stream_slot& slot_for(void* stream) {
-    const std::lock_guard<std::mutex> lock(mutex);
-    std::unique_ptr<stream_slot>& slot = slots[stream];
-    if (!slot) {
-      auto fresh = std::make_unique<stream_slot>();
-      fresh->workspace = device_buffer(workspace_bytes);
-      slot = std::move(fresh);
-    }
-    return *slot;
+  [[nodiscard]] stream_slot new_slot() const {
+    stream_slot fresh;
+    fresh.workspace = device_buffer(workspace_bytes);
+    return fresh;
   }
 
   lt_plan make_plan(const plan_key& key, std::uint64_t ws) {
@@ -164,7 +160,9 @@ gemm_engine::gemm_engine(gemm_engine_options options) : impl_(std::make_unique<i
   impl_->workspace_bytes = options.workspace_bytes;
   SAFEAMP_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
   try {
-    (void)impl_->slot_for(nullptr);  // the default stream's workspace, allocated up front
+    // the default stream's workspace, allocated up front
+    impl_->slots.with_slot(
+        nullptr, [this] { return impl_->new_slot(); }, [](stream_slot&) {});
   } catch (...) {
     (void)cublasLtDestroy(impl_->handle);
     throw;
@@ -194,15 +192,6 @@ void gemm_engine::run(const gemm_problem& p, const gemm_operands& o, void* strea
     throw error("gemm operands fp8 scales", "nullptr", "device pointers to A's and B's per-tensor scales");
   }
   const void* c = o.c != nullptr ? o.c : o.d;
-  stream_slot& slot = impl_->slot_for(stream);
-  const std::uint64_t ws = slot.workspace.size_bytes();
-  lt_plan& plan = slot.plans.get_or_create(make_plan_key(p, o.a, o.b, c, o.d),
-                                           [this, ws](const plan_key& key) { return impl_->make_plan(key, ws); });
-  if (has_bias(p.epi)) set_desc(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, o.bias);
-  if (p.types.tensor_scales) {
-    set_desc(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(o.a_scale));
-    set_desc(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(o.b_scale));
-  }
   // alpha/beta in the descriptor's scale type: fp32, or fp16 bits for CUBLAS_COMPUTE_16F.
   float alpha32 = o.alpha, beta32 = o.beta;
   std::uint16_t alpha16 = static_cast<std::uint16_t>(encode(fp16, o.alpha));
@@ -210,21 +199,32 @@ void gemm_engine::run(const gemm_problem& p, const gemm_operands& o, void* strea
   const bool half_scale = p.types.scale == device_dtype::f16;
   const void* alpha = half_scale ? static_cast<const void*>(&alpha16) : static_cast<const void*>(&alpha32);
   const void* beta = half_scale ? static_cast<const void*>(&beta16) : static_cast<const void*>(&beta32);
-  SAFEAMP_CUBLAS_CHECK(cublasLtMatmul(impl_->handle, plan.op, alpha, o.a, plan.a, o.b, plan.b, beta, c, plan.c, o.d,
-                                      plan.d, &plan.algo, slot.workspace.data(), slot.workspace.size_bytes(),
-                                      static_cast<cudaStream_t>(stream)));
+  const plan_key key = make_plan_key(p, o.a, o.b, c, o.d);
+  const nvtx_range range("safeamp gemm");
+  // The slot stays locked while its plan's pointer attributes are set and the call is enqueued (no wait).
+  impl_->slots.with_slot(
+      stream, [this] { return impl_->new_slot(); },
+      [&](stream_slot& slot) {
+        const std::uint64_t ws = slot.workspace.size_bytes();
+        lt_plan& plan =
+            slot.plans.get_or_create(key, [this, ws](const plan_key& k) { return impl_->make_plan(k, ws); });
+        if (has_bias(p.epi)) set_desc(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, o.bias);
+        if (p.types.tensor_scales) {
+          set_desc(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(o.a_scale));
+          set_desc(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(o.b_scale));
+        }
+        SAFEAMP_CUBLAS_CHECK(cublasLtMatmul(impl_->handle, plan.op, alpha, o.a, plan.a, o.b, plan.b, beta, c, plan.c,
+                                            o.d, plan.d, &plan.algo, slot.workspace.data(), ws,
+                                            static_cast<cudaStream_t>(stream)));
+      });
 }
 
 plan_cache_stats gemm_engine::cache_stats() const {
-  const std::lock_guard<std::mutex> lock(impl_->mutex);
   plan_cache_stats total;
-  for (const auto& [stream, slot] : impl_->slots) total += slot->plans.stats();
+  impl_->slots.for_each([&total](const stream_slot& slot) { total += slot.plans.stats(); });
   return total;
 }
 std::size_t gemm_engine::workspace_bytes() const noexcept { return impl_->workspace_bytes; }
-std::size_t gemm_engine::streams() const {
-  const std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->slots.size();
-}
+std::size_t gemm_engine::streams() const { return impl_->slots.size(); }
 
 }  // namespace safeamp::cuda

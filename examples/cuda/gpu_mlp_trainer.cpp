@@ -292,7 +292,7 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
       dev[i].master.upload(params[i].value.data(), n);
     }
   }
-  std::vector<cu::tensor_span> grads;
+  std::vector<cu::gradient_span> grads;
   for (device_param& d : dev) grads.push_back(cu::tensor_span{.data = d.grad.data(), .elements = d.n});
 
   const auto act_count = static_cast<std::size_t>(max_rows * max_width);
@@ -308,7 +308,7 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
   device_array<unsigned long long> counters(steps * count_layers * counter_slots);
   device_array<cu::device_step_record> records(steps);
   device_array<step_report> reports(steps);
-  device_array<double> norm_scratch(params.size() * cu::norm_scratch_per_buffer);
+  device_array<double> norm_scratch(cu::norm_scratch_doubles);
   SAFEAMP_GPU_TRAINER_CHECK(cudaMemset(counters.data(), 0, counters.size() * sizeof(unsigned long long)));
   SAFEAMP_GPU_TRAINER_CHECK(cudaMemset(records.data(), 0, records.size() * sizeof(cu::device_step_record)));
   SAFEAMP_GPU_TRAINER_CHECK(cudaDeviceSynchronize());  // setup done; the training loop below never waits

@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "busy_wait.hpp"
 #include "device_util.hpp"
 #include "safeamp/cuda/amp_ops.hpp"
 #include "safeamp/cuda/memory_probe.hpp"
@@ -57,8 +58,8 @@ TEST_CASE("multi-tensor unscale: same bits and found_inf as the CPU", "[cuda][gp
     dev.emplace_back(host.back());
   }
   // the second buffer starts one float in: a pointer that is not 16-byte aligned (scalar path)
-  std::vector<tensor_span> spans = {
-      {dev[0].data(), sizes[0]}, {dev[1].data() + 1, sizes[1]}, {dev[2].data(), sizes[2]}};
+  std::vector<gradient_span> spans = {tensor_span{dev[0].data(), sizes[0]}, tensor_span{dev[1].data() + 1, sizes[1]},
+                                      tensor_span{dev[2].data(), sizes[2]}};
   multi_tensor_unscale(spans, state.data(), nullptr);
   const float inv = inverse_scale(cfg.init_scale);
   bool cpu_found = false;
@@ -85,7 +86,7 @@ TEST_CASE("multi-tensor unscale: same bits and found_inf as the CPU", "[cuda][gp
   const scaler_config small{.init_scale = 0.25f, .min_scale = 0.125f};
   amp_reset(state.data(), small, nullptr);
   device_array<float> big(std::vector<float>{1.0f, 3.0e38f});
-  const tensor_span one[] = {{big.data(), 2}};
+  const gradient_span one[] = {tensor_span{big.data(), 2}};
   multi_tensor_unscale(one, state.data(), nullptr);
   CHECK(read_state(state).found_inf == 1);
 }
@@ -196,12 +197,12 @@ TEST_CASE("the scaler path enqueues without host synchronisation", "[cuda][gpu][
   device_array<float> w(gradient_like(n, 1)), g(gradient_like(n, 2)), v(std::vector<float>(n, 0.0f));
   device_array<device_amp_state> state(1);
   const scaler_config cfg{.init_scale = 65536.0f, .growth_interval = 10};
-  const tensor_span grads[] = {{g.data(), n}};
+  const gradient_span grads[] = {tensor_span{g.data(), n}};
   // One step first, so that module loading of every kernel is done before the measured enqueue.
   multi_tensor_unscale(grads, state.data(), stream);
   sgd_momentum_step({w.data(), n}, g.data(), v.data(), sgd_options{}, state.data(), stream);
   scale_update(cfg, state.data(), stream);
-  launch_busy_wait(1000, stream);
+  safeamp::cuda::testing::launch_busy_wait(1000, stream);
   amp_reset(state.data(), cfg, stream);
   telemetry_reader telemetry(10);
   TEST_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -209,7 +210,7 @@ TEST_CASE("the scaler path enqueues without host synchronisation", "[cuda][gpu][
   // The device is kept busy for ~300 ms; if any call below waited for the device, the stream would be
   // idle by the time the host returns. It is still busy: the host never synchronised.
   const std::uint64_t busy_ns = 300'000'000;
-  launch_busy_wait(busy_ns, stream);
+  safeamp::cuda::testing::launch_busy_wait(busy_ns, stream);
   const auto t0 = std::chrono::steady_clock::now();
   constexpr int steps = 50;
   for (int step = 0; step < steps; ++step) {

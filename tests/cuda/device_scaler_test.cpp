@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "busy_wait.hpp"
 #include "device_util.hpp"
 #include "safeamp/cuda/amp_ops.hpp"
 #include "safeamp/format/philox.hpp"
@@ -51,9 +52,9 @@ TEST_CASE("device scaler = host scaler on the same flag sequence", "[cuda][gpu][
     if (clip) (void)host.clip_grad_norm(std::span<float>(g), 1000.0);
     (void)host.step([] {});
     const step_report want = host.update();
-    const tensor_span span{dg.data(), n};
+    const gradient_span span = tensor_span{dg.data(), n};
     dev.unscale(span);
-    if (clip) dev.clip_grad_norm(std::span<const tensor_span>(&span, 1), 1000.0);
+    if (clip) dev.clip_grad_norm(std::span<const gradient_span>(&span, 1), 1000.0);
     dev.step([] {});
     dev.update();
     if (step % 25 != 24) continue;
@@ -120,7 +121,7 @@ TEST_CASE("device scaler: the step enqueues without a host wait", "[cuda][gpu][s
     const std::size_t n = std::size_t{1} << 16;
     device_array<float> w(n), g(n), v(n);
     device_loss_scaler dev(scaler_config{.growth_interval = 10}, device_memory(stream));
-    const tensor_span grads[] = {{g.data(), n}};
+    const gradient_span grads[] = {tensor_span{g.data(), n}};
     TEST_CUDA_CHECK(cudaMemsetAsync(g.data(), 0, n * sizeof(float), stream));
     TEST_CUDA_CHECK(cudaMemsetAsync(w.data(), 0, n * sizeof(float), stream));
     TEST_CUDA_CHECK(cudaMemsetAsync(v.data(), 0, n * sizeof(float), stream));
@@ -135,7 +136,7 @@ TEST_CASE("device scaler: the step enqueues without a host wait", "[cuda][gpu][s
     one_step();  // module loading before the measured enqueue
     TEST_CUDA_CHECK(cudaStreamSynchronize(stream));
     const std::int64_t reads0 = dev.memory().reads();
-    launch_busy_wait(300'000'000, stream);
+    safeamp::cuda::testing::launch_busy_wait(300'000'000, stream);
     for (int step = 0; step < 50; ++step) one_step();
     CHECK(cudaStreamQuery(stream) == cudaErrorNotReady);  // the host never waited for the device
     CHECK(dev.memory().reads() == reads0);

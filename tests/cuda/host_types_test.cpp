@@ -4,9 +4,11 @@
 #include <library_types.h>
 
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "safeamp/cuda/dtype.hpp"
 #include "safeamp/cuda/gemm.hpp"
@@ -176,8 +178,21 @@ TEST_CASE("fp8 GEMMs need the TN layout and multiples of 16", "[cuda][host]") {
   CHECK(error_field([&] { (void)describe(p); }) == "gemm fp8 lda");
 }
 
+// The sizes are named: the call in the right order compiles, any swap (or plain integers) does not.
+template <class Rows, class Cols, class Inner>
+concept row_major_call = requires(Rows r, Cols c, Inner i, gemm_types t) {
+  row_major_problem(r, c, i, t);
+};
+static_assert(row_major_call<gemm_rows, gemm_cols, gemm_inner>);
+static_assert(!row_major_call<gemm_cols, gemm_rows, gemm_inner>, "rows and cols swapped must not compile");
+static_assert(!row_major_call<gemm_rows, gemm_inner, gemm_cols>, "cols and inner swapped must not compile");
+static_assert(!row_major_call<gemm_inner, gemm_cols, gemm_rows>, "rows and inner swapped must not compile");
+static_assert(!row_major_call<std::int64_t, std::int64_t, std::int64_t>, "unnamed sizes must not compile");
+static_assert(!std::is_convertible_v<std::int64_t, gemm_rows>, "a size is named explicitly, never converted");
+
 TEST_CASE("row-major products map onto the transposed column-major problem", "[cuda][host]") {
-  const gemm_problem p = row_major_problem(128, 256, 64, gemm_types_for(bf16, bf16, fp32, bf16), epilogue::bias);
+  const gemm_problem p = row_major_problem(gemm_rows{128}, gemm_cols{256}, gemm_inner{64},
+                                           gemm_types_for(bf16, bf16, fp32, bf16), epilogue::bias);
   CHECK(p.m == 256);  // D^T is cols x rows
   CHECK(p.n == 128);
   CHECK(p.k == 64);

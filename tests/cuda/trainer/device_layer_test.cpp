@@ -154,9 +154,9 @@ TEST_CASE("softmax cross-entropy matches sim::cross_entropy and scales its gradi
 TEST_CASE("global norm and clip match the core clip_grad_norm; the flag is recorded", "[cuda][gpu][trainer]") {
   std::vector<float> a = uniform(5000, 7, -3.0f, 3.0f), b = uniform(333, 8, -1.0f, 1.0f);
   device_array<float> da(a), db(b);
-  const std::vector<cuda::tensor_span> spans = {{.data = da.data(), .elements = a.size()},
-                                                {.data = db.data(), .elements = b.size()}};
-  device_array<double> scratch(spans.size() * cuda::norm_scratch_per_buffer);
+  const std::vector<cuda::gradient_span> spans = {cuda::tensor_span{.data = da.data(), .elements = a.size()},
+                                                  cuda::tensor_span{.data = db.data(), .elements = b.size()}};
+  device_array<double> scratch(cuda::norm_scratch_doubles);
   device_array<cuda::device_amp_state> state(1);
   cuda::amp_reset(state.data(), scaler_config{}, nullptr);
   const double max_norm = 10.0;

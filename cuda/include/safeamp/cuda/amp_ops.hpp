@@ -7,9 +7,11 @@
 // launch failures.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
+#include "safeamp/cuda/dtype.hpp"
 #include "safeamp/scaling/scaler_block.hpp"
 #include "safeamp/scaling/scaler_config.hpp"
 
@@ -19,11 +21,29 @@ namespace safeamp::cuda {
 /// report, the counters). The old name of the sync-free API, kept as an alias of the one block type.
 using device_amp_state = scaler_block;
 
-/// One gradient buffer (device pointer, element count).
+/// One gradient buffer of the type autograd left it in: a device pointer, the element count and the element
+/// type, f32, f16 or bf16 (a libtorch tensor's data_ptr(), numel() and scalar type). The scaler's passes read
+/// each element as a float and store their result rounded to the buffer's type (nearest even; a result that
+/// overflows the type becomes inf and is caught by the check). fp8 gradients are refused (safeamp::error).
+struct gradient_span {
+  void* data = nullptr;
+  std::uint64_t elements = 0;
+  device_dtype type = device_dtype::f32;
+};
+
+/// One fp32 buffer (device pointer, element count): weights, optimizer state, fp32 gradients.
 struct tensor_span {
   float* data = nullptr;
   std::uint64_t elements = 0;
+  /// An fp32 buffer is an f32 gradient buffer.
+  constexpr operator gradient_span() const noexcept {  // NOLINT(google-explicit-constructor): an fp32 gradient
+    return gradient_span{.data = data, .elements = elements, .type = device_dtype::f32};
+  }
 };
+
+/// Gradient buffers that one multi-tensor launch takes; longer lists are cut into consecutive groups
+/// (tensor_groups.hpp), so a list of any length is one call.
+inline constexpr std::size_t max_tensors_per_launch = 64;
 
 /// Writes initial_block(cfg) into the device block (asynchronously).
 void amp_reset(scaler_block* state, const scaler_config& cfg, void* stream);
@@ -32,9 +52,10 @@ void amp_reset(scaler_block* state, const scaler_config& cfg, void* stream);
 void write_block(scaler_block* state, const scaler_block& value, void* stream);
 
 /// Multiplies every element of every buffer by inverse_scale(state->state.scale) in place and raises
-/// state->found_inf and state->gradient_inf when any result is inf or NaN (the core unscale_and_check
-/// semantics). One launch per group of up to 64 buffers.
-void multi_tensor_unscale(std::span<const tensor_span> buffers, scaler_block* state, void* stream);
+/// state->found_inf and state->gradient_inf when any result (as stored: rounded to the buffer's type) is inf or
+/// NaN (the core unscale_and_check semantics). One launch per group of up to max_tensors_per_launch buffers.
+/// Throws safeamp::error for an fp8 buffer or a null pointer with elements, before anything is enqueued.
+void multi_tensor_unscale(std::span<const gradient_span> buffers, scaler_block* state, void* stream);
 
 /// found_inf |= (*flag != 0), both in device memory (e.g. a flag all-reduced with MAX over ranks).
 void record_found_inf(scaler_block* state, const std::int32_t* flag, void* stream);
@@ -42,16 +63,21 @@ void record_found_inf(scaler_block* state, const std::int32_t* flag, void* strea
 /// data[i] *= state->state.scale (scaling the loss gradient before backward).
 void scale_by_loss_scale(tensor_span data, const scaler_block* state, void* stream);
 
-/// Doubles of scratch that global_norm_and_clip needs per buffer.
+/// Partial sums the norm keeps per buffer (one per block of its sum-of-squares launch).
 inline constexpr std::uint64_t norm_scratch_per_buffer = 64;
+/// Doubles of device scratch global_norm_and_clip needs, whatever the number of buffers: the partial sums of
+/// one launch group and the running sum.
+inline constexpr std::uint64_t norm_scratch_doubles = max_tensors_per_launch * norm_scratch_per_buffer + 1;
 
-/// The global L2 norm of the buffers (squares summed in double; per-block tree sums, then one thread adds
-/// them in buffer order, so the result is the same on every run) into state->norm_before. When max_norm > 0
-/// (clipping on): a finite norm above it multiplies every element by f32(max_norm / norm) and norm_after =
-/// norm * f32(max_norm / norm) (the core clip_grad_norm), and a non-finite norm raises found_inf and
-/// norm_non_finite (as loss_scaler::clip_grad_norm records an overflow); otherwise norm_after = norm.
-/// scratch: buffers.size() * norm_scratch_per_buffer doubles. At most 64 buffers.
-void global_norm_and_clip(std::span<const tensor_span> buffers, double max_norm, double* scratch, scaler_block* state,
+/// The global L2 norm of the buffers (squares of the stored values summed in double; per-block tree sums, then
+/// one thread adds them in buffer order, group after group, so the result is the same on every run and for
+/// every cut of the list into groups) into state->norm_before. When max_norm > 0 (clipping on): a finite norm
+/// above it multiplies every element by f32(max_norm / norm) (the result rounded to the buffer's type) and
+/// norm_after = norm * f32(max_norm / norm) (the core clip_grad_norm), and a non-finite norm raises found_inf
+/// and norm_non_finite (as loss_scaler::clip_grad_norm records an overflow); otherwise norm_after = norm.
+/// scratch: norm_scratch_doubles doubles of device memory. Any number of buffers. Throws safeamp::error for an
+/// fp8 buffer or a null pointer with elements, before anything is enqueued.
+void global_norm_and_clip(std::span<const gradient_span> buffers, double max_norm, double* scratch, scaler_block* state,
                           void* stream);
 
 /// One thread: advance_step(cfg, *state, stepped) (transition, report in state->last, counters, floor check,
@@ -74,6 +100,10 @@ struct sgd_options {
 /// Skipped on the device when state->found_inf is raised (weights and velocity unchanged).
 void sgd_momentum_step(tensor_span weights, const float* gradients, float* velocity, const sgd_options& options,
                        const scaler_block* state, void* stream);
+/// The same with the gradient in its own type (f32, f16 or bf16: read as float): fp32 master weights updated
+/// from a 16-bit model's gradients. gradients.elements must equal weights.elements (safeamp::error).
+void sgd_momentum_step(tensor_span weights, gradient_span gradients, float* velocity, const sgd_options& options,
+                       const scaler_block* state, void* stream);
 
 struct adamw_options {
   float learning_rate = 1e-3f;
@@ -90,9 +120,8 @@ struct adamw_options {
 /// Skipped on the device when state->found_inf is raised. Call before scale_update of the same step.
 void adamw_step(tensor_span weights, const float* gradients, float* first_moment, float* second_moment,
                 const adamw_options& options, const scaler_block* state, void* stream);
-
-/// Test/benchmark helper: a kernel that keeps the stream busy for about `nanoseconds`, so a test can show
-/// that enqueuing the scaler path returns while the device is still working (no host synchronisation).
-void launch_busy_wait(std::uint64_t nanoseconds, void* stream);
+/// The same with the gradient in its own type (f32, f16 or bf16: read as float); elements must match.
+void adamw_step(tensor_span weights, gradient_span gradients, float* first_moment, float* second_moment,
+                const adamw_options& options, const scaler_block* state, void* stream);
 
 }  // namespace safeamp::cuda

@@ -30,6 +30,12 @@ int launch_round_counted(format_spec f, round_options opt, philox_key key, const
 int launch_encode16(format_spec f, round_options opt, philox_key key, const float* in, std::uint16_t* out,
                     std::uint64_t n, void* stream);
 
+/// launch_encode16 that does nothing when the device flag *skip_if is nonzero: the write-back of fp32 master
+/// weights into a 16-bit model's parameters on a step the scaler may skip. A null skip_if is refused
+/// (cudaErrorInvalidValue).
+int launch_encode16_unless(const std::int32_t* skip_if, format_spec f, round_options opt, philox_key key,
+                           const float* in, std::uint16_t* out, std::uint64_t n, void* stream);
+
 /// Device counter array layout for launch_round_counted.
 enum class cast_counter : int { overflow = 0, underflow, subnormal, nan, infinity, count };
 

@@ -96,14 +96,30 @@ inline matrix_layout stored_layout(const char* field, device_dtype t, std::int64
   return l;
 }
 
+/// The three sizes of a row-major product, each its own type so that a call names them and cannot swap them:
+/// row_major_problem(gemm_rows{128}, gemm_cols{256}, gemm_inner{64}, types) compiles; the same sizes in
+/// another order, or as plain integers, do not (tests/cuda/host_types_test.cpp asserts both).
+struct gemm_rows {
+  explicit constexpr gemm_rows(std::int64_t v) noexcept : value(v) {}
+  std::int64_t value;  // rows of A and of D
+};
+struct gemm_cols {
+  explicit constexpr gemm_cols(std::int64_t v) noexcept : value(v) {}
+  std::int64_t value;  // columns of B and of D
+};
+struct gemm_inner {
+  explicit constexpr gemm_inner(std::int64_t v) noexcept : value(v) {}
+  std::int64_t value;  // columns of A, rows of B: the summed dimension
+};
+
 /// A row-major product D(rows x cols) = A(rows x inner) * B(inner x cols), all packed row-major, as the
 /// column-major problem D^T = B^T A^T that computes it: pass B's pointer as cuBLASLt's A and A's as B.
-[[nodiscard]] inline gemm_problem row_major_problem(std::int64_t rows, std::int64_t cols, std::int64_t inner,
-                                                    gemm_types types, epilogue epi = epilogue::none) {
+[[nodiscard]] inline gemm_problem row_major_problem(gemm_rows rows, gemm_cols cols, gemm_inner inner, gemm_types types,
+                                                    epilogue epi = epilogue::none) {
   gemm_problem p;
-  p.m = cols;
-  p.n = rows;
-  p.k = inner;
+  p.m = cols.value;
+  p.n = rows.value;
+  p.k = inner.value;
   p.types = types;
   p.epi = epi;
   return p;
