@@ -97,6 +97,7 @@ scaler_path_result host_syncs_in_scaler_path(int steps) {
     const std::size_t n = std::size_t{1} << 20, n16 = std::size_t{1} << 18;
     device_buffer g(n * 4), g16(n16 * 2), w(n * 4), v(n * 4), w16(n16 * 4), v16(n16 * 4);
     for (device_buffer* b : {&g, &g16, &w, &v, &w16, &v16}) CHECK_CUDA(cudaMemset(b->data(), 0, b->size_bytes()));
+    CHECK_CUDA(cudaDeviceSynchronize());  // the memsets ran on the legacy stream, which `stream` does not wait for
     device_loss_scaler scaler(scaler_config{.growth_interval = 10}, device_memory(stream));
     const gradient_span grads[] = {tensor_span{g.as<float>(), n},
                                    gradient_span{.data = g16.data(), .elements = n16, .type = device_dtype::f16}};

@@ -37,14 +37,17 @@ void for_each_group(std::span<const Buffer> buffers, std::size_t per_group, Laun
 /// Refuses, before anything is enqueued, a buffer the scaler's kernels cannot take: an element type other
 /// than f32, f16 or bf16, or a null pointer with elements. `what` names the call.
 inline void check_gradient_buffers(std::span<const gradient_span> buffers, const char* what) {
+  // called in every step: the field name is built only for an error
+  const auto field = [what](std::size_t i, const char* part) {
+    return std::string(what) + " buffer " + std::to_string(i) + " " + part;
+  };
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const gradient_span& b = buffers[i];
-    const std::string field = std::string(what) + " buffer " + std::to_string(i);
     if (b.type != device_dtype::f32 && b.type != device_dtype::f16 && b.type != device_dtype::bf16) {
-      throw error(field + " type", std::string(dtype_name(b.type)), "f32, f16 or bf16 gradients");
+      throw error(field(i, "type"), std::string(dtype_name(b.type)), "f32, f16 or bf16 gradients");
     }
     if (b.data == nullptr && b.elements != 0) {
-      throw error(field + " data", "nullptr with " + std::to_string(b.elements) + " elements",
+      throw error(field(i, "data"), "nullptr with " + std::to_string(b.elements) + " elements",
                   "a device pointer (or 0 elements)");
     }
   }

@@ -96,6 +96,9 @@ amp_adapter::amp_adapter(std::vector<parameter_view> params, adapter_options opt
     }
     state_.push_back(std::move(st));
   }
+  // Setup is done before the first step: the copies above went through the legacy default stream (a pageable
+  // copy may still be in flight when cudaMemcpy returns), which the loop's non-blocking stream does not wait for.
+  check(static_cast<int>(cudaDeviceSynchronize()), "cudaDeviceSynchronize(setup)");
 }
 
 void amp_adapter::step() {
