@@ -91,6 +91,18 @@ TEST_CASE("multi-tensor unscale: same bits and found_inf as the CPU", "[cuda][gp
   CHECK(read_state(state).found_inf == 1);
 }
 
+TEST_CASE("scale_by_loss_scale multiplies by the scale in the device block", "[cuda][gpu][amp]") {
+  const scaler_config cfg{.init_scale = 3.0f * 1024.0f};
+  device_array<device_amp_state> state(1);
+  amp_reset(state.data(), cfg, nullptr);
+  const std::vector<float> v = gradient_like(4099, 50);
+  device_array<float> d(v);
+  scale_by_loss_scale({d.data(), v.size()}, state.data(), nullptr);
+  std::vector<float> want(v);
+  for (float& x : want) x *= cfg.init_scale;  // one fp32 multiply per element
+  CHECK(d.download() == want);
+}
+
 TEST_CASE("device scale update follows update_scale step by step", "[cuda][gpu][amp]") {
   const scaler_config cfg{.init_scale = 1024.0f,
                           .growth_factor = 2.0,
