@@ -42,7 +42,8 @@ inline nlohmann::json device_json(const device_spec& d) {
 inline int report_roofline(const plan_request& r, nlohmann::json& out, bool json) {
   const gemm_request& g = *r.gemm;
   const double e = storage_bytes(g.format);
-  const kernel_cost cost = gemm_cost(g.m, g.n, g.k, e, e, e);
+  const kernel_cost cost =
+      gemm_cost({.m = g.m, .n = g.n, .k = g.k, .a_element_bytes = e, .b_element_bytes = e, .c_element_bytes = e});
   const roofline_point p = roofline(r.device, g.format, cost);
   nlohmann::json j = {{"m", g.m},
                       {"n", g.n},

@@ -88,7 +88,12 @@ void bm_gemm(benchmark::State& state, format_spec in, format_spec out) {
   const double ib = storage_bytes(in), ob = storage_bytes(out);
   run_timed(
       state, [&] { engine.run(p, o, nullptr); }, in,
-      gemm_cost(static_cast<double>(n), static_cast<double>(n), static_cast<double>(n), ib, ib, ob));
+      gemm_cost({.m = static_cast<double>(n),
+                 .n = static_cast<double>(n),
+                 .k = static_cast<double>(n),
+                 .a_element_bytes = ib,
+                 .b_element_bytes = ib,
+                 .c_element_bytes = ob}));
 }
 
 void bm_unscale(benchmark::State& state) {
@@ -100,7 +105,10 @@ void bm_unscale(benchmark::State& state) {
   const gradient_span spans[] = {tensor_span{g.as<float>(), n}};
   run_timed(
       state, [&] { multi_tensor_unscale(spans, st.as<device_amp_state>(), nullptr); }, fp32,
-      elementwise_cost(static_cast<double>(n), 1, 4, 4));
+      elementwise_cost({.elements = static_cast<double>(n),
+                        .flops_per_element = 1,
+                        .bytes_read_per_element = 4,
+                        .bytes_written_per_element = 4}));
 }
 
 void bm_copy_baseline(benchmark::State& state) {
@@ -116,7 +124,11 @@ void bm_copy_baseline(benchmark::State& state) {
                      "cudaMemcpyAsync", __FILE__, __LINE__);
       },
       // one notional op per element: the check is then bytes / (seconds x bandwidth), as for unscale
-      fp32, elementwise_cost(static_cast<double>(n), 1, 4, 4));
+      fp32,
+      elementwise_cost({.elements = static_cast<double>(n),
+                        .flops_per_element = 1,
+                        .bytes_read_per_element = 4,
+                        .bytes_written_per_element = 4}));
 }
 
 void bm_cast(benchmark::State& state, format_spec f, rounding r) {
@@ -131,7 +143,11 @@ void bm_cast(benchmark::State& state, format_spec f, rounding r) {
                      launch_round(f, opt, philox_key{.seed = 1}, in.as<float>(), out.as<float>(), n, nullptr),
                      "launch_round", __FILE__, __LINE__);
       },
-      fp32, elementwise_cost(static_cast<double>(n), 1, 4, 4));
+      fp32,
+      elementwise_cost({.elements = static_cast<double>(n),
+                        .flops_per_element = 1,
+                        .bytes_read_per_element = 4,
+                        .bytes_written_per_element = 4}));
 }
 
 constexpr std::int64_t gemm_n = 8192;

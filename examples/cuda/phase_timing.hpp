@@ -159,7 +159,8 @@ struct phase_check {
         c.note = "impossible result: 0 s for " + std::to_string(c.flops) +
                  " FLOP; the phase's event pair did not bracket its work";
       } else {
-        const plausibility v = check_throughput(c.flops / c.fastest_seconds, peak, tolerance);
+        const plausibility v = check_throughput(
+            {.measured_flops = c.flops / c.fastest_seconds, .bound_flops = peak, .tolerance = tolerance});
         c.fraction_of_peak = v.ratio;
         c.plausible = v.plausible;
         c.note = v.diagnosis;

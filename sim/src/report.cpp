@@ -60,9 +60,9 @@ std::uint64_t peak_rss_bytes() noexcept {
   return 0;
 }
 
-double cost_per_sample(double dollars_per_hour, double samples_per_second) noexcept {
-  if (!(dollars_per_hour > 0.0) || !(samples_per_second > 0.0)) return 0.0;
-  return dollars_per_hour / 3600.0 / samples_per_second;
+double cost_per_sample(const price_and_rate& r) noexcept {
+  if (!(r.dollars_per_hour > 0.0) || !(r.samples_per_second > 0.0)) return 0.0;
+  return r.dollars_per_hour / 3600.0 / r.samples_per_second;
 }
 
 double underflow_fraction(const layer_counts& c) noexcept {
@@ -270,7 +270,8 @@ std::string render_summary_json(const sim_summary& s) {
                          {"weights_hash", hex64(c.run.weights_hash)},
                          {"wall_seconds", c.run.wall_seconds},
                          {"samples_per_second", c.run.samples_per_second},
-                         {"cost_per_sample_dollars", cost_per_sample(s.dollars_per_hour, c.run.samples_per_second)},
+                         {"cost_per_sample_dollars", cost_per_sample({.dollars_per_hour = s.dollars_per_hour,
+                                                                      .samples_per_second = c.run.samples_per_second})},
                          {"telemetry", c.telemetry_file}});
   }
   const locked_reference& r = s.reference;

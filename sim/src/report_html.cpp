@@ -366,7 +366,7 @@ std::string section_cost(const sim_summary& s) {
   std::string out = "<h2 id=\"cost\">Throughput and cost</h2>\n<table><tr>" + th("run") + th("wall s") +
                     th("samples/s") + th("$ per 1M samples") + "</tr>\n";
   const auto row = [&](const std::string& name, double wall, double sps) {
-    const double c = cost_per_sample(s.dollars_per_hour, sps) * 1e6;
+    const double c = cost_per_sample({.dollars_per_hour = s.dollars_per_hour, .samples_per_second = sps}) * 1e6;
     out += "<tr>" + td(name) + td(fmt("%.2f", wall)) + td(fmt("%.1f", sps)) +
            td(s.dollars_per_hour > 0 ? fmt("%.4f", c) : "-") + "</tr>\n";
   };

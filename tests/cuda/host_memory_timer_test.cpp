@@ -75,7 +75,8 @@ TEST_CASE("timing summaries", "[cuda][host]") {
 TEST_CASE("a GEMM faster than the tensor-core peak is a timing error", "[cuda][host]") {
   const device_spec& h100 = find_device("H100 SXM");
   const double n = 8192;
-  const kernel_cost cost = gemm_cost(n, n, n, 2, 2, 2);
+  const kernel_cost cost =
+      gemm_cost({.m = n, .n = n, .k = n, .a_element_bytes = 2, .b_element_bytes = 2, .c_element_bytes = 2});
   const double peak = h100.peak_fp16_flops;
   REQUIRE(peak > 0.0);
 
@@ -100,7 +101,11 @@ TEST_CASE("a GEMM faster than the tensor-core peak is a timing error", "[cuda][h
 TEST_CASE("an elementwise pass faster than DRAM bandwidth is a timing error", "[cuda][host]") {
   const device_spec& d = find_device("RTX 4090");
   const double elements = 256.0 * 1024 * 1024;
-  const kernel_cost cost = elementwise_cost(elements, 1, 4, 4);  // unscale in place: read 4, write 4 bytes
+  const kernel_cost cost =
+      elementwise_cost({.elements = elements,
+                        .flops_per_element = 1,
+                        .bytes_read_per_element = 4,
+                        .bytes_written_per_element = 4});  // unscale in place: read 4, write 4 bytes
   const double bw = d.memory_bytes_per_second;
   const timing_check ok = check_timing(d, fp32, cost, summarize({cost.bytes / (0.8 * bw)}));
   CHECK(ok.verdict.plausible);
@@ -112,6 +117,7 @@ TEST_CASE("an elementwise pass faster than DRAM bandwidth is a timing error", "[
 
 TEST_CASE("fp8 throughput on a device without fp8 is refused", "[cuda][host]") {
   const device_spec& a100 = find_device("A100 40GB SXM");
-  const kernel_cost cost = gemm_cost(1024, 1024, 1024, 1, 1, 2);
+  const kernel_cost cost =
+      gemm_cost({.m = 1024, .n = 1024, .k = 1024, .a_element_bytes = 1, .b_element_bytes = 1, .c_element_bytes = 2});
   CHECK_THROWS_AS(check_timing(a100, fp8_e4m3, cost, summarize({1e-3})), safeamp::error);
 }

@@ -79,7 +79,8 @@ inline double calibrated_efficiency(const workload& w, const planner_options& o)
       w.shape ? training_flops_per_sample(*w.shape, recompute::none)
               : training_flops_per_sample({.parameters = w.parameters, .tokens_per_sample = w.tokens_per_sample},
                                           recompute::none);
-  const plausibility check = check_throughput(o.measured_samples_per_second * flops, peak);
+  const plausibility check =
+      check_throughput({.measured_flops = o.measured_samples_per_second * flops, .bound_flops = peak});
   if (!check.plausible)
     throw error("measured samples per second", std::to_string(o.measured_samples_per_second), check.diagnosis);
   return std::min(1.0, check.ratio);

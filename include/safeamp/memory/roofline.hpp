@@ -29,36 +29,60 @@ struct kernel_cost {
   friend constexpr bool operator==(const kernel_cost&, const kernel_cost&) = default;
 };
 
-/// C(M x N) = A(M x K) B(K x N): 2MNK FLOPs; reads A and B once and writes C once:
-/// MK a_bytes + KN b_bytes + MN c_bytes. In fp16 with an fp16 output that is 2(MK + KN + MN).
-/// (A GEMV is the case N = 1: intensity ~ 2 / element size, always memory-bound on a GPU.)
-[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr kernel_cost gemm_cost(double m, double n, double k, double a_element_bytes,
-                                                                  double b_element_bytes,
-                                                                  double c_element_bytes) noexcept {
-  return {.flops = 2.0 * m * n * k,
-          .bytes = m * k * a_element_bytes + k * n * b_element_bytes + m * n * c_element_bytes};
+/// A GEMM C(M x N) = A(M x K) B(K x N) by name: three dimensions and three element sizes, six doubles that a
+/// positional list would take in any order.
+struct gemm_shape {
+  double m = 0.0;
+  double n = 0.0;
+  double k = 0.0;
+  double a_element_bytes = 0.0;
+  double b_element_bytes = 0.0;
+  double c_element_bytes = 0.0;
+  friend constexpr bool operator==(const gemm_shape&, const gemm_shape&) = default;
+};
+
+/// 2MNK FLOPs; reads A and B once and writes C once: MK a_bytes + KN b_bytes + MN c_bytes. In fp16 with an fp16
+/// output that is 2(MK + KN + MN). (A GEMV is the case N = 1: intensity ~ 2 / element size, always memory-bound on a
+/// GPU.) `gemm_cost({.m = 8192, .n = 8192, .k = 8192, .a_element_bytes = 2, .b_element_bytes = 2,
+/// .c_element_bytes = 2})`.
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr kernel_cost gemm_cost(const gemm_shape& g) noexcept {
+  return {.flops = 2.0 * g.m * g.n * g.k,
+          .bytes = g.m * g.k * g.a_element_bytes + g.k * g.n * g.b_element_bytes + g.m * g.n * g.c_element_bytes};
 }
 
-/// An elementwise pass over `elements` values: `flops_per_element` arithmetic, reading and writing the given
-/// bytes per element (e.g. an fp16 add of two tensors: 1 FLOP, read 4 bytes, write 2 bytes -> I = 1/6).
-[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr kernel_cost elementwise_cost(double elements, double flops_per_element,
-                                                                         double bytes_read_per_element,
-                                                                         double bytes_written_per_element) noexcept {
-  return {.flops = elements * flops_per_element,
-          .bytes = elements * (bytes_read_per_element + bytes_written_per_element)};
+/// An elementwise pass by name: `elements` values, `flops_per_element` arithmetic, the bytes read and written per
+/// element (e.g. an fp16 add of two tensors: 1 FLOP, read 4 bytes, write 2 bytes -> I = 1/6).
+struct elementwise_pass {
+  double elements = 0.0;
+  double flops_per_element = 0.0;
+  double bytes_read_per_element = 0.0;
+  double bytes_written_per_element = 0.0;
+  friend constexpr bool operator==(const elementwise_pass&, const elementwise_pass&) = default;
+};
+
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr kernel_cost elementwise_cost(const elementwise_pass& e) noexcept {
+  return {.flops = e.elements * e.flops_per_element,
+          .bytes = e.elements * (e.bytes_read_per_element + e.bytes_written_per_element)};
 }
+
+/// A roof: the compute peak and the memory bandwidth of one device and format, by name (two doubles in a row, a
+/// FLOP rate and a byte rate, compiled swapped and moved the ridge by a factor (P / B)^2).
+struct roof {
+  double peak_flops = 0.0;
+  double memory_bytes_per_second = 0.0;
+  friend constexpr bool operator==(const roof&, const roof&) = default;
+};
 
 /// Ridge point P_peak / B_mem (FLOP per byte): kernels with a higher intensity are compute-bound.
-[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr double ridge_point_flops_per_byte(double peak_flops,
-                                                                              double memory_bytes_per_second) noexcept {
-  return peak_flops / memory_bytes_per_second;
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr double ridge_point_flops_per_byte(const roof& r) noexcept {
+  return r.peak_flops / r.memory_bytes_per_second;
 }
 
 /// Attainable throughput min(P_peak, I x B_mem) in FLOP/s.
-[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr double attainable_flops(double peak_flops, double memory_bytes_per_second,
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr double attainable_flops(const roof& r,
                                                                     double intensity_flops_per_byte) noexcept {
-  const double memory_roof = intensity_flops_per_byte * memory_bytes_per_second;
-  return memory_roof < peak_flops ? memory_roof : peak_flops;
+  const double memory_roof = intensity_flops_per_byte * r.memory_bytes_per_second;
+  return memory_roof < r.peak_flops ? memory_roof : r.peak_flops;
 }
 
 enum class bound_kind : std::uint8_t { memory, compute };
@@ -78,15 +102,14 @@ struct roofline_point {
   friend constexpr bool operator==(const roofline_point&, const roofline_point&) = default;
 };
 
-/// Verdict for a kernel on a roof (peak, bandwidth). Intensity exactly at the ridge counts as compute-bound.
-[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr roofline_point roofline(double peak_flops, double memory_bytes_per_second,
-                                                                    kernel_cost cost) noexcept {
+/// Verdict for a kernel on a roof. Intensity exactly at the ridge counts as compute-bound.
+[[nodiscard]] SAFEAMP_HOST_DEVICE constexpr roofline_point roofline(const roof& r, kernel_cost cost) noexcept {
   const double intensity = cost.intensity_flops_per_byte();
-  const double ridge = ridge_point_flops_per_byte(peak_flops, memory_bytes_per_second);
-  const double attainable = attainable_flops(peak_flops, memory_bytes_per_second, intensity);
+  const double ridge = ridge_point_flops_per_byte(r);
+  const double attainable = attainable_flops(r, intensity);
   return {.intensity_flops_per_byte = intensity,
           .ridge_flops_per_byte = ridge,
-          .peak_flops = peak_flops,
+          .peak_flops = r.peak_flops,
           .attainable_flops = attainable,
           .min_seconds = attainable > 0.0 ? cost.flops / attainable : 0.0,
           .bound = intensity >= ridge ? bound_kind::compute : bound_kind::memory};
@@ -111,7 +134,7 @@ struct roofline_point {
     throw error("compute format", format_name(compute) + " on " + std::string(d.name),
                 "a format the device has math units for (its peak is 0: unsupported)");
   }
-  return roofline(peak, d.memory_bytes_per_second, cost);
+  return roofline({.peak_flops = peak, .memory_bytes_per_second = d.memory_bytes_per_second}, cost);
 }
 
 /// Result of checking a measured run against its roofline bound.
@@ -127,11 +150,20 @@ struct plausibility {
 /// clock, and cards (GeForce especially) often clock a few percent above it.
 inline constexpr double default_plausibility_tolerance = 0.10;
 
+/// A measured throughput against its bound, by name (the measurement and the bound are both FLOP/s, and a swap
+/// turns an impossible result into a plausible one).
+struct throughput_check {
+  double measured_flops = 0.0;
+  double bound_flops = 0.0;
+  double tolerance = default_plausibility_tolerance;
+  friend constexpr bool operator==(const throughput_check&, const throughput_check&) = default;
+};
+
 /// A measured throughput above the roofline bound cannot be real. The usual cause is timing without
 /// synchronizing the device (the clock stopped before the kernel finished); the other is a benchmark whose
 /// data stays in L2 between repetitions, so DRAM traffic is lower than the compulsory bytes assumed here.
-[[nodiscard]] inline plausibility check_throughput(double measured_flops, double bound_flops,
-                                                   double tolerance = default_plausibility_tolerance) {
+[[nodiscard]] inline plausibility check_throughput(const throughput_check& check) {
+  const double measured_flops = check.measured_flops, bound_flops = check.bound_flops, tolerance = check.tolerance;
   if (!(measured_flops >= 0.0) || !std::isfinite(measured_flops)) {
     throw error("measured throughput (FLOP/s)", std::to_string(measured_flops), "a finite number >= 0");
   }
@@ -161,7 +193,8 @@ inline constexpr double default_plausibility_tolerance = 0.10;
     throw error("measured seconds", std::to_string(seconds), "a finite number > 0 (a zero time is itself a timing bug)");
   }
   const roofline_point r = roofline(d, compute, cost);
-  return check_throughput(cost.flops / seconds, r.attainable_flops, tolerance);
+  return check_throughput(
+      {.measured_flops = cost.flops / seconds, .bound_flops = r.attainable_flops, .tolerance = tolerance});
 }
 
 }  // namespace safeamp

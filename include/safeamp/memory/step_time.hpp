@@ -145,7 +145,12 @@ struct gemm_formats {
   const double n = static_cast<double>(ffn_of(t)) / static_cast<double>(t.tensor_parallel);
   const double k = static_cast<double>(t.hidden);
   const double ce = storage_bytes(compute);
-  return gemm_cost(m, n, k, ce, ce, storage_bytes(output));
+  return gemm_cost({.m = m,
+                    .n = n,
+                    .k = k,
+                    .a_element_bytes = ce,
+                    .b_element_bytes = ce,
+                    .c_element_bytes = static_cast<double>(storage_bytes(output))});
 }
 
 /// Seconds of one optimizer step over `parameters` parameters: a memory-bound pass that reads the weights, the

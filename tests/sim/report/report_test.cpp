@@ -13,6 +13,12 @@
 
 using namespace safeamp::sim;
 
+// The price and the rate are named: cost_per_sample(3.6, 1000.0), which compiled with the two swapped, does not.
+template <typename... A>
+constexpr bool cost_callable = requires(A... a) { cost_per_sample(a...); };
+static_assert(!cost_callable<double, double>);
+static_assert(cost_callable<price_and_rate>);
+
 namespace {
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
@@ -48,9 +54,9 @@ TEST_CASE("telemetry: one JSON object per step with every field, non-finite numb
 
 TEST_CASE("cost, underflow fraction, slugs and peak memory") {
   // $3.60 per hour = $0.001 per second; at 1000 samples/s one sample costs $1e-6.
-  CHECK(cost_per_sample(3.6, 1000.0) == Approx(1e-6));
-  CHECK(cost_per_sample(0.0, 1000.0) == 0.0);
-  CHECK(cost_per_sample(3.6, 0.0) == 0.0);
+  CHECK(cost_per_sample({.dollars_per_hour = 3.6, .samples_per_second = 1000.0}) == Approx(1e-6));
+  CHECK(cost_per_sample({.dollars_per_hour = 0.0, .samples_per_second = 1000.0}) == 0.0);
+  CHECK(cost_per_sample({.dollars_per_hour = 3.6, .samples_per_second = 0.0}) == 0.0);
   CHECK(underflow_fraction({"w", 200, 0, 50, 0, 0}) == 0.25);
   CHECK(underflow_fraction({"w", 0, 0, 0, 0, 0}) == 0.0);
   CHECK(file_slug("fp16-mixed Dynamic (x2)") == "fp16-mixed-dynamic-x2");

@@ -1,14 +1,65 @@
 // Device table lookups and the roofline: ridge points, GEMM/GEMV verdicts on a 24 GB card, and the
 // plausibility check. Expected values are worked by hand from the datasheet figures (docs/memory.md).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "safeamp/memory/devices.hpp"
 #include "safeamp/memory/roofline.hpp"
 
 using namespace safeamp;
+
+// Issue 14: the roofline's same-typed arguments are named; the positional forms, which compiled with a FLOP rate and
+// a byte rate (or a GEMM's dimensions and element sizes, or a measurement and its bound) swapped, no longer do.
+template <typename... A>
+constexpr bool gemm_cost_callable = requires(A... a) {
+  gemm_cost(a...);
+};
+static_assert(!gemm_cost_callable<double, double, double, double, double, double>);
+static_assert(gemm_cost_callable<gemm_shape>);
+template <typename... A>
+constexpr bool elementwise_callable = requires(A... a) {
+  elementwise_cost(a...);
+};
+static_assert(!elementwise_callable<double, double, double, double>);
+static_assert(elementwise_callable<elementwise_pass>);
+template <typename... A>
+constexpr bool ridge_callable = requires(A... a) {
+  ridge_point_flops_per_byte(a...);
+};
+static_assert(!ridge_callable<double, double>);
+static_assert(ridge_callable<roof>);
+template <typename... A>
+constexpr bool attainable_callable = requires(A... a) {
+  attainable_flops(a...);
+};
+static_assert(!attainable_callable<double, double, double>);
+static_assert(!attainable_callable<double, roof>);  // the intensity and the roof cannot trade places either
+static_assert(attainable_callable<roof, double>);
+template <typename... A>
+constexpr bool roofline_callable = requires(A... a) {
+  roofline(a...);
+};
+static_assert(!roofline_callable<double, double, kernel_cost>);
+static_assert(roofline_callable<roof, kernel_cost>);
+template <typename... A>
+constexpr bool throughput_callable = requires(A... a) {
+  check_throughput(a...);
+};
+static_assert(!throughput_callable<double, double>);
+static_assert(!throughput_callable<double, double, double>);
+static_assert(throughput_callable<throughput_check>);
+
+// gemm_cost by hand: 4 x 3 x 2 in fp16 with an fp32 output: 2 x 4 x 3 x 2 = 48 FLOPs; 4 x 2 x 2 + 2 x 3 x 2 + 4 x 3 x 4
+// = 16 + 12 + 48 = 76 bytes (a and b are not interchangeable with c: c's 4 bytes multiply M N).
+static_assert(gemm_cost({.m = 4, .n = 3, .k = 2, .a_element_bytes = 2, .b_element_bytes = 2, .c_element_bytes = 4}) ==
+              kernel_cost{.flops = 48.0, .bytes = 76.0});
+// elementwise_cost: 10 values, 3 FLOPs, read 4 and write 2 bytes each: 30 FLOPs, 60 bytes.
+static_assert(elementwise_cost({.elements = 10,
+                                .flops_per_element = 3,
+                                .bytes_read_per_element = 4,
+                                .bytes_written_per_element = 2}) == kernel_cost{.flops = 30.0, .bytes = 60.0});
 
 TEST_CASE("find_device accepts the spellings users type and rejects unknown names") {
   CHECK(find_device("RTX 4090").name == "RTX 4090");
@@ -90,21 +141,25 @@ TEST_CASE("ridge points (FP16 tensor, FP32 accumulate) match the reference table
   for (const row& r : rows) {
     const device_spec& d = find_device(r.name);
     INFO(r.name);
-    CHECK(ridge_point_flops_per_byte(d.peak_fp16_flops, d.memory_bytes_per_second) == Approx(r.ridge).margin(0.05));
+    CHECK(ridge_point_flops_per_byte(
+              {.peak_flops = d.peak_fp16_flops, .memory_bytes_per_second = d.memory_bytes_per_second}) ==
+          Approx(r.ridge).margin(0.05));
   }
 }
 
 TEST_CASE("a large square fp16 GEMM is compute-bound and a GEMV memory-bound on an RTX 4090") {
   const device_spec& d = find_device("RTX 4090");
   // 8192^3: FLOPs 2 n^3, bytes 2 * 3 n^2 -> intensity n / 3 = 2730.67 FLOP/byte >> ridge 163.9.
-  const kernel_cost square = gemm_cost(8192, 8192, 8192, 2, 2, 2);
+  const kernel_cost square =
+      gemm_cost({.m = 8192, .n = 8192, .k = 8192, .a_element_bytes = 2, .b_element_bytes = 2, .c_element_bytes = 2});
   CHECK(square.flops == 2.0 * 8192.0 * 8192.0 * 8192.0);
   CHECK(square.intensity_flops_per_byte() == Approx(8192.0 / 3.0).epsilon(1e-12));
   const roofline_point sq = roofline(d, fp16, square);
   CHECK(sq.bound == bound_kind::compute);
   CHECK(sq.attainable_flops == 165.2e12);
   // GEMV 8192 x 1 x 8192: FLOPs 2 n^2, bytes 2 (n^2 + 2n) -> intensity n / (n + 2) ~ 1 FLOP/byte.
-  const kernel_cost gemv = gemm_cost(8192, 1, 8192, 2, 2, 2);
+  const kernel_cost gemv =
+      gemm_cost({.m = 8192, .n = 1, .k = 8192, .a_element_bytes = 2, .b_element_bytes = 2, .c_element_bytes = 2});
   CHECK(gemv.intensity_flops_per_byte() == Approx(8192.0 / 8194.0).epsilon(1e-12));
   const roofline_point mv = roofline(d, fp16, gemv);
   CHECK(mv.bound == bound_kind::memory);
@@ -116,18 +171,29 @@ TEST_CASE("a large square fp16 GEMM is compute-bound and a GEMV memory-bound on 
 
 TEST_CASE("elementwise passes sit far below every ridge point") {
   // fp16 add: 1 FLOP, read 2 x 2 bytes, write 2 bytes -> 1/6 FLOP per byte.
-  const kernel_cost add = elementwise_cost(1 << 20, 1, 4, 2);
+  const kernel_cost add = elementwise_cost(
+      {.elements = 1 << 20, .flops_per_element = 1, .bytes_read_per_element = 4, .bytes_written_per_element = 2});
   CHECK(add.intensity_flops_per_byte() == Approx(1.0 / 6.0).epsilon(1e-12));
   for (const device_spec& d : device_table()) {
-    CHECK(roofline(d.peak_fp16_flops, d.memory_bytes_per_second, add).bound == bound_kind::memory);
+    CHECK(
+        roofline({.peak_flops = d.peak_fp16_flops, .memory_bytes_per_second = d.memory_bytes_per_second}, add).bound ==
+        bound_kind::memory);
   }
-  CHECK(attainable_flops(100.0, 10.0, 10.0) == 100.0);  // exactly at the ridge: the peak
-  CHECK(roofline(100.0, 10.0, kernel_cost{100.0, 10.0}).bound == bound_kind::compute);
+  // Peak 100, bandwidth 10: ridge 10 FLOP/byte; exactly at it the attainable rate is the peak and the kernel counts as
+  // compute-bound; at intensity 2 the memory roof, 2 x 10 = 20.
+  constexpr roof r{.peak_flops = 100.0, .memory_bytes_per_second = 10.0};
+  static_assert(ridge_point_flops_per_byte(r) == 10.0);
+  static_assert(attainable_flops(r, 10.0) == 100.0);
+  static_assert(attainable_flops(r, 2.0) == 20.0);
+  CHECK(roofline(r, kernel_cost{100.0, 10.0}).bound == bound_kind::compute);
+  CHECK(roofline(r, kernel_cost{20.0, 10.0}).bound == bound_kind::memory);
+  CHECK(roofline(r, kernel_cost{20.0, 10.0}).attainable_flops == 20.0);
 }
 
 TEST_CASE("a throughput above the roofline is reported as an impossible result") {
   const device_spec& d = find_device("RTX 4090");
-  const kernel_cost square = gemm_cost(8192, 8192, 8192, 2, 2, 2);
+  const kernel_cost square =
+      gemm_cost({.m = 8192, .n = 8192, .k = 8192, .a_element_bytes = 2, .b_element_bytes = 2, .c_element_bytes = 2});
   const double min_seconds = square.flops / 165.2e12;  // 6.656 ms
   // 1 ms: 6.66x the bound, the typical unsynchronized timing.
   const plausibility fast = check_measurement(d, fp16, square, 1e-3);
@@ -139,12 +205,15 @@ TEST_CASE("a throughput above the roofline is reported as an impossible result")
   CHECK(real.plausible);
   CHECK(real.diagnosis.empty());
   // Within the clock tolerance (5% over): plausible; 15% over: not.
-  CHECK(check_throughput(1.05e12, 1e12).plausible);
-  CHECK_FALSE(check_throughput(1.15e12, 1e12).plausible);
+  CHECK(check_throughput({.measured_flops = 1.05e12, .bound_flops = 1e12}).plausible);
+  CHECK_FALSE(check_throughput({.measured_flops = 1.15e12, .bound_flops = 1e12}).plausible);
+  // A measurement 15% over the bound is plausible only with a tolerance above 15%; swapped, it would look plausible.
+  CHECK(check_throughput({.measured_flops = 1.15e12, .bound_flops = 1e12, .tolerance = 0.2}).plausible);
+  CHECK(check_throughput({.measured_flops = 1e12, .bound_flops = 1.15e12}).plausible);
   CHECK_THROWS_AS(check_measurement(d, fp16, square, 0.0), error);
   CHECK_THROWS_AS(check_measurement(d, fp16, square, std::numeric_limits<double>::quiet_NaN()), error);
-  CHECK_THROWS_AS(check_throughput(-1.0, 1e12), error);
-  CHECK_THROWS_AS(check_throughput(1.0, 0.0), error);
+  CHECK_THROWS_AS(check_throughput({.measured_flops = -1.0, .bound_flops = 1e12}), error);
+  CHECK_THROWS_AS(check_throughput({.measured_flops = 1.0, .bound_flops = 0.0}), error);
 }
 
 TEST_CASE("user-built devices are validated") {

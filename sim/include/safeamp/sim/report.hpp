@@ -63,8 +63,14 @@ struct sim_summary {
 /// Peak resident set size of this process (VmHWM in /proc/self/status), 0 when unavailable.
 [[nodiscard]] std::uint64_t peak_rss_bytes() noexcept;
 
+/// A price and a throughput, by name: two doubles in a row compiled swapped and gave a wrong cost without an error.
+struct price_and_rate {
+  double dollars_per_hour = 0.0;
+  double samples_per_second = 0.0;
+};
+
 /// Cost of one sample in dollars: dollars_per_hour / 3600 / samples_per_second (0 when either is 0).
-[[nodiscard]] double cost_per_sample(double dollars_per_hour, double samples_per_second) noexcept;
+[[nodiscard]] double cost_per_sample(const price_and_rate& r) noexcept;
 
 /// One JSON object per line, one line per step: step, loss, scale, found_inf, skipped, grad norms before
 /// and after clipping, per-layer overflow/underflow/subnormal/nan counts, step_seconds.
