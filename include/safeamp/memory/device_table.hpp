@@ -28,7 +28,17 @@ namespace safeamp {
 //  [DERIVED] GeForce rows without a retrieved whitepaper (RTX 4080, RTX 3060, RTX 5090): tensor cores x boost clock x
 //          128 FLOP/clock (GeForce tensor math with FP32 accumulate runs at half the 256 of the pro parts, as the
 //          whitepapers show for the RTX 4090 and 3090: 512 x 2.52 x 128 = 165.2, 328 x 1.695 x 128 = 71.2); their
-//          capacities are the nominal GiB (nvidia-smi reports a little less: pass --capacity).
+//          capacities are the nominal GiB (nvidia-smi reports a little less: pass --capacity). The NVIDIA Ada
+//          whitepaper's Appendix A (RTX 4080 column), the RTX Blackwell whitepaper (RTX 5090) and NVIDIA's RTX 3060
+//          page were searched for and not retrieved (the GA102 whitepaper's Appendix A has the RTX 3090 and 3070 only),
+//          so these stay derived; they are cross-checked against press spec tables ([PRESS]).
+//  [PRESS] Secondary figures the derived rows are checked against (devices_roofline_test.cpp):
+//          RTX 4080: Tom's Hardware's spec table (reproduced by holynerdvana.com, 2022-11-01): FP32 48.7 TFLOPS,
+//            "FP16 TFLOPS with Sparsity (FP8) 390 (780)" (FP16 accumulate), 717 GB/s, 304 tensor cores, 2505 MHz.
+//          RTX 5090: Linux Format, May 2025 (J. Walton) spec box: 104 FP32, 838 FP16, 3,352 FP8/4 TFLOPS (sparse, FP16
+//            accumulate), 1,792 GB/s, 680 tensor cores, 2,407 MHz, 28 Gb/s on 512 bits.
+//          RTX 3060: TechPowerUp's GPU database (via sysrqmts.com): FP32 12.74 TFLOPS, 360 GB/s, 112 tensor cores,
+//            1777 MHz boost, 15 Gbps on 192 bits.
 //  Capacities of the 24 GB cards are the totals nvidia-smi reports (MiB), because that is what a
 //  process can allocate from; ECC on the data-center GDDR6 parts takes ~6.25%.
 inline constexpr device_spec known_devices[] = {
@@ -97,7 +107,7 @@ inline constexpr device_spec known_devices[] = {
      .peak_fp8_flops = 194.9 * detail::tera,              // [DERIVED] twice the FP16 rate, as on the RTX 4090
      .peak_fp16_fp16_accumulate_flops = 194.9 * detail::tera,
      .half_rate_fp32_accumulate = true,
-     .source = "derived: 304 tensor cores x 2.505 GHz x 128 (GeForce half rate); NVIDIA Ada whitepaper not checked for this card"},
+     .source = "derived: 304 tensor cores x 2.505 GHz x 128 (GeForce half rate); Ada whitepaper's RTX 4080 column not retrieved; press figures agree"},
     {.name = "RTX 3060",
      .capacity_bytes = 12ULL << 30,                       // 12 GiB GDDR6 (nominal)
      .memory_bytes_per_second = 360 * detail::giga,       // [DERIVED] 15 Gbps x 192-bit / 8
@@ -108,7 +118,7 @@ inline constexpr device_spec known_devices[] = {
      .peak_fp8_flops = 0.0,                               // Ampere has no FP8 tensor cores
      .peak_fp16_fp16_accumulate_flops = 51.0 * detail::tera,
      .half_rate_fp32_accumulate = true,
-     .source = "derived: 112 tensor cores x 1.777 GHz x 128 (GeForce half rate); GA106 figures not checked in a whitepaper"},
+     .source = "derived: 112 tensor cores x 1.777 GHz x 128 (GeForce half rate); no whitepaper lists the RTX 3060; press figures agree"},
     {.name = "RTX 5090",
      .capacity_bytes = 32ULL << 30,                       // 32 GiB GDDR7 (nominal)
      .memory_bytes_per_second = 1792 * detail::giga,      // [DERIVED] 28 Gbps x 512-bit / 8
@@ -117,9 +127,9 @@ inline constexpr device_spec known_devices[] = {
      .peak_fp16_flops = 209.5 * detail::tera,             // [DERIVED] 680 TC x 2.407 GHz x 128 (half rate)
      .peak_bf16_flops = 209.5 * detail::tera,
      .peak_fp8_flops = 419.0 * detail::tera,              // [DERIVED] twice the FP16 rate
-     .peak_fp16_fp16_accumulate_flops = 419.2 * detail::tera,  // 838.4 FP16 tensor TFLOPS with sparsity / 2
+     .peak_fp16_fp16_accumulate_flops = 419.0 * detail::tera,  // [PRESS] 838 FP16 tensor TFLOPS with sparsity / 2
      .half_rate_fp32_accumulate = true,
-     .source = "derived: 680 tensor cores x 2.407 GHz x 128 (half rate assumed as on Ada); Blackwell whitepaper not checked"},
+     .source = "derived: 680 tensor cores x 2.407 GHz x 128 (half rate assumed as on Ada); RTX Blackwell whitepaper not retrieved; press figures agree"},
     {.name = "RTX A6000",
      .capacity_bytes = 48ULL << 30,                       // 48 GiB GDDR6 (nominal; ECC on takes ~6.25%)
      .memory_bytes_per_second = 768 * detail::giga,       // [A6000] 768 GB/s
