@@ -97,9 +97,10 @@ inline int report_all_devices(plan_values v, bool json) {
     } else {
       const plan_candidate c =
           detail::evaluate(w, o, {r.policy_name, r.policy}, r.mode, o.efficiency, o.states, o.stage, o.data_parallel);
-      row["fits"] = c.max_microbatch >= 1;
+      const bool fits = c.max_microbatch >= 1 && c.host_shortfall_bytes == 0;  // the device and, offloading, the host
+      row["fits"] = fits;
       row["step"] = candidate_json(c);
-      fitting += c.max_microbatch >= 1 ? 1 : 0;
+      fitting += fits ? 1 : 0;
     }
     rows.push_back(row);
   }

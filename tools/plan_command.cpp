@@ -83,8 +83,9 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
           c.needs, {.available_bytes = usable, .microbatch = static_cast<std::uint64_t>(c.accumulation.microbatch)});
     }
   }
-  const bool fits = c.max_microbatch >= 1;
-  const auto micro = static_cast<std::uint64_t>(fits ? c.accumulation.microbatch : 1);
+  const bool device_fits = c.max_microbatch >= 1;
+  const bool fits = device_fits && c.host_shortfall_bytes == 0;
+  const auto micro = static_cast<std::uint64_t>(device_fits ? c.accumulation.microbatch : 1);
   std::vector<std::string> remedies;
   if (!fits) {
     for (const remedy& m : memory_remedies(w, o, c, o.efficiency)) remedies.push_back(m.text());
@@ -104,6 +105,9 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
                                     : r.states.offload_optimizer ? "optimizer"
                                                                  : "none"},
                         {"host_bytes", c.host_bytes},
+                        {"host_needed_bytes", c.host_needed_bytes},
+                        {"host_memory_bytes", r.host_memory_bytes},
+                        {"host_shortfall_bytes", c.host_shortfall_bytes},
                         {"adapter_parameters", r.states.adapter_parameters},
                         {"lora_rank", r.shape ? r.shape->lora_rank : 0},
                         {"cross_entropy_chunks", r.shape ? r.shape->cross_entropy_chunks : 0}};
@@ -114,7 +118,7 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
                           {"ratio", calibration->ratio},
                           {"model_max_microbatch", model_fit->max_microbatch}};
     }
-    if (fits) {
+    if (device_fits) {
       j["headroom_bytes"] = c.headroom_bytes;
       j["accumulation"] = {{"target_global_batch", r.global_batch},
                            {"microbatch", c.accumulation.microbatch},
@@ -123,8 +127,8 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
                            {"rounding", std::string(to_string(r.rounding))}};
     } else {
       j["shortfall_bytes"] = c.shortfall_bytes;
-      j["what_would_fit"] = remedies;
     }
+    if (!fits) j["what_would_fit"] = remedies;
     out["device"] = device_json(r.device);
     out["step"] = j;
     return fits ? exit_ok : exit_check_failed;
@@ -148,6 +152,7 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
         static_cast<long long>(model_fit->max_microbatch));
   }
   print_phases(c.needs, micro, usable);
+  if (c.host_bytes > 0) print_host_memory(r, c);
   if (fits) {
     std::printf("Largest microbatch: %lld, set by the %s phase; headroom %s (%s)\n",
                 static_cast<long long>(c.max_microbatch), std::string(to_string(c.limiting_phase)).c_str(),
@@ -162,10 +167,15 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
     }
     return exit_ok;
   }
-  std::printf("Does not fit: at microbatch 1 the %s phase is short by %s (%s).\n",
-              std::string(to_string(c.limiting_phase)).c_str(),
-              format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gb, 3).c_str(),
-              format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gib, 3).c_str());
+  if (device_fits) {
+    std::printf("Does not fit: the device holds microbatch %lld, but the host memory is short: %s.\n",
+                static_cast<long long>(c.max_microbatch), detail::host_text(c).c_str());
+  } else {
+    std::printf("Does not fit: at microbatch 1 the %s phase is short by %s (%s).\n",
+                std::string(to_string(c.limiting_phase)).c_str(),
+                format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gb, 3).c_str(),
+                format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gib, 3).c_str());
+  }
   if (!remedies.empty()) {
     std::printf("What would fit (combined, cheapest first%s):\n",
                 calibration ? "; the model before calibration: re-measure after the change" : "");

@@ -110,8 +110,15 @@ inline void print_states_ledger(const plan_request& r) {
   if (r.states.adapter_parameters > 0) {
     std::printf("  %s: the %.4g base parameters are frozen (%s), %llu adapter parameters train in fp32\n",
                 r.states.base_4bit ? "QLoRA" : "LoRA", static_cast<double>(m.parameter_count),
-                r.states.base_4bit ? "4-bit NF4, 0.516 bytes each" : format_name(r.policy.param).c_str(),
+                r.states.base_4bit ? "4-bit NF4, 0.516 bytes each"
+                                   : format_name(frozen_base_format(r.policy, r.states)).c_str(),
                 static_cast<unsigned long long>(r.states.adapter_parameters));
+  }
+  if (r.states.frozen_parameters > 0) {
+    std::printf(
+        "  frozen: %llu of the %.4g parameters keep their weights only (no gradients, master copy or optimizer "
+        "states)\n",
+        static_cast<unsigned long long>(r.states.frozen_parameters), static_cast<double>(m.parameter_count));
   }
   print_size_row("weights", m.weight_bytes);
   print_size_row("gradients", m.gradient_bytes);
@@ -204,6 +211,28 @@ inline void print_phases(const step_needs& needs, std::uint64_t microbatch, std:
   }
 }
 
+/// Where the host memory figure came from.
+inline std::string host_memory_source(const plan_request& r) {
+  return r.host_memory_given ? "given with --host-memory" : "MemAvailable of /proc/meminfo; --host-memory to set";
+}
+
+/// The host side of an offloading configuration: what goes to the CPU, x the buffer factor, against the host memory.
+inline void print_host_memory(const plan_request& r, const plan_candidate& c) {
+  char label[96];
+  std::printf("Host memory (offloaded states)\n  %-42s %12s %12s\n", "", "GB (10^9)", "GiB (2^30)");
+  print_size_row(r.data_parallel > 1 ? "offloaded to CPU memory, per device" : "offloaded to CPU memory", c.host_bytes,
+                 " ");
+  std::snprintf(label, sizeof label, "needed: x %.3g (DeepSpeed's buffer factor)%s", host_buffer_factor,
+                r.data_parallel > 1 ? ", every device" : "");
+  print_size_row(label, c.host_needed_bytes, "=");
+  print_size_row("host memory", r.host_memory_bytes, " ");
+  const std::string verdict =
+      c.host_shortfall_bytes > 0
+          ? "SHORT by " + format_bytes(c.host_shortfall_bytes, byte_unit::gb, 3)
+          : "fits, headroom " + format_bytes(r.host_memory_bytes - c.host_needed_bytes, byte_unit::gb, 3);
+  std::printf("  host memory %s (%s)\n", verdict.c_str(), host_memory_source(r).c_str());
+}
+
 inline nlohmann::json phases_json(const step_needs& needs, std::uint64_t microbatch) {
   nlohmann::json a = nlohmann::json::array();
   for (const phase_need& p : needs) {
@@ -247,6 +276,7 @@ inline std::pair<workload, planner_options> planner_inputs(const plan_request& r
   o.rounding = r.rounding;
   o.price_per_hour = r.price_per_hour;
   o.link = r.link;
+  o.host_memory_bytes = r.host_memory_bytes;
   o.gradient_as_bucket_view = r.bucket_view;
   if (r.parity) {
     o.verified_policies = r.parity->passed;

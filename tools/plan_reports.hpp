@@ -131,6 +131,8 @@ inline nlohmann::json candidate_json(const plan_candidate& c) {
                       : c.states.offload_optimizer ? "optimizer"
                                                    : "none"},
           {"host_bytes", c.host_bytes},
+          {"host_needed_bytes", c.host_needed_bytes},
+          {"host_shortfall_bytes", c.host_shortfall_bytes},
           {"adapter_parameters", c.states.adapter_parameters},
           {"fits", c.fits()}};
 }
@@ -190,9 +192,11 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
                   std::string(to_string(c.mode)).c_str(), "-", "-", "-",
                   in_unit(c.phase_peak_bytes[phase], byte_unit::gb), limit.c_str(),
                   !c.supported ? ("unsupported: no " + format_name(c.policy.compute) + " math units").c_str()
-                               : ("OOM: microbatch 1 short by " +
-                                  format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gb, 3))
-                                     .c_str());
+                  : c.max_microbatch >= 1
+                      ? ("host memory short by " + format_bytes(c.host_shortfall_bytes, byte_unit::gb, 3)).c_str()
+                      : ("OOM: microbatch 1 short by " +
+                         format_bytes(static_cast<std::uint64_t>(c.shortfall_bytes), byte_unit::gb, 3))
+                            .c_str());
       continue;
     }
     const std::string verdict = std::string(c.fits()                              ? "fits"

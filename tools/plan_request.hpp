@@ -6,71 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "plan_shape.hpp"
+#include "plan_training_states.hpp"
 
 namespace safeamp::tool {
 
-// Defaults of the tool (the library's own defaults are zero; these are printed with every result).
-// The reserve (estimate error) and the fragmentation allowance (allocator slack: reserved minus allocated) together
-// keep ~9.75% of the pool free: 5% of the pool, then 5% of what is left.
-inline constexpr double default_reserve_fraction = 0.05;
-inline constexpr double default_fragmentation_fraction = 0.05;
-inline constexpr std::uint64_t default_context_bytes = 512ULL << 20;  // ~300 MiB with lazy loading, plus margin
-inline constexpr std::uint64_t default_workspace_bytes = 32ULL
-                                                         << 20;  // cuBLASLt workspace as PyTorch sizes it on Hopper
-
-struct gemm_request {
-  double m = 0, n = 0, k = 0;
-  format_spec format = fp16;
-  double measured_seconds = 0.0;
-};
-
-struct plan_request {
-  device_spec device{};
-  bool capacity_given = false;  // --capacity overrides the table's figure
-  memory_budget budget{};       // fixed/per-sample filled in below when known
-  bool has_budget = false;      // fixed and per-sample bytes are known
-  std::optional<std::uint64_t> parameters{};
-  bool params_given = false;  // --params (with a shape it overrides the shape's 12Lh^2 + vh estimate)
-  std::string policy_name = "bf16-mixed";
-  precision_policy policy = presets::bf16_mixed;
-  state_options states{};
-  zero_stage stage = zero_stage::none;
-  std::uint64_t data_parallel = 1;
-  std::uint64_t devices = 0;  // --devices N: print the per-rank ledger over N data-parallel ranks (0: not asked)
-  bool bucket_view = false;   // --bucket-view: DDP's gradient_as_bucket_view=True
-  std::optional<transformer_shape> shape{};
-  recompute mode = recompute::none;
-  bool recompute_given = false;
-  std::int64_t global_batch = 0;
-  accumulation_rounding rounding = accumulation_rounding::exact_or_ceil;
-  double window_seconds = 0.0;
-  double samples = 0.0;
-  std::uint64_t tokens_per_sample = 1;
-  double efficiency = 0.4;
-  double measured_sps = 0.0;
-  std::string measured_policy = "bf16-mixed";
-  std::vector<std::string> policy_names{};
-  std::optional<parity_results> parity{};  // --verified-by
-  std::uint64_t measured_peak_bytes = 0;   // --measured-peak (0: none)
-  std::uint64_t measured_microbatch = 1;
-  offload_link link{};              // --pcie-bandwidth, --host-bandwidth
-  std::uint64_t largest_layer = 0;  // --largest-layer (without a shape)
-  double price_per_hour = 0.0;
-  std::optional<gemm_request> gemm{};
-  std::optional<model_states> states_ledger{};
-};
-
 inline plan_request resolve_request(const plan_values& v, const device_spec& device) {
-  auto get = [&](const char* k) -> const std::string* {
-    auto it = v.find(k);
-    return it == v.end() ? nullptr : &it->second;
-  };
-  auto count = [&](const char* k, double max) -> std::optional<std::uint64_t> {
-    if (auto* s = get(k))
-      return parse_count(k, *s, max, "a whole number 1 .. " + std::to_string(static_cast<long long>(max)));
-    return std::nullopt;
-  };
+  const plan_value_reader in{v};
+  const auto get = [&in](const char* k) { return in.get(k); };
+  const auto count = [&in](const char* k, double max) { return in.count(k, max); };
   plan_request r;
   r.device = device;
   r.capacity_given = get("capacity") != nullptr;
@@ -94,23 +37,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     r.policy = parse_policy_arg("policy", *s);
     r.policy_name = *s;
   }
-  if (auto* s = get("optimizer")) r.states.optimizer = parse_optimizer(*s);
-  if (auto* s = get("optimizer-impl")) r.states.impl = parse_optimizer_impl(*s);
-  if (auto* s = get("accounting")) {
-    if (*s == "deepspeed") {
-      r.states.fp32_gradient_copy = true;
-      if (!get("optimizer-impl")) r.states.impl = optimizer_impl::fused;  // DeepSpeed's FusedAdam updates in place
-    } else if (*s != "pytorch") {
-      throw error("accounting", "'" + *s + "'", "pytorch (default) or deepspeed (fp16 and fp32 gradients)");
-    }
-  }
-  if (auto* s = get("optimizer-states")) {
-    r.states.optimizer_state_format = parse_format(*s);
-    if (r.states.optimizer_state_format != fp32 && r.states.optimizer_state_format != bf16 &&
-        r.states.optimizer_state_format != fp16) {
-      throw error("optimizer-states", *s, "fp32, bf16 or fp16");
-    }
-  }
+  resolve_optimizer(v, r);
   if (auto* s = get("zero-stage")) {
     if (*s != "0" && *s != "1" && *s != "2" && *s != "3") throw error("zero-stage", *s, "0, 1, 2 or 3");
     r.stage = static_cast<zero_stage>((*s)[0] - '0');
@@ -163,57 +90,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   if (auto* s = get("activation-format")) r.states.activation_blocks = parse_block_storage("activation-format", *s);
   if (r.shape) r.states.weight_tensors = weight_matrices(*r.shape);
 
-  if (auto* s = get("tuning")) {
-    if (*s != "full" && *s != "lora" && *s != "qlora") throw error("tuning", "'" + *s + "'", "full, lora or qlora");
-    if (*s != "full") {
-      if (!r.parameters) throw error("tuning", "'" + *s + "'", "a model (--params or a transformer shape)");
-      if (auto c = count("adapter-params", 1e15)) {
-        r.states.adapter_parameters = *c;
-      } else if (r.shape) {
-        r.states.adapter_rank = count("lora-rank", 1e5).value_or(16);
-        r.states.adapter_parameters = lora_parameters(*r.shape, r.states.adapter_rank);
-        r.shape->lora_rank = r.states.adapter_rank;  // validated below with the activations
-      } else {
-        throw error("tuning", "'" + *s + "' without a shape",
-                    "--adapter-params N (or a transformer shape and --lora-rank)");
-      }
-      r.states.base_4bit = *s == "qlora";
-      r.states.fp32_gradient_copy = false;
-    }
-  }
-  if (auto* s = get("offload")) {
-    if (*s == "optimizer" || *s == "parameters") {
-      r.states.offload_optimizer = true;
-      r.states.impl = optimizer_impl::fused;  // the CPU update allocates nothing on the device
-    } else if (*s != "none") {
-      throw error("offload", "'" + *s + "'",
-                  "none, optimizer or parameters (optimizer and parameters: ZeRO-3 offload_param)");
-    }
-    if (*s == "parameters") {
-      if (get("zero-stage") && r.stage != zero_stage::parameters) {
-        throw error("offload", "'parameters' with ZeRO stage " + *get("zero-stage"),
-                    "ZeRO stage 3 (or no --zero-stage)");
-      }
-      if (!r.shape && r.largest_layer == 0) {
-        throw error("offload", "'parameters' without a largest layer", "a transformer shape or --largest-layer N");
-      }
-      r.stage = zero_stage::parameters;
-      r.states.offload_parameters = true;
-    }
-  }
-  if (auto* s = get("pcie-bandwidth"))
-    r.link.pcie_bytes_per_second = static_cast<double>(parse_bytes(*s, "pcie-bandwidth"));
-  if (auto* s = get("host-bandwidth"))
-    r.link.host_bytes_per_second = static_cast<double>(parse_bytes(*s, "host-bandwidth"));
-  if (!(r.link.pcie_bytes_per_second > 0.0))
-    throw error("pcie-bandwidth", *get("pcie-bandwidth"), "> 0 bytes per second");
-  if (!(r.link.host_bytes_per_second > 0.0))
-    throw error("host-bandwidth", *get("host-bandwidth"), "> 0 bytes per second");
-  for (const char* k : {"lora-rank", "adapter-params"}) {
-    if (get(k) && r.states.adapter_parameters == 0)
-      throw error(k, "'" + *get(k) + "'", "only with --tuning lora or qlora");
-  }
-
+  resolve_tuning_and_offload(v, r);
   if (r.devices > 0 && !r.parameters) {
     throw error("devices", std::to_string(r.devices),
                 "a model for the per-rank ledger (--params or a transformer shape)");

@@ -24,11 +24,11 @@ inline constexpr value_name_entry value_names[] = {
     // sizes with a unit (24GB, 24GiB, 3.2e9 bytes); bandwidths are sizes per second
     {"memory-budget", "SIZE"}, {"capacity", "SIZE"}, {"context", "SIZE"}, {"workspace", "SIZE"}, {"states", "SIZE"},
     {"per-sample", "SIZE"}, {"measured-peak", "SIZE"}, {"bandwidth", "SIZE"}, {"pcie-bandwidth", "SIZE"},
-    {"host-bandwidth", "SIZE"},
+    {"host-bandwidth", "SIZE"}, {"host-memory", "SIZE"},
     // durations with a unit (90s, 15m, 8h)
     {"time-budget", "DURATION"}, {"window", "DURATION"},
     // counts (7.5B, 32M where the description says so)
-    {"seed", "N"}, {"checkpoint-every", "N"}, {"params", "N"}, {"adapter-params", "N"}, {"largest-layer", "N"},
+    {"seed", "N"}, {"checkpoint-every", "N"}, {"params", "N"}, {"adapter-params", "N"}, {"largest-layer", "N"}, {"frozen-params", "N"},
     {"lora-rank", "N"}, {"zero-stage", "N"}, {"dp", "N"}, {"tp", "N"}, {"seq", "N"}, {"hidden", "N"}, {"heads", "N"},
     {"layers", "N"}, {"vocab", "N"}, {"kv-heads", "N"}, {"ffn-hidden", "N"}, {"global-batch", "N"},
     {"measured-microbatch", "N"}, {"samples", "N"}, {"tokens", "N"}, {"tokens-per-sample", "N"},
@@ -38,7 +38,7 @@ inline constexpr value_name_entry value_names[] = {
     {"dollars-per-hour", "PRICE"}, {"price-per-hour", "PRICE"}, {"measured-sps", "SAMPLES/S"},
     {"measured-seconds", "SECONDS"},
     // names
-    {"measured-policy", "POLICY"}, {"policies", "POLICY,..."}, {"optimizer-states", "FORMAT"}, {"gemm", "MxNxK"},
+    {"measured-policy", "POLICY"}, {"policies", "POLICY,..."}, {"optimizer-states", "FORMAT"}, {"base-format", "FORMAT"}, {"gemm", "MxNxK"},
     {"sp", "BOOL"},
 };
 // clang-format on

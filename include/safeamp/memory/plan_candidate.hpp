@@ -1,11 +1,12 @@
-// Inputs of the nightly-window planner (workload, options) and the evaluation of one candidate configuration
-// (policy x recomputation at the best microbatch it allows): memory fit, step time from the roofline, margin, cost.
+// The evaluation of one candidate configuration of the nightly-window planner (policy x recomputation x optimizer at
+// the best microbatch it allows): memory fit on the device and the host, step time from the roofline, margin, cost.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,67 +16,12 @@
 #include "safeamp/memory/budget.hpp"
 #include "safeamp/memory/calibration.hpp"
 #include "safeamp/memory/model_states.hpp"
+#include "safeamp/memory/plan_options.hpp"
 #include "safeamp/memory/step_phases.hpp"
 #include "safeamp/memory/step_time.hpp"
 #include "safeamp/policy/policy_presets.hpp"
 
 namespace safeamp {
-
-/// What has to be trained in the window. Give either `shape` (a transformer) or `parameters` with
-/// `tokens_per_sample` and `activation_bytes_per_sample` (a measured or estimated figure, used for every policy).
-struct workload {
-  std::optional<transformer_shape> shape{};
-  std::uint64_t parameters = 0;                   // 0 with a shape: its parameter_count (a given count overrides it)
-  std::uint64_t tokens_per_sample = 1;            // from the shape (its sequence) when one is given
-  std::uint64_t activation_bytes_per_sample = 0;  // only without a shape
-  std::uint64_t largest_layer_parameters = 0;     // ZeRO-3's gathered layer; from the shape when one is given
-  double samples = 0.0;                           // samples to train per night (tokens / tokens_per_sample)
-  std::int64_t global_batch = 0;                  // 0: no target, use the largest microbatch
-};
-
-struct planner_options {
-  device_spec device{};
-  memory_budget budget{};       // device_bytes (0: the device's capacity), reserve, context, workspace, fragmentation
-  double window_seconds = 0.0;  // completion window
-  double efficiency = 0.4;      // fraction of the roofline bound reached (MFU-like); 40% is typical of tuned training
-  double measured_samples_per_second =
-      0.0;  // if > 0: replaces `efficiency` (calibrated on `measured_policy`, no recompute)
-  std::string_view measured_policy = "bf16-mixed";
-  std::vector<named_policy> policies{policy_presets.begin(), policy_presets.end()};
-  std::vector<recompute> recompute_modes{recompute::none, recompute::selective, recompute::full};
-  state_options states{};
-  zero_stage stage = zero_stage::none;
-  std::uint64_t data_parallel = 1;
-  accumulation_rounding rounding = accumulation_rounding::ceil;
-  double price_per_hour = 0.0;  // optional: device price, for a cost per sample in money
-  offload_link link{};          // PCIe and host bandwidth of an offloaded optimizer step
-  /// Measured over modelled peak (calibrate_peak) applied to every candidate's phases; 1 = the model as it is.
-  double peak_calibration_ratio = 1.0;
-  /// DDP's gradient_as_bucket_view: plain data parallelism over N > 1 devices keeps no bucket copy of the gradients.
-  bool gradient_as_bucket_view = false;
-  /// Policies a `safeamp sim` parity gate passed (verified) or failed; a failed policy is never chosen.
-  std::vector<precision_policy> verified_policies{};
-  std::vector<precision_policy> failed_policies{};
-};
-
-/// Whether a policy's training quality is known to match fp32.
-///  reference:  fp32 itself;  verified: a parity result passed;  failed: a parity result failed;
-///  unverified: no parity result given (the default for every other policy).
-enum class quality_status : std::uint8_t { reference, verified, unverified, failed };
-
-[[nodiscard]] constexpr std::string_view to_string(quality_status q) noexcept {
-  switch (q) {
-    case quality_status::reference:
-      return "reference (fp32)";
-    case quality_status::verified:
-      return "verified (parity PASS)";
-    case quality_status::unverified:
-      return "quality unverified";
-    case quality_status::failed:
-      return "parity FAIL";
-  }
-  return "?";
-}
 
 /// One (policy, recompute, optimizer) configuration with its best microbatch.
 struct plan_candidate {
@@ -86,7 +32,9 @@ struct plan_candidate {
   bool supported = true;   // the device has math units for the policy's compute format
   quality_status quality = quality_status::unverified;
   std::uint64_t state_bytes = 0;
-  std::uint64_t host_bytes = 0;                   // CPU memory of an offloaded optimizer
+  std::uint64_t host_bytes = 0;                   // CPU memory of an offloaded optimizer (per device)
+  std::uint64_t host_needed_bytes = 0;            // host_memory_needed: x 1.5, over every device (0: no offload)
+  std::uint64_t host_shortfall_bytes = 0;         // host_needed - host memory when that is short (0: it fits)
   double offload_seconds_per_step = 0.0;          // the offloaded optimizer step (PCIe and the CPU update)
   std::uint64_t activation_bytes_per_sample = 0;  // backward-pass activation peak per sample
   std::int64_t max_microbatch = 0;   // 0: not even one sample fits (with accumulation, when the target needs it)
@@ -102,7 +50,13 @@ struct plan_candidate {
   double total_seconds = 0.0;    // samples x seconds per sample + optimizer steps
   double margin_seconds = 0.0;   // window - total (negative: late)
   double cost_per_sample = 0.0;  // price_per_hour x total / 3600 / samples (0 without a price)
-  [[nodiscard]] bool fits_memory() const noexcept { return supported && max_microbatch >= 1; }
+  [[nodiscard]] bool fits_memory() const noexcept {
+    return supported && max_microbatch >= 1 && host_shortfall_bytes == 0;
+  }
+  /// How far from fitting memory: the device shortfall at microbatch 1 plus the host shortfall (0 when it fits).
+  [[nodiscard]] std::uint64_t missing_bytes() const noexcept {
+    return (shortfall_bytes > 0 ? static_cast<std::uint64_t>(shortfall_bytes) : 0) + host_shortfall_bytes;
+  }
   [[nodiscard]] bool fits() const noexcept {
     return fits_memory() && margin_seconds >= 0.0 && quality != quality_status::failed;
   }
@@ -121,6 +75,16 @@ struct plan_result {
 namespace detail {
 inline std::string gb_text(double bytes) {
   return format_bytes(static_cast<std::uint64_t>(std::max(0.0, bytes)), byte_unit::gb);
+}
+
+/// For a candidate short of host memory: "106.37 GB to the CPU (x 1.5 = 159.56 GB of host memory needed, 64.00 GB
+/// available)".
+inline std::string host_text(const plan_candidate& c) {
+  char factor[16];
+  std::snprintf(factor, sizeof factor, "%.3g", host_buffer_factor);
+  return gb_text(static_cast<double>(c.host_bytes)) + " to the CPU (x " + factor + " = " +
+         gb_text(static_cast<double>(c.host_needed_bytes)) + " of host memory needed, " +
+         gb_text(static_cast<double>(c.host_needed_bytes - c.host_shortfall_bytes)) + " available)";
 }
 
 /// The shape with the rank of the adapters being trained (their r-wide activations), or none for a full fine-tune.
@@ -182,6 +146,10 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   const model_states ms = model_states_for(w.parameters, p.policy, states, stage, data_parallel);
   c.state_bytes = ms.total_bytes();
   c.host_bytes = ms.host_bytes;
+  if (ms.host_bytes > 0) {  // offloaded: the host must hold it (0 host memory given: nothing offloaded fits)
+    c.host_needed_bytes = host_memory_needed(ms.host_bytes, data_parallel);
+    if (c.host_needed_bytes > o.host_memory_bytes) c.host_shortfall_bytes = c.host_needed_bytes - o.host_memory_bytes;
+  }
   if (states.offload_optimizer) {
     c.offload_seconds_per_step = optimizer_update_seconds(w.parameters, p.policy, states, o.device, o.link) /
                                  static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);

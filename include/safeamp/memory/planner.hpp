@@ -100,7 +100,7 @@ inline std::vector<plan_candidate> ranked_candidates(const workload& w, const pl
     if (a.fits() != b.fits()) return a.fits();
     if (a.fits_memory() != b.fits_memory()) return a.fits_memory();
     if (a.fits_memory()) return a.total_seconds < b.total_seconds;
-    return a.shortfall_bytes < b.shortfall_bytes;
+    return a.missing_bytes() < b.missing_bytes();
   });
   return out;
 }
@@ -238,6 +238,13 @@ inline std::vector<std::string> planner_memory_remedies(const workload& w, const
   if (closest == r.candidates.end()) return r;
   const plan_candidate& c = *closest;
   const std::size_t phase = static_cast<std::size_t>(c.limiting_phase);
+  if (c.max_microbatch >= 1 && c.host_shortfall_bytes > 0) {
+    r.failures.push_back("host memory: the closest (" + c.policy_name + ", recompute " +
+                         std::string(to_string(c.mode)) + ") fits the device but offloads " + detail::host_text(c) +
+                         ": short by " + detail::gb_text(static_cast<double>(c.host_shortfall_bytes)));
+    r.remedies = detail::planner_memory_remedies(w, o, r.candidates, c, r.efficiency);
+    return r;
+  }
   r.failures.push_back("memory: microbatch 1 does not fit with any configuration; the closest (" + c.policy_name +
                        ", recompute " + std::string(to_string(c.mode)) + ", " +
                        std::string(to_string(c.states.optimizer)) + " " + std::string(to_string(c.states.impl)) +

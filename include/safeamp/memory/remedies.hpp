@@ -1,12 +1,14 @@
 // What would make a configuration fit memory: the single-device levers (recomputation, a fused optimizer, an 8-bit
-// optimizer, LoRA, QLoRA) searched together, every combination evaluated at the largest microbatch it allows (smaller
-// microbatches with accumulation are part of every evaluation), least intrusive first, then fastest, each with its
-// time cost; more devices only as a last, labelled resort. SGD is never offered: it changes the training algorithm, and
-// transformers are trained with Adam-type optimizers.
+// optimizer, LoRA on a 16-bit or the policy's base, QLoRA, optimizer offload, parameter offload) searched together,
+// every combination evaluated at the largest microbatch it allows (smaller microbatches with accumulation are part of
+// every evaluation), least intrusive first, then fastest, each with its time cost; more devices only as a last,
+// labelled resort. SGD is never offered: it changes the training algorithm, and transformers are trained with
+// Adam-type optimizers.
 #pragma once
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,15 +22,20 @@ struct remedy {
   plan_candidate result{};
   std::string time_cost{};    // what the changes cost in time
   std::uint64_t devices = 1;  // > 1: needs that many devices (ZeRO stage 3)
-  int intrusiveness = 0;      // the most intrusive change: 1 recompute, 2 fused, 4 8-bit, 5 LoRA, 6 QLoRA, 7 offload,
-                              // 8 parameter offload
+  int intrusiveness = 0;      // the most intrusive change: 1 recompute, 2 fused, 4 8-bit, 5 LoRA (16-bit or the
+                              // policy's base), 6 QLoRA, 7 offload, 8 parameter offload
   [[nodiscard]] std::string text() const {
     std::string s;
     for (const std::string& c : changes) s += (s.empty() ? "" : " + ") + c;
-    s += result.fits_memory()
-             ? ": fits, microbatch " + std::to_string(result.accumulation.microbatch) + " x " +
-                   std::to_string(result.accumulation.steps) + " accumulation step(s)"
-             : ": still short by " + format_bytes(static_cast<std::uint64_t>(result.shortfall_bytes), byte_unit::gb);
+    if (result.fits_memory()) {
+      s += ": fits, microbatch " + std::to_string(result.accumulation.microbatch) + " x " +
+           std::to_string(result.accumulation.steps) + " accumulation step(s)";
+    } else if (result.max_microbatch >= 1 && result.host_shortfall_bytes > 0) {
+      s += ": fits the device, but host memory is short by " +
+           format_bytes(result.host_shortfall_bytes, byte_unit::gb) + ": " + detail::host_text(result);
+    } else {
+      s += ": still short by " + format_bytes(result.missing_bytes(), byte_unit::gb);
+    }
     if (!time_cost.empty()) s += "; time: " + time_cost;
     return s;
   }
@@ -36,6 +43,15 @@ struct remedy {
 
 /// LoRA rank tried as a remedy (QLoRA's and most recipes' value is 8 to 64; 16 is a common default).
 inline constexpr std::uint64_t lora_rank_lever = 16;
+
+/// The base format of the LoRA lever: the policy's compute format when it is 16-bit and narrower than the stored
+/// parameters (bf16 under bf16-mixed, fp16 under fp16-mixed): the usual LoRA setup, the base loaded in 16 bits. The
+/// frozen weights then enter the matmuls exactly as autocast's casts of fp32 weights would (one round to the same
+/// format), at 2 bytes instead of 4 + 2 for the fp32 weight and its cached cast. Otherwise none: the policy's own.
+[[nodiscard]] inline std::optional<format_spec> lora_base_format(const precision_policy& p) {
+  if (storage_bytes(p.compute) == 2 && storage_bytes(p.compute) < storage_bytes(p.param)) return p.compute;
+  return std::nullopt;
+}
 
 namespace detail {
 
@@ -98,11 +114,23 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     r.intrusiveness = 7;
   }
   if (states.adapter_parameters != from.states.adapter_parameters) {
+    const std::string base = states.base_4bit     ? ", 4-bit NF4 base)"
+                             : states.base_format ? ", " + format_name(*states.base_format) + " base frozen)"
+                                                  : ", base frozen)";
     r.changes.push_back(std::string(states.base_4bit ? "QLoRA" : "LoRA") + " rank " + std::to_string(lora_rank_lever) +
                         " on every linear layer (" + std::to_string(states.adapter_parameters) + " adapters train" +
-                        (states.base_4bit ? ", 4-bit NF4 base)" : ", base frozen)"));
+                        base);
     add_cost("fewer FLOPs (no weight gradients); adapters instead of a full fine-tune: quality unverified");
     r.intrusiveness = states.base_4bit ? 6 : 5;
+  } else if (states.base_4bit != from.states.base_4bit) {
+    r.changes.push_back("QLoRA: the frozen base in 4-bit NF4");
+    add_cost("NF4 dequantized in every matmul (not modelled); 4-bit base: quality unverified");
+    r.intrusiveness = 6;
+  } else if (states.base_format != from.states.base_format && states.base_format) {
+    r.changes.push_back("frozen base in " + format_name(*states.base_format) + " (loaded with torch_dtype=" +
+                        (*states.base_format == bf16 ? "torch.bfloat16" : "torch.float16") + ")");
+    add_cost("none (the matmuls get the same 16-bit weights autocast's casts gave)");
+    r.intrusiveness = 5;
   }
   if (r.result.fits_memory() && r.result.seconds_per_sample > 0.0)
     cost += (cost.empty() ? "" : "; ") + ms_text(r.result.seconds_per_sample);
@@ -114,12 +142,16 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
 
 /// Combined remedies for `from` (a candidate that does not fit memory), cheapest first: every combination of a
 /// stronger recomputation (with a transformer shape), fused AdamW (when the optimizer is foreach AdamW), 8-bit AdamW
-/// (when it is AdamW) and, for a full fine-tune with a shape, LoRA or QLoRA adapters (rank 16 on every linear layer) is
-/// evaluated; the fitting ones are sorted by their most intrusive change (recomputation < fused < 8-bit < LoRA <
-/// QLoRA: the order, cheapest first), then by time per sample, then by the number of changes;
-/// a combination that adds changes to one already listed is dropped. At most `limit` are returned. When none fits on
-/// the planned devices, the closest combination is listed and tried with ZeRO stage 3 over 2, 4, ... 4096 devices and
-/// returned labelled with the device count (never silently).
+/// (when it is AdamW), optimizer offload (ZeRO-Offload, fp32 AdamW on the CPU, for a full fine-tune with AdamW),
+/// parameter offload with it (ZeRO-3 offload_param, when the largest layer is known) and, for a full fine-tune with a
+/// shape, LoRA or QLoRA adapters (rank 16 on every linear layer; LoRA's base in the policy's 16-bit compute format
+/// when the policy stores wider weights, lora_base_format) is evaluated; an offloading combination fits only when
+/// the host memory holds it (planner_options::host_memory_bytes). The fitting ones are sorted by their most intrusive
+/// change (recomputation < fused < 8-bit < LoRA < QLoRA < optimizer offload < parameter offload: the order,
+/// cheapest first), then by time per sample, then by the number of changes; a combination that adds changes to one
+/// already listed is dropped. At most `limit` are returned. When none fits on the planned devices, the closest
+/// combination (device and host shortfall together) is listed and tried with ZeRO stage 3 over 2, 4, ... 4096
+/// devices and returned labelled with the device count (never silently).
 [[nodiscard]] inline std::vector<remedy> memory_remedies(const workload& w, const planner_options& o,
                                                          const plan_candidate& from, double efficiency,
                                                          std::size_t limit = 3) {
@@ -139,8 +171,12 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
       fused.impl = optimizer_impl::fused;
       optimizers.push_back(fused);
     }
-    optimizers.push_back(
-        {.optimizer = optimizer_kind::adam_8bit, .optimizer_state_format = fp32, .impl = optimizer_impl::fused});
+    state_options eight = from.states;  // keeps adapters, frozen parameters and storage formats
+    eight.optimizer = optimizer_kind::adam_8bit;
+    eight.optimizer_state_format = fp32;
+    eight.impl = optimizer_impl::fused;
+    eight.fp32_gradient_copy = false;  // bitsandbytes' states replace DeepSpeed's fp32 update
+    optimizers.push_back(eight);
   }
   if (from.states.optimizer == optimizer_kind::adam && from.states.adapter_parameters == 0 &&
       !offloaded) {  // ZeRO-Offload: CPU Adam in fp32
@@ -153,18 +189,34 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
       optimizers.push_back(off);
     }
   }
-  if (w.shape && from.states.adapter_parameters == 0 && !offloaded) {  // full fine-tune: LoRA, then QLoRA
-    const std::size_t full_options = optimizers.size();
+  const std::size_t listed = optimizers.size();
+  const bool block_weights = is_block_scaled(from.states.weight_blocks);  // one weight storage: no NF4 or 16-bit base
+  if (w.shape && from.states.adapter_parameters == 0 && !offloaded) {     // full fine-tune: LoRA, then QLoRA
     for (bool four_bit : {false, true}) {
-      for (std::size_t i = 0; i < full_options; ++i) {
+      if (four_bit && block_weights) continue;
+      for (std::size_t i = 0; i < listed; ++i) {
         if (optimizers[i].offload_optimizer) continue;
         state_options a = optimizers[i];
         a.adapter_parameters = lora_parameters(*w.shape, lora_rank_lever);
         a.adapter_rank = lora_rank_lever;
+        a.frozen_parameters = 0;  // the whole base is frozen
         a.base_4bit = four_bit;
+        if (!four_bit && !block_weights) a.base_format = lora_base_format(from.policy);
         a.fp32_gradient_copy = false;
         optimizers.push_back(a);
       }
+    }
+  } else if (from.states.adapter_parameters > 0 && !from.states.base_4bit && !block_weights) {
+    // LoRA already: its base in 16 bits (when the policy stores it wider), or in 4-bit NF4 (QLoRA).
+    for (std::size_t i = 0; i < listed; ++i) {
+      state_options a = optimizers[i];
+      if (!a.base_format && lora_base_format(from.policy)) {
+        a.base_format = lora_base_format(from.policy);
+        optimizers.push_back(a);
+      }
+      a.base_format.reset();
+      a.base_4bit = true;
+      optimizers.push_back(a);
     }
   }
   std::vector<remedy> fitting;
@@ -175,7 +227,7 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
       remedy r = detail::describe(w, from, m, s, detail::evaluate(w, o, p, m, efficiency, s, o.stage, o.data_parallel));
       if (r.result.fits_memory()) {
         fitting.push_back(r);
-      } else if (strongest.changes.empty() || r.result.shortfall_bytes < strongest.result.shortfall_bytes) {
+      } else if (strongest.changes.empty() || r.result.missing_bytes() < strongest.result.missing_bytes()) {
         strongest = r;  // the closest to fitting
       }
     }

@@ -73,9 +73,14 @@ struct step_inputs {
 /// (PyTorch `cached_cast`, aten/src/ATen/autocast_mode.cpp; the `cache_enabled` argument of torch.autocast); the
 /// backward graph saves the same casts for the weight gradients. A policy whose parameters are already stored in
 /// the compute format (fp16-pure-master) makes no copies.
-[[nodiscard]] constexpr double weight_copy_bytes_per_param(const precision_policy& p) noexcept {
+/// The same for weights stored in `stored` (a frozen LoRA base in bf16 under bf16 compute: none, since autocast's
+/// cast returns a tensor already in the target format as it is).
+[[nodiscard]] constexpr double weight_copy_bytes_per_param(const precision_policy& p, format_spec stored) noexcept {
   const int compute = storage_bytes(p.compute);
-  return compute < storage_bytes(p.param) ? compute : 0.0;
+  return compute < storage_bytes(stored) ? compute : 0.0;
+}
+[[nodiscard]] constexpr double weight_copy_bytes_per_param(const precision_policy& p) noexcept {
+  return weight_copy_bytes_per_param(p, p.param);
 }
 
 /// The three phases (all counted as upper bounds at their peak):
@@ -190,10 +195,14 @@ struct step_request {
   // A 4-bit base is dequantized matmul by matmul (bitsandbytes saves the packed weight for backward): no copies;
   // nor for block-scaled weights (MX, NVFP4), which the block-scaled GEMM reads as they are stored.
   // With offloaded parameters the copies are of the one layer on the device (offloaded_layer_bytes).
-  const double copies = options.base_4bit || options.offload_parameters || is_block_scaled(options.weight_blocks)
-                            ? 0.0
-                            : weight_copy_bytes_per_param(policy);
-  const double trained = options.adapter_parameters > 0 ? static_cast<double>(options.adapter_parameters) : psi;
+  // A LoRA base keeps copies when it is stored wider than the compute format (fp32 under autocast), not in 16 bits.
+  // (The fp32 adapters' own copies, 2 bytes each under bf16 compute, are not counted: under 1% of the base.)
+  const double copies =
+      options.base_4bit || options.offload_parameters || is_block_scaled(options.weight_blocks)
+          ? 0.0
+          : weight_copy_bytes_per_param(
+                policy, options.adapter_parameters > 0 ? frozen_base_format(policy, options) : policy.param);
+  const auto trained = static_cast<double>(trained_parameters(parameters, options));
   in.weight_copy_bytes = bytes_from_real(copies * psi / (s >= 3 ? n : 1.0), "weight copies");
   const double temporaries =
       options.offload_optimizer ? 0.0 : optimizer_temporary_bytes_per_param(options);  // CPU side

@@ -163,11 +163,16 @@ struct gemm_formats {
 }
 
 /// Host link of an offloaded optimizer step. PCIe 4.0 x16 moves 32 GB/s each way (64 GB/s bidirectional, as NVIDIA's
-/// L40S datasheet states its interconnect); real copies reach less. The CPU update is memory-bound; 50 GB/s is an
-/// assumption for a workstation's DRAM (two DDR5 channels peak near 80 GB/s), to be replaced by a measured figure.
+/// L40S datasheet states its interconnect); real copies reach less. The CPU update is memory-bound; its default rate
+/// is the tool's assumption, not a measured or published figure: two DDR5-4800 channels peak at 2 x 4800 MT/s x 8
+/// bytes = 76.8 GB/s, and a streaming update sustains part of a peak; 50 GB/s (65% of it) stands for a workstation.
+/// Pass a measured figure (a STREAM-like triad on the training machine) as host_bytes_per_second
+/// (`--host-bandwidth`).
+inline constexpr double default_pcie_bytes_per_second = 32e9;
+inline constexpr double default_host_bytes_per_second = 50e9;
 struct offload_link {
-  double pcie_bytes_per_second = 32e9;
-  double host_bytes_per_second = 50e9;
+  double pcie_bytes_per_second = default_pcie_bytes_per_second;
+  double host_bytes_per_second = default_host_bytes_per_second;
 };
 
 /// Seconds of one offloaded optimizer step: the gradients go to the CPU and the updated weights come back over PCIe,
@@ -187,7 +192,8 @@ struct offload_link {
          p * (12.0 + 2.0 * b.optimizer) / link.host_bytes_per_second;
 }
 
-/// Seconds of one optimizer step of what trains (the adapters when there are any, otherwise every parameter):
+/// Seconds of one optimizer step of what trains (trained_parameters: the adapters when there are any, otherwise every
+/// parameter that is not frozen):
 ///  on the device: optimizer_step_seconds;
 ///  offloaded fp32 AdamW (ZeRO-Offload): offload_step_seconds;
 ///  paged 8-bit AdamW: the states paged out and back in over PCIe, 2 P K_opt / PCIe (an upper bound: every step
@@ -196,7 +202,7 @@ struct offload_link {
                                                      const state_options& states, const device_spec& d,
                                                      offload_link link) {
   const bool adapters = states.adapter_parameters > 0;
-  const std::uint64_t trained = adapters ? states.adapter_parameters : parameters;
+  const std::uint64_t trained = trained_parameters(parameters, states);
   const state_bytes_per_param b = bytes_per_param(adapters ? precision_policy{} : policy, states);  // fp32 adapters
   if (!states.offload_optimizer) return optimizer_step_seconds(trained, b, d);
   if (states.optimizer == optimizer_kind::adam_8bit) {

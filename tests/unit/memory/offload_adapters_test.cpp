@@ -56,9 +56,17 @@ TEST_CASE(
   // Over 8 ranks each holds an eighth of the CPU figure (DeepSpeed counts 18 P per node of 8 GPUs).
   CHECK(model_states_for(2'851'000'000ULL, presets::fp16_pure_master, o, zero_stage::parameters, 8).host_bytes ==
         6'414'750'000ULL);
-  // bf16 autocast keeps fp32 weights: host 4 + 4 + 8 + 4 = 20 per parameter; the device layer holds fp32 weights 4,
-  // fp32 gradients 4 and the bf16 copy 2: 10 x its parameters.
-  CHECK(model_states_for(1'000'000'000ULL, presets::bf16_mixed, o).host_bytes == 20'000'000'000ULL);
+  // bf16 autocast keeps fp32 weights, and those are the fp32 parameters the CPU update holds: host 4 + 8 + 4 = 16 per
+  // parameter, not 4 + (4 + 8 + 4) = 20 (the weights counted twice); the device layer holds fp32 weights 4, fp32
+  // gradients 4 and the bf16 copy 2: 10 x its parameters. With 16-bit weights the CPU keeps both: 2 + 16 = 18 (above).
+  CHECK(model_states_for(1'000'000'000ULL, presets::bf16_mixed, o).host_bytes == 16'000'000'000ULL);
+  CHECK(model_states_for(1'000'000'000ULL, presets::fp32, o).host_bytes == 16'000'000'000ULL);
+  // 1e8 of the 1e9 frozen: 16 x 9e8 for what trains + the frozen fp32 weights 4 x 1e8 = 14.8e9.
+  state_options frozen = o;
+  frozen.frozen_parameters = 100'000'000ULL;
+  CHECK(model_states_for(1'000'000'000ULL, presets::bf16_mixed, frozen).host_bytes == 14'800'000'000ULL);
+  // fp16-pure-master with 1e8 frozen: 16 x 9e8 + the fp16 weights of all 1e9, 2e9: 16.4e9.
+  CHECK(model_states_for(1'000'000'000ULL, presets::fp16_pure_master, frozen).host_bytes == 16'400'000'000ULL);
   CHECK(offloaded_layer_bytes(1'000'000ULL, presets::bf16_mixed) == 10'000'000ULL);
   // The phases hold no weight copies of their own: the layer term has them.
   const step_inputs in = step_inputs_for({.parameters = 1'000'000'000ULL, .policy = presets::bf16_mixed, .states = o});
@@ -66,13 +74,30 @@ TEST_CASE(
   CHECK(in.optimizer_temporary_bytes == 0);
   // Each microbatch fetches every weight twice over PCIe: 2 x 4 x 1e9 / 32e9 = 0.25 s.
   CHECK(parameter_fetch_seconds(1'000'000'000ULL, presets::bf16_mixed, {}) == Approx(0.25).epsilon(1e-12));
-  // Parameter offload needs the optimizer offloaded, a full fine-tune and an fp32 optimizer.
+}
+
+TEST_CASE("parameter offload is refused, by design and by name, without an fp32 optimizer offload or with adapters") {
+  // DeepSpeed's offload_param streams the parameters for its CPU Adam, which keeps fp32 (or 16-bit) states: an 8-bit
+  // optimizer, adapters and a missing optimizer offload are refused with what is accepted instead.
   CHECK_THROWS_WITH(model_states_for(1000, presets::fp32, {.offload_parameters = true}),
-                    Catch::Contains("parameter offload") && Catch::Contains("without optimizer offload"));
+                    Catch::Contains("parameter offload (offload_parameters)") &&
+                        Catch::Contains("without optimizer offload") && Catch::Contains("offload_optimizer too"));
   CHECK_THROWS_WITH(
       model_states_for(1000, presets::fp32,
                        {.optimizer = optimizer_kind::adam_8bit, .offload_optimizer = true, .offload_parameters = true}),
-      Catch::Contains("with 8-bit AdamW"));
+      Catch::Contains("with 8-bit AdamW (adam_8bit)") && Catch::Contains("never 8-bit") &&
+          Catch::Contains("paged 8-bit AdamW"));
+  CHECK_THROWS_WITH(model_states_for(1000, presets::fp32,
+                                     {.adapter_parameters = 10, .offload_optimizer = true, .offload_parameters = true}),
+                    Catch::Contains("with adapters (LoRA/QLoRA)") && Catch::Contains("offload the optimizer only") &&
+                        Catch::Contains("not modelled"));
+  // The same through step_inputs_for, which the planner uses.
+  CHECK_THROWS_WITH(
+      step_inputs_for(
+          {.parameters = 1000,
+           .policy = presets::bf16_mixed,
+           .states = {.optimizer = optimizer_kind::adam_8bit, .offload_optimizer = true, .offload_parameters = true}}),
+      Catch::Contains("never 8-bit"));
 }
 
 TEST_CASE("offload with 8-bit AdamW is the paged optimizer: the 8-bit states on the CPU, the update on the GPU") {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 
+#include "rtx4090_planner.hpp"
 #include "safeamp/memory/planner.hpp"
 #include "safeamp/memory/step_phases.hpp"
 
@@ -131,23 +132,8 @@ namespace {
 constexpr transformer_shape gpt_1_3b{.sequence = 2048, .hidden = 2048, .heads = 16, .layers = 24, .vocabulary = 50257};
 constexpr std::uint64_t p_1_3b = 1'310'885'888ULL;
 
-// RTX 4090 with the tool's defaults: 24564 MiB = 25,757,220,864 B; context 512 MiB -> pool 25,220,349,952;
-// reserve 5% = 1,261,017,498 -> 23,959,332,454; fragmentation 5% of that = 1,197,966,623 -> 22,761,365,831;
-// workspace 32 MiB = 33,554,432 -> 22,727,811,399 bytes usable by the step.
-planner_options rtx4090_options(state_options states) {
-  planner_options o;
-  o.device = find_device("RTX 4090");
-  o.budget = {.device_bytes = o.device.capacity_bytes,
-              .reserve_fraction = 0.05,
-              .context_bytes = 512ULL << 20,
-              .workspace_bytes = 32ULL << 20,
-              .fragmentation_fraction = 0.05};
-  o.window_seconds = 1e9;
-  o.policies = {{"bf16-mixed", presets::bf16_mixed}};
-  o.recompute_modes = {recompute::full};
-  o.states = states;
-  return o;
-}
+// The RTX 4090 with the tool's defaults (rtx4090_planner.hpp): 22,727,811,399 bytes usable by the step.
+planner_options rtx4090_options(state_options states) { return test_options::rtx4090(states); }
 
 plan_candidate evaluate_1_3b(state_options states) {
   const workload w{.shape = gpt_1_3b, .parameters = p_1_3b, .tokens_per_sample = 2048, .samples = 1};

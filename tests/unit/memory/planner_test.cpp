@@ -38,6 +38,7 @@ planner_options toy_options(double window_seconds) {
   o.efficiency = 0.5;
   o.policies = {{"fp32", presets::fp32}, {"tf32", presets::tf32}, {"bf16-mixed", presets::bf16_mixed},
                 {"fp8-hybrid", presets::fp8_hybrid}};
+  o.host_memory_bytes = 64'000'000'000ULL;  // every offload here fits: 16 x 1e8 x 1.5 = 2.4 GB of host memory
   return o;
 }
 }  // namespace
@@ -279,4 +280,57 @@ TEST_CASE("with flash attention the planner does not try selective recomputation
   const plan_result r = plan(w, o);
   CHECK(selective(r) == 0);
   CHECK(r.candidates.size() == 6);
+}
+
+TEST_CASE("an offloading configuration fits only when the host memory holds its states x 1.5") {
+  // Optimizer offload on the toy: 1e8 parameters x (4 fp32 parameters + 8 states + 4 fp32 gradients) = 1.6 GB to the
+  // CPU; with DeepSpeed's buffer factor 1.5 that is 2.4 GB of host memory. 2.4 GB exactly fits, one byte less does not.
+  CHECK(host_memory_needed(1'600'000'000ULL, 1) == 2'400'000'000ULL);
+  CHECK(host_memory_needed(800'000'000ULL, 2) == 2'400'000'000ULL);  // two devices' halves on one machine
+  planner_options o = toy_options(7200);
+  o.policies = {{"bf16-mixed", presets::bf16_mixed}};
+  o.recompute_modes = {recompute::none};
+  o.states = {.impl = optimizer_impl::fused, .offload_optimizer = true};
+  o.host_memory_bytes = 2'400'000'000ULL;
+  plan_result r = plan(toy_workload(), o);
+  REQUIRE(r.chosen);
+  CHECK(r.chosen->host_bytes == 1'600'000'000ULL);
+  CHECK(r.chosen->host_needed_bytes == 2'400'000'000ULL);
+  CHECK(r.chosen->host_shortfall_bytes == 0);
+  o.host_memory_bytes = 2'399'999'999ULL;
+  r = plan(toy_workload(), o);
+  CHECK_FALSE(r.chosen);
+  REQUIRE(r.candidates.size() == 1);
+  CHECK(r.candidates[0].max_microbatch >= 1);        // the device holds it ...
+  CHECK(r.candidates[0].host_shortfall_bytes == 1);  // ... the host does not, by one byte
+  CHECK_FALSE(r.candidates[0].fits_memory());
+  // Host memory unknown (0): nothing offloaded is accepted.
+  o.host_memory_bytes = 0;
+  r = plan(toy_workload(), o);
+  CHECK_FALSE(r.chosen);
+  CHECK(r.candidates[0].host_shortfall_bytes == 2'400'000'000ULL);
+  // 1 GB of host memory: short by 1.4 GB, and the failure says so.
+  o.host_memory_bytes = 1'000'000'000ULL;
+  r = plan(toy_workload(), o);
+  REQUIRE_FALSE(r.failures.empty());
+  CHECK_THAT(r.failures.back(), Catch::Contains("host memory") &&
+                                    Catch::Contains("1.60 GB to the CPU (x 1.5 = 2.40 GB of host memory needed, "
+                                                    "1.00 GB available)") &&
+                                    Catch::Contains("short by 1.40 GB"));
+}
+
+TEST_CASE("an offload remedy that the host memory cannot hold is not offered as fitting") {
+  // The remedy case above (9 GB per sample: 10.6 GB > 10 GB), where only optimizer offload fits the device (0.8 GB of
+  // weights and gradients + 9 GB). With 2 GB of host memory the offload needs 2.4 GB: no single-device remedy fits,
+  // and 8-bit AdamW, 0.0004 GB short (1.0004 + 9), is now the closest (the offload is 0.4 GB short on the host).
+  workload w = toy_workload();
+  w.activation_bytes_per_sample = 9'000'000'000ULL;
+  planner_options o = toy_options(7200);
+  o.host_memory_bytes = 2'000'000'000ULL;
+  const plan_result r = plan(w, o);
+  CHECK_FALSE(r.chosen);
+  REQUIRE_FALSE(r.remedies.empty());
+  for (const std::string& s : r.remedies)
+    CHECK_THAT(s, !Catch::Contains("ZeRO-Offload, 1.60 GB of host memory): fits"));
+  CHECK_THAT(r.remedies[0], Catch::StartsWith("8-bit AdamW (bitsandbytes): still short by"));
 }
