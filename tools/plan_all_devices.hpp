@@ -137,8 +137,13 @@ inline int report_all_devices(plan_values v, bool json) {
       const double peak = std::max({peaks["forward"].get<double>(), peaks["backward"].get<double>(),
                                     peaks["optimizer_step"].get<double>()}) /
                           1e9;
-      std::printf("  %-14s %9.2f %9.2f %6lld %-15s %9.3f %9.3f\n", name.c_str(), cap, usable,
-                  c["max_microbatch"].get<long long>(), limit.c_str(), peak, c["shortfall_bytes"].get<double>() / 1e9);
+      char host[64] = "";  // an offloading step short of host memory fits no card, whatever its microbatch
+      if (const double short_gb = c["host_shortfall_bytes"].get<double>() / 1e9; short_gb > 0.0) {
+        std::snprintf(host, sizeof host, "  host memory short by %.3f GB", short_gb);
+      }
+      std::printf("  %-14s %9.2f %9.2f %6lld %-15s %9.3f %9.3f%s\n", name.c_str(), cap, usable,
+                  c["max_microbatch"].get<long long>(), limit.c_str(), peak, c["shortfall_bytes"].get<double>() / 1e9,
+                  host);
     }
   }
   return fitting > 0 ? exit_ok : exit_check_failed;

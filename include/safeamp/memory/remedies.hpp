@@ -88,7 +88,7 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     r.intrusiveness = 1;
   }
   if (states.optimizer != from.states.optimizer) {
-    r.changes.push_back("8-bit AdamW (bitsandbytes)");
+    r.changes.push_back(states.offload_optimizer ? "8-bit AdamW (bitsandbytes, paged)" : "8-bit AdamW (bitsandbytes)");
     add_cost("no extra time; moments in 8 bits, quality unverified");
     r.intrusiveness = 4;
   } else if (states.impl != from.states.impl && !states.offload_optimizer) {
@@ -164,7 +164,7 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     }
   }
   std::vector<state_options> optimizers{from.states};
-  const bool offloaded = from.states.offload_optimizer;  // already offloaded: only recomputation is left to try
+  const bool offloaded = from.states.offload_optimizer;  // already offloaded: recomputation and paged 8-bit AdamW
   if (from.states.optimizer == optimizer_kind::adam && !offloaded) {
     if (from.states.impl == optimizer_impl::foreach) {
       state_options fused = from.states;
@@ -177,6 +177,14 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     eight.impl = optimizer_impl::fused;
     eight.fp32_gradient_copy = false;  // bitsandbytes' states replace DeepSpeed's fp32 update
     optimizers.push_back(eight);
+  }
+  if (from.states.optimizer == optimizer_kind::adam && offloaded && !from.states.offload_parameters) {
+    // Offloaded already: bitsandbytes' paged 8-bit AdamW puts 2 + 8/2048 bytes per parameter on the host, not 16.
+    state_options paged = from.states;
+    paged.optimizer = optimizer_kind::adam_8bit;
+    paged.optimizer_state_format = fp32;
+    paged.fp32_gradient_copy = false;
+    optimizers.push_back(paged);
   }
   if (from.states.optimizer == optimizer_kind::adam && from.states.adapter_parameters == 0 &&
       !offloaded) {  // ZeRO-Offload: CPU Adam in fp32
@@ -250,6 +258,8 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
   }
   if (!out.empty() || strongest.changes.empty()) return out;
   out.push_back(strongest);  // the best one device can do, still short
+  // Short of host memory only: more devices on this machine would need the same host memory.
+  if (strongest.result.max_microbatch >= 1 && strongest.result.host_shortfall_bytes > 0) return out;
   const recompute m = strongest.result.mode;
   const state_options s = strongest.result.states;
   for (std::uint64_t n = std::max<std::uint64_t>(2, o.data_parallel * 2); n <= 4096; n *= 2) {

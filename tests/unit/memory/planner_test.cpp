@@ -317,6 +317,17 @@ TEST_CASE("an offloading configuration fits only when the host memory holds its 
                                     Catch::Contains("1.60 GB to the CPU (x 1.5 = 2.40 GB of host memory needed, "
                                                     "1.00 GB available)") &&
                                     Catch::Contains("short by 1.40 GB"));
+  // The remedy: bitsandbytes' paged 8-bit AdamW, (2 + 8/2048) x 1e8 = 200,390,625 bytes on the host, x 1.5 =
+  // 300,585,938 <= 1 GB; the device keeps weights and gradients as before. No ZeRO-3 line: more devices on one
+  // machine need the same host memory.
+  REQUIRE_FALSE(r.remedies.empty());
+  CHECK_THAT(r.remedies[0], Catch::Contains("8-bit AdamW (bitsandbytes, paged): fits"));
+  for (const std::string& s : r.remedies) CHECK_THAT(s, !Catch::Contains("ZeRO stage 3"));
+  // Without that lever (1 byte of host memory is too little even for it) the closest is listed once, host-bound.
+  o.host_memory_bytes = 1;
+  r = plan(toy_workload(), o);
+  REQUIRE(r.remedies.size() == 1);
+  CHECK_THAT(r.remedies[0], Catch::Contains("fits the device, but host memory is short by"));
 }
 
 TEST_CASE("an offload remedy that the host memory cannot hold is not offered as fitting") {
