@@ -37,14 +37,18 @@ concept rank_communicator = requires(C& c, const C& cc, std::int32_t flag, std::
 };
 
 /// The device form: the same reductions in place on values in the communicator's device memory, enqueued
-/// on its stream behind the kernels that wrote them (no host synchronisation). NCCL implements it.
+/// on its stream behind the kernels that wrote them (no host synchronisation), and `allgather_u64(mine, all)`
+/// writing rank r's word at all[r] (size() words of device memory; for naming diverging ranks). NCCL
+/// implements it.
 template <class C>
-concept device_rank_communicator = requires(C& c, const C& cc, std::int32_t* flag, std::uint64_t* word) {
+concept device_rank_communicator = requires(C& c, const C& cc, std::int32_t* flag, std::uint64_t* word,
+                                            const std::uint64_t* mine) {
   { cc.rank() } -> std::same_as<int>;
   { cc.size() } -> std::same_as<int>;
   c.max_i32_in_place(flag);
   c.min_u64_in_place(word);
   c.max_u64_in_place(word);
+  c.allgather_u64(mine, word);
 };
 
 /// The found_inf every rank acts on: the integer MAX of the ranks' 0/1 flags, so one overflowing rank makes
@@ -100,31 +104,49 @@ template <rank_communicator C, class T>
   return all;
 }
 
+/// The ranks whose scaler-state hash differs from the majority's (rank 0's value on a tie), ascending, and how
+/// many ranks hold the majority's. `hashes_by_rank[r]` is rank r's hash.
+struct scaler_divergence {
+  std::vector<int> ranks;
+  std::size_t agreeing = 0;
+};
+[[nodiscard]] inline scaler_divergence find_diverging_ranks(std::span<const std::uint64_t> hashes_by_rank) {
+  scaler_divergence d;
+  if (hashes_by_rank.empty()) return d;
+  std::uint64_t majority = hashes_by_rank.front();
+  for (const std::uint64_t candidate : hashes_by_rank) {
+    std::size_t n = 0;
+    for (const std::uint64_t v : hashes_by_rank) n += v == candidate ? 1 : 0;
+    if (n > d.agreeing) {  // strict: the first value (lowest rank) with the largest count wins a tie
+      d.agreeing = n;
+      majority = candidate;
+    }
+  }
+  for (std::size_t r = 0; r < hashes_by_rank.size(); ++r) {
+    if (hashes_by_rank[r] != majority) d.ranks.push_back(static_cast<int>(r));
+  }
+  return d;
+}
+
+/// The error every rank throws when the hashes of `step` differ: it names the diverging ranks (the same text
+/// on every rank, from the same gathered hashes). Host and NCCL checks share it.
+[[nodiscard]] inline error scaler_divergence_error(std::span<const std::uint64_t> hashes_by_rank, std::int64_t step) {
+  const scaler_divergence d = find_diverging_ranks(hashes_by_rank);
+  std::string ranks;
+  for (const int r : d.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  return error("data parallel: the loss-scaler state or skip decision diverged across ranks after step " +
+               std::to_string(step) + ": rank(s) " + ranks + " differ from the other " + std::to_string(d.agreeing) +
+               " of " + std::to_string(hashes_by_rank.size()) +
+               " ranks (every rank must unscale the same reduced gradients and agree on found_inf)");
+}
+
 /// Checks that every rank holds the same scaler state and skip decision (two 8-byte collectives: MIN and MAX of
 /// the hash). On a mismatch every rank all-gathers the hashes and throws the same safeamp::error naming the
 /// ranks that differ from the majority (rank 0's value on a tie).
 template <rank_communicator C>
 void check_scaler_consensus(C& c, std::uint64_t state_hash, std::int64_t step) {
   if (c.min_u64(state_hash) == c.max_u64(state_hash)) return;
-  const std::vector<std::uint64_t> all = allgather_value(c, state_hash);
-  std::uint64_t majority = all.front();
-  std::size_t best = 0;
-  for (const std::uint64_t candidate : all) {
-    std::size_t n = 0;
-    for (const std::uint64_t v : all) n += v == candidate ? 1 : 0;
-    if (n > best) {
-      best = n;
-      majority = candidate;
-    }
-  }
-  std::string ranks;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r] != majority) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-  }
-  throw error("data parallel: the loss-scaler state or skip decision diverged across ranks after step " +
-              std::to_string(step) + ": rank(s) " + ranks + " differ from the other " + std::to_string(best) + " of " +
-              std::to_string(all.size()) +
-              " ranks (every rank must unscale the same reduced gradients and agree on found_inf)");
+  throw scaler_divergence_error(allgather_value(c, state_hash), step);
 }
 
 /// Global L2 norm of gradients held in shards across ranks: each rank's sum of squares in double (buffer

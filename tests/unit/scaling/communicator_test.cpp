@@ -112,6 +112,20 @@ TEST_CASE("a corrupted scaler state on one rank is named", "[communicator]") {
     CHECK(msg.find("rank(s) 2 differ from the other 2 of 3") != std::string::npos);
 }
 
+TEST_CASE("find_diverging_ranks: the ranks off the majority, the lowest rank's value on a tie", "[communicator]") {
+  using v = std::vector<std::uint64_t>;
+  const auto diverging = [](const v& hashes) { return find_diverging_ranks(hashes).ranks; };
+  CHECK(diverging(v{5, 5, 7, 5}) == std::vector<int>{2});
+  CHECK(find_diverging_ranks(v{5, 5, 7, 5}).agreeing == 3);
+  CHECK(diverging(v{9, 9, 9}).empty());
+  CHECK(diverging(v{1, 2}) == std::vector<int>{1});                 // a tie of one each: rank 0's value
+  CHECK(diverging(v{1, 2, 2}) == std::vector<int>{0});              // the majority need not include rank 0
+  CHECK(diverging(v{1, 2, 3, 2, 1}) == std::vector<int>{1, 2, 3});  // 1 and 2 tie at two: rank 0's 1 wins
+  CHECK(diverging(v{}).empty());
+  const std::string text = scaler_divergence_error(v{4, 4, 8, 4, 8}, 12).what();
+  CHECK(text.find("after step 12: rank(s) 2, 4 differ from the other 3 of 5 ranks") != std::string::npos);
+}
+
 TEST_CASE("scaler_consensus_hash changes with every field the ranks must share", "[communicator]") {
   const step_report base{.step = 3,
                          .applied = true,
