@@ -52,7 +52,8 @@ reduce_spec parse_reduce_spec(std::string_view text, std::string_view field) {
     const std::string_view order = body.substr(dash + 1);
     format_spec wire{};
     if (detail::parse_format_name(body.substr(0, dash), wire) && is_wire_format(wire)) {
-      if (order == "wire") return reduce_spec{.order = reduce_order::fp32_accumulate, .wire = wire, .predivide = predivide};
+      if (order == "wire")
+        return reduce_spec{.order = reduce_order::fp32_accumulate, .wire = wire, .predivide = predivide};
       if (order == "ring") return reduce_spec{.order = reduce_order::ring, .wire = wire, .predivide = predivide};
       if (order == "tree") return reduce_spec{.order = reduce_order::tree, .wire = wire, .predivide = predivide};
     }
@@ -62,7 +63,9 @@ reduce_spec parse_reduce_spec(std::string_view text, std::string_view field) {
 }
 
 std::string to_string(const reduce_spec& s) {
-  const std::string factor = s.predivide == 1 ? "" : "/" + std::to_string(s.predivide);
+  // Appended rather than "/" + to_string(...): GCC 12 warns a false -Wrestrict on that inlined operator+.
+  std::string factor;
+  if (s.predivide != 1) factor.append("/").append(std::to_string(s.predivide));
   switch (s.order) {
     case reduce_order::canonical:
       return "fp32" + factor;
