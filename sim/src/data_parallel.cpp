@@ -42,12 +42,13 @@ batch slice_batch(const batch& b, std::int64_t first, std::int64_t count) {
 data_parallel_config parse_data_parallel(const nlohmann::json& j, std::string_view path) {
   const std::string p(path);
   if (!j.is_object()) throw error(p, summarize_json(j), "an object");
-  static const char* const keys[] = {"micro_batches", "reduction", "fault_micro_batch", "exit_rank", "exit_step"};
+  static const char* const keys[] = {"micro_batches", "reduction",    "fault_micro_batch", "exit_rank",
+                                     "exit_step",     "corrupt_rank", "corrupt_step"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (std::find_if(std::begin(keys), std::end(keys), [&](const char* k) { return it.key() == k; }) ==
         std::end(keys)) {
       throw error(p + "." + it.key(), "an unknown key",
-                  "micro_batches, reduction, fault_micro_batch, exit_rank, exit_step");
+                  "micro_batches, reduction, fault_micro_batch, exit_rank, exit_step, corrupt_rank, corrupt_step");
     }
   }
   const auto integer = [&](const char* key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
@@ -64,6 +65,8 @@ data_parallel_config parse_data_parallel(const nlohmann::json& j, std::string_vi
   c.fault_micro_batch = integer("fault_micro_batch", c.fault_micro_batch, 0, c.micro_batches - 1);
   c.exit_rank = integer("exit_rank", c.exit_rank, -1, 1 << 20);
   c.exit_step = integer("exit_step", c.exit_step, -1, std::int64_t{1} << 40);
+  c.corrupt_rank = integer("corrupt_rank", c.corrupt_rank, -1, 1 << 20);
+  c.corrupt_step = integer("corrupt_step", c.corrupt_step, -1, std::int64_t{1} << 40);
   if (j.contains("reduction")) {
     const nlohmann::json& v = j.at("reduction");
     if (!v.is_string()) throw error(p + ".reduction", summarize_json(v), reduce_specs_accepted);
@@ -87,8 +90,7 @@ void validate(const data_parallel_config& cfg, std::int64_t ranks, std::int64_t 
                 "a micro-batch index in [0, " + std::to_string(cfg.micro_batches - 1) + "]");
   }
   const std::int64_t f = cfg.reduction.predivide;
-  if (f < 1 || f > max_predivide || (f & (f - 1)) != 0 ||
-      (cfg.reduction.order == reduce_order::canonical && f != 1)) {
+  if (f < 1 || f > max_predivide || (f & (f - 1)) != 0 || (cfg.reduction.order == reduce_order::canonical && f != 1)) {
     throw error("data_parallel.reduction", to_string(cfg.reduction), reduce_specs_accepted);
   }
 }
@@ -134,6 +136,10 @@ void data_parallel::begin_step(std::int64_t step) {
   }
   results_.clear();
   step_ = step;
+}
+
+bool data_parallel::corrupts_scaler_at(std::int64_t step) const {
+  return ranks_->rank() == cfg_.corrupt_rank && step == cfg_.corrupt_step;
 }
 
 std::string data_parallel::checkpoint_settings() const {
@@ -201,7 +207,8 @@ part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
     }
   }
   // memcpy from an empty vector's data() (null) is undefined even for zero bytes: fp32 runs have no counters.
-  if (!counts.empty()) std::memcpy(send_.data() + floats_per_u64 * slots, counts.data(), counts.size() * sizeof(std::uint64_t));
+  if (!counts.empty())
+    std::memcpy(send_.data() + floats_per_u64 * slots, counts.data(), counts.size() * sizeof(std::uint64_t));
   if (!canonical) {
     float* mine = send_.data() + header_;
     for (std::size_t s = 0; s < results_.size(); ++s) {
@@ -265,8 +272,10 @@ part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
     int owner = 0;
     while (first_part(owner + 1) <= k) ++owner;
     double loss = 0.0;
-    std::memcpy(&loss, record_of(static_cast<std::size_t>(owner)) + floats_per_u64 * static_cast<std::size_t>(k - first_part(owner)),
-                sizeof(double));
+    std::memcpy(
+        &loss,
+        record_of(static_cast<std::size_t>(owner)) + floats_per_u64 * static_cast<std::size_t>(k - first_part(owner)),
+        sizeof(double));
     total.loss += loss;
   }
   total.loss /= static_cast<double>(k_total);

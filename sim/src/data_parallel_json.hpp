@@ -8,8 +8,8 @@
 
 namespace safeamp::sim {
 
-/// Keys micro_batches, reduction, fault_micro_batch, exit_rank, exit_step. Throws safeamp::error naming
-/// `path` and the key for unknown keys, wrong types and bad values.
+/// Keys micro_batches, reduction, fault_micro_batch and the test hooks exit_rank, exit_step, corrupt_rank,
+/// corrupt_step. Throws safeamp::error naming `path` and the key for unknown keys, wrong types and bad values.
 [[nodiscard]] data_parallel_config parse_data_parallel(const nlohmann::json& j, std::string_view path);
 
 }  // namespace safeamp::sim

@@ -192,6 +192,18 @@ class phase_clock {
   double last_casts_;
 };
 
+// The data-parallel test hook corrupt_rank/corrupt_step (gradient_exchange::corrupts_scaler_at): a dynamic
+// scaler's scale moves one ulp (toward zero, or up when it sits at min_scale), as a flipped low bit of the
+// state would; the other scalers hold no state to corrupt.
+template <class Scaler>
+void corrupt_scale(Scaler& s) {
+  if constexpr (requires { s.checkpoint(); }) {
+    scaler_checkpoint c = s.checkpoint();
+    c.state.scale = std::nextafter(c.state.scale, c.state.scale > c.config.min_scale ? 0.0f : c.config.max_scale);
+    s.restore(c);
+  }
+}
+
 }  // namespace
 
 run_result train(const run_config& cfg, const step_observer& on_step, gradient_exchange* exchange) {
@@ -265,6 +277,7 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
     const double factor = loss_factor(cfg, step);
     std::visit(
         [&](auto& s) {
+          if (exchange != nullptr && exchange->corrupts_scaler_at(step)) corrupt_scale(s);
           rec.scale = s.scale();
           // Forward and backward of one part of the batch (the whole batch without data parallelism).
           const auto run_part = [&](const batch& part, bool with_gradient_faults) {

@@ -1,7 +1,7 @@
 // Data parallelism in the simulator on N ranks of an in-process thread group (the same trainer code mpirun
 // runs, see mpirun_hashes.sh for the real processes): the exchange is transparent on one rank and one part;
 // the canonical fp32 reduction gives the same bits for N = 1, 2, 4; an overflow in one rank's micro-batch skips
-// the step on every rank; bad configurations are refused by name.
+// the step on every rank; a rank whose loss scale is corrupted is named; bad configurations are refused by name.
 #include "safeamp/sim/data_parallel.hpp"
 
 #include <catch2/catch.hpp>
@@ -100,6 +100,31 @@ TEST_CASE("an overflow in one rank's micro-batch skips the step on every rank", 
     CHECK(r.steps[4].scale == r.steps[3].scale * 0.5f);  // one backoff, on every rank
     CHECK(r.weights_hash == four[0].weights_hash);
   }
+}
+
+TEST_CASE("a rank whose loss scale is corrupted is named by the state check at that step", "[data_parallel]") {
+  const run_config cfg = tiny_run();
+  // corrupt_rank's scale moves one ulp at the start of step 3: its backward, unscale and update differ from
+  // the others', so the check after step 3 fails on every rank, naming it against the majority.
+  const auto message = [&](int ranks, int corrupt) {
+    try {
+      (void)train_on(ranks, cfg, data_parallel_config{.micro_batches = 4, .corrupt_rank = corrupt, .corrupt_step = 3});
+    } catch (const error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(message(4, 2), Catch::Contains("after step 3: rank(s) 2 differ from the other 3 of 4 ranks"));
+  CHECK_THAT(message(4, 0), Catch::Contains("after step 3: rank(s) 0 differ from the other 3 of 4 ranks"));
+  CHECK_THAT(message(2, 1), Catch::Contains("after step 3: rank(s) 1 differ from the other 1 of 2 ranks"));
+  // One rank has no other to disagree with; a rank the job does not have corrupts nothing.
+  CHECK(message(1, 0) == "no error");
+  CHECK(message(2, 5) == "no error");
+  // A run without a dynamic scaler has no state to corrupt.
+  run_config none = cfg;
+  none.policy = presets::bf16_mixed;
+  none.scaler.kind = scaler_kind::none;
+  CHECK_NOTHROW(train_on(2, none, data_parallel_config{.micro_batches = 4, .corrupt_rank = 1, .corrupt_step = 3}));
 }
 
 TEST_CASE("the exchange logs which rank's own gradients overflowed", "[data_parallel]") {
@@ -208,12 +233,14 @@ TEST_CASE("a scenario's data_parallel block: read, and refused by name when wron
            R"(, "candidates": [{"name": "b", "policy": "bf16-mixed"}]})";
   };
   const scenario s = parse_scenario(scenario_with(R"({"micro_batches": 8, "reduction": "e4m3-tree",
-                                                      "fault_micro_batch": 7})"),
+                                                      "fault_micro_batch": 7, "corrupt_rank": 3, "corrupt_step": 9})"),
                                     "test");
   REQUIRE(s.data_parallel.has_value());
   CHECK(s.data_parallel->micro_batches == 8);
   CHECK(s.data_parallel->reduction == reduce_spec{.order = reduce_order::tree, .wire = fp8_e4m3});
   CHECK(s.data_parallel->fault_micro_batch == 7);
+  CHECK(s.data_parallel->corrupt_rank == 3);
+  CHECK(s.data_parallel->corrupt_step == 9);
   CHECK(parse_scenario(scenario_with("{}"), "test").data_parallel->reduction.order == reduce_order::canonical);
   CHECK_THROWS_WITH(parse_scenario(scenario_with(R"({"micro_batch": 4})"), "test"),
                     Catch::Contains("data_parallel.micro_batch is an unknown key"));
@@ -225,4 +252,6 @@ TEST_CASE("a scenario's data_parallel block: read, and refused by name when wron
                     Catch::Contains("data_parallel.reduction is 16"));
   CHECK_THROWS_WITH(parse_scenario(scenario_with(R"({"micro_batches": 4, "fault_micro_batch": 4})"), "test"),
                     Catch::Contains("data_parallel.fault_micro_batch is 4"));
+  CHECK_THROWS_WITH(parse_scenario(scenario_with(R"({"corrupt_step": -2})"), "test"),
+                    Catch::Contains("data_parallel.corrupt_step is -2"));
 }

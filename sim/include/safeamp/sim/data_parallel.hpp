@@ -54,6 +54,8 @@ class data_parallel final : public gradient_exchange {
   [[nodiscard]] part_result reduce(std::span<const std::span<float>> grads) override;
   [[nodiscard]] communicator& ranks() override { return *ranks_; }
   void begin_step(std::int64_t step) override;
+  /// data_parallel.corrupt_rank and corrupt_step (a test hook).
+  [[nodiscard]] bool corrupts_scaler_at(std::int64_t step) const override;
   /// "data_parallel micro_batches=K reduction=R fault_micro_batch=F", and " ranks=N" for every reduction but the
   /// canonical one: a wire-format reduction rounds each rank's sum of its parts, so its bits depend on N.
   [[nodiscard]] std::string checkpoint_settings() const override;
@@ -75,9 +77,9 @@ class data_parallel final : public gradient_exchange {
   // of two floats), its cast counters (six uint64 per counter, two floats each), then its gradients (canonical:
   // every part's, written here by keep(); wire: the fp32 sum of its parts).
   std::vector<float> send_;
-  std::vector<float> gathered_;   // (ranks, record)
-  std::vector<float> kept_;       // wire reductions: (max_local_parts, elements), this rank's parts' gradients
-  std::vector<float> reduced_;    // (elements): the reduced sum
+  std::vector<float> gathered_;  // (ranks, record)
+  std::vector<float> kept_;      // wire reductions: (max_local_parts, elements), this rank's parts' gradients
+  std::vector<float> reduced_;   // (elements): the reduced sum
   std::vector<part_result> results_;
   std::size_t elements_ = 0;
   std::size_t header_ = 0;  // floats before the gradients in a record

@@ -14,6 +14,8 @@ struct data_parallel_config {
   std::int64_t fault_micro_batch = 0;  // gradient_inf/gradient_nan faults land in this part only (its rank only)
   std::int64_t exit_rank = -1;         // test hook: this rank ends abruptly (no clean-up) at exit_step
   std::int64_t exit_step = -1;
+  std::int64_t corrupt_rank = -1;  // test hook: this rank's dynamic loss scale is one ulp off from corrupt_step
+  std::int64_t corrupt_step = -1;  // on (a flipped low bit); the state check must fail naming the rank
   friend bool operator==(const data_parallel_config&, const data_parallel_config&) = default;
 };
 

@@ -49,6 +49,12 @@ class gradient_exchange {
   [[nodiscard]] virtual communicator& ranks() = 0;
   /// Called at the start of every step (after the batch is drawn): a test hook can end the process here.
   virtual void begin_step(std::int64_t step) = 0;
+  /// Test hook: whether this rank's loss-scaler state is to be corrupted at the start of `step` (train() moves
+  /// a dynamic scaler's scale one ulp, as a flipped low bit would), so that the state check names the rank.
+  [[nodiscard]] virtual bool corrupts_scaler_at(std::int64_t step) const {
+    (void)step;
+    return false;
+  }
   /// Every setting of the exchange that changes a run's bits, as one line; train() adds it to the checkpoint
   /// fingerprint, so a checkpoint saved under other settings is refused instead of continuing into a run that
   /// matches neither. Settings that do not change the bits (test hooks, a rank count the reduction does not
