@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -47,14 +48,22 @@ json read_json(const fs::path& p) {
   return json::parse(read_text(p));
 }
 
+// A folder of this process's, removed at exit.
 fs::path scratch() {
-  static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("safeamp_dp_tool_" + std::to_string(::getpid()));
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const struct folder {
+    fs::path path = fs::temp_directory_path() / ("safeamp_dp_tool_" + std::to_string(::getpid()));
+    folder() {
+      fs::remove_all(path);
+      fs::create_directories(path);
+    }
+    folder(const folder&) = delete;
+    folder& operator=(const folder&) = delete;
+    ~folder() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } dir;
+  return dir.path;
 }
 
 // The scenario with `changes` merged into its data_parallel block (and every candidate's verdict accepted when
