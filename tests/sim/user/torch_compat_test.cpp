@@ -1,11 +1,17 @@
-// The torch-faithful pieces against values computed by hand from PyTorch's update rules (the arithmetic is
-// written out next to each expectation, evaluated here in double as an independent oracle): AdamW
-// (torch.optim.AdamW, _single_tensor_adamw), SGD (torch.optim.SGD with momentum, dampening, nesterov, weight
-// decay), torch.nn.utils.clip_grad_norm_, and the regression losses.
+// The torch-faithful pieces against PyTorch's update rules, three ways: values computed by hand (the arithmetic
+// written out next to each expectation, evaluated in double), closed forms where eps decides the update (tiny
+// constant gradients), and bit for bit over long runs against float references written out here from
+// torch/optim/adamw.py and sgd.py and the CPU kernels they call (torch_adamw_reference, torch_sgd_reference; the
+// test is built with -ffp-contract=off so each float operation rounds once, as torch's scalar kernels do).
+// Also torch.nn.utils.clip_grad_norm_, the regression losses and the autocast's linear and mse.
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "safeamp/policy.hpp"
@@ -19,26 +25,160 @@ using namespace safeamp::sim;
 
 namespace {
 
-// One 1x1 parameter p0 under fp32, stepped with gradients g1, g2; returns p after each step.
-std::vector<float> two_steps(const optimizer_config& cfg, float p0, float g1, float g2) {
+// A 1 x n parameter under fp32 with initial values p0, stepped by the optimizer once per entry of `grads` (each
+// a gradient of n values); returns the parameter after each step.
+std::vector<std::vector<float>> run_steps(const optimizer_config& cfg, const std::vector<float>& p0,
+                                          const std::vector<std::vector<float>>& grads) {
   parameter_list params;
-  (void)add_parameter(params, "p", 1, 1);
-  params[0].value(0, 0) = p0;
+  const auto n = static_cast<Eigen::Index>(p0.size());
+  (void)add_parameter(params, "p", 1, n);
+  for (Eigen::Index k = 0; k < n; ++k) params[0].value(0, k) = p0[static_cast<std::size_t>(k)];
   optimizer opt(cfg, presets::fp32, true, params);
   exec_context ctx;
-  std::vector<float> out;
-  for (const float g : {g1, g2}) {
-    params[0].grad(0, 0) = g;
+  std::vector<std::vector<float>> out;
+  for (const std::vector<float>& g : grads) {
+    for (Eigen::Index k = 0; k < n; ++k) params[0].grad(0, k) = g[static_cast<std::size_t>(k)];
     opt.step(ctx, params);
-    out.push_back(params[0].value(0, 0));
+    out.emplace_back(params[0].value.data(), params[0].value.data() + n);
   }
   return out;
+}
+
+// One 1x1 parameter p0 under fp32, stepped with gradients g1, g2; returns p after each step.
+std::vector<float> two_steps(const optimizer_config& cfg, float p0, float g1, float g2) {
+  const std::vector<std::vector<float>> p = run_steps(cfg, {p0}, {{g1}, {g2}});
+  return {p[0][0], p[1][0]};
 }
 
 // |a - b| within a few float roundings of b (each float op of the update rounds once, relative 2^-24).
 void check_close(float got, double want) {
   INFO("got " << got << " want " << want);
   CHECK(std::fabs(static_cast<double>(got) - want) <= 8.0 * std::ldexp(std::fabs(want), -24));
+}
+
+// torch.optim.AdamW's single-tensor update on CPU, written out from torch/optim/adamw.py (_single_tensor_adamw,
+// amsgrad off, maximize off, not capturable) and the CPU kernels it calls. Python numbers are doubles; a Python
+// number meeting a float tensor is converted to float; every tensor operation rounds to float once:
+//   param.mul_(1 - lr * weight_decay)                          p = p * f32(1 - lr wd)
+//   exp_avg.lerp_(grad, 1 - beta1)                             w < 0.5: m = m + w (g - m); else g - (g - m)(1 - w)
+//   exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)     v = v * f32(b2); v = v + (f32(1 - b2) g) g
+//   bias_correction1 = 1 - beta1 ** step; bias_correction2 = 1 - beta2 ** step        (doubles)
+//   step_size = lr / bias_correction1; bias_correction2_sqrt = sqrt(bias_correction2)  (doubles)
+//   denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)    sqrtf(v) / f32(bc2_sqrt) + f32(eps)
+//   param.addcdiv_(exp_avg, denom, value=-step_size)           p = p + (f32(-step_size) m) / denom
+struct torch_adamw_reference {
+  double lr, beta1, beta2, eps, wd;
+  std::vector<float> p, m, v;
+  std::int64_t step = 0;
+
+  void update(const std::vector<float>& g) {
+    ++step;
+    const auto t = static_cast<double>(step);
+    const double bias_correction1 = 1.0 - std::pow(beta1, t);
+    const double bias_correction2 = 1.0 - std::pow(beta2, t);
+    const double step_size = lr / bias_correction1;
+    const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+    const auto w = static_cast<float>(1.0 - beta1);
+    for (std::size_t k = 0; k < p.size(); ++k) {
+      p[k] = p[k] * static_cast<float>(1.0 - lr * wd);
+      m[k] = w < 0.5f ? m[k] + w * (g[k] - m[k]) : g[k] - (g[k] - m[k]) * (1.0f - w);
+      v[k] = v[k] * static_cast<float>(beta2);
+      v[k] = v[k] + static_cast<float>(1.0 - beta2) * g[k] * g[k];
+      const float denom = std::sqrt(v[k]) / static_cast<float>(bias_correction2_sqrt) + static_cast<float>(eps);
+      p[k] = p[k] + static_cast<float>(-step_size) * m[k] / denom;
+    }
+  }
+};
+
+// torch.optim.SGD's single-tensor update on CPU, from torch/optim/sgd.py (_single_tensor_sgd, maximize off):
+//   grad = grad.add(param, alpha=weight_decay)          d = g + f32(wd) p        (when wd != 0)
+//   buf = clone(grad) on the first step                 buf = d                  (no dampening on step 1)
+//   else buf.mul_(momentum).add_(grad, alpha=1 - damp)  buf = buf f32(mu); buf = buf + f32(1 - damp) d
+//   nesterov: grad = grad.add(buf, alpha=momentum)      d = d + f32(mu) buf; else d = buf   (when mu != 0)
+//   param.add_(grad, alpha=-lr)                          p = p + f32(-lr) d
+struct torch_sgd_reference {
+  double lr, momentum, dampening, wd;
+  bool nesterov;
+  std::vector<float> p, buf;
+  bool has_buf = false;
+
+  void update(const std::vector<float>& g) {
+    for (std::size_t k = 0; k < p.size(); ++k) {
+      float d = g[k];
+      if (wd != 0.0) d = d + static_cast<float>(wd) * p[k];
+      if (momentum != 0.0) {
+        if (!has_buf) {
+          buf[k] = d;
+        } else {
+          buf[k] = buf[k] * static_cast<float>(momentum);
+          buf[k] = buf[k] + static_cast<float>(1.0 - dampening) * d;
+        }
+        d = nesterov ? d + static_cast<float>(momentum) * buf[k] : buf[k];
+      }
+      p[k] = p[k] + static_cast<float>(-lr) * d;
+    }
+    has_buf = true;
+  }
+};
+
+// The gradient of element k at step s (from 1) for the long runs: tiny constant gradients (1e-7 and -3e-8, of
+// the order of eps = 1e-8, where eps's placement changes the update by tens of percent), a tiny gradient that
+// changes sign, a zero gradient (decay only), sign flips of 0.5 and -0.25, and a slowly varying 1e-3 one.
+float long_run_gradient(std::size_t k, std::int64_t s) {
+  const auto t = static_cast<double>(s);
+  switch (k) {
+    case 0:
+      return 1e-7f;
+    case 1:
+      return -3e-8f;
+    case 2:
+      return static_cast<float>(1e-7 * static_cast<double>(s % 3 - 1));
+    case 3:
+      return 0.0f;
+    case 4:
+      return s % 2 == 1 ? 0.5f : -0.25f;
+    default:
+      return static_cast<float>(1e-3 * std::sin(0.3 * t));
+  }
+}
+
+std::string hex_bits(float f) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", std::bit_cast<std::uint32_t>(f));
+  return buf;
+}
+
+// The long runs: n = 6 elements from these initial values, long_run_gradient for 300 steps.
+const std::vector<float> long_run_start = {1.0f, -0.5f, 0.25f, 2.0f, -1.5f, 0.75f};
+constexpr std::int64_t long_run_steps = 300;
+
+std::vector<std::vector<float>> long_run_gradients() {
+  std::vector<std::vector<float>> grads;
+  for (std::int64_t s = 1; s <= long_run_steps; ++s) {
+    std::vector<float> g(long_run_start.size());
+    for (std::size_t k = 0; k < g.size(); ++k) g[k] = long_run_gradient(k, s);
+    grads.push_back(g);
+  }
+  return grads;
+}
+
+// Steps `ref` (a torch_*_reference) through `grads` and counts the elements of `got` (the optimizer's
+// parameters after each step) whose bits differ from the reference's; the first few are reported in hex.
+template <class Reference>
+int bit_mismatches(const std::vector<std::vector<float>>& got, Reference& ref,
+                   const std::vector<std::vector<float>>& grads, const std::string& label) {
+  int mismatches = 0;
+  for (std::size_t s = 0; s < grads.size(); ++s) {
+    ref.update(grads[s]);
+    for (std::size_t k = 0; k < ref.p.size(); ++k) {
+      const float a = got[s][k], b = ref.p[k];
+      if (std::bit_cast<std::uint32_t>(a) != std::bit_cast<std::uint32_t>(b) && mismatches++ < 4) {
+        FAIL_CHECK(label << " step " << s + 1 << " element " << k << ": " << hex_bits(a) << " (" << a << "), torch "
+                         << hex_bits(b) << " (" << b << ")");
+      }
+    }
+  }
+  return mismatches;
 }
 
 }  // namespace
@@ -49,6 +189,7 @@ TEST_CASE("adamw-torch follows torch.optim.AdamW step by step", "[torch]") {
   REQUIRE(cfg.epsilon == 1e-8);
   REQUIRE(cfg.beta1 == 0.9);
   REQUIRE(cfg.beta2 == 0.999);
+  REQUIRE(cfg.learning_rate == 1e-3);
   cfg.learning_rate = 0.1;
   const std::vector<float> p = two_steps(cfg, 1.0f, 0.5f, -0.25f);
   // Step 1: p = 1 * (1 - 0.1*0.01) = 0.999; m = 0 + 0.1*(0.5 - 0) = 0.05; v = 0.001 * 0.5^2 = 0.00025;
@@ -61,6 +202,68 @@ TEST_CASE("adamw-torch follows torch.optim.AdamW step by step", "[torch]") {
   // denom = sqrt(0.00031225)/sqrt(0.001999) + 1e-8.
   const double p2 = p1 * 0.999 - (0.1 / 0.19) * 0.02 / (std::sqrt(0.00031225) / std::sqrt(0.001999) + 1e-8);
   check_close(p[1], p2);  // 0.87146...
+}
+
+TEST_CASE("adamw-torch: eps after the bias-corrected root, where tiny gradients make it matter", "[torch]") {
+  // A constant gradient g gives m_t = (1 - b1^t) g and v_t = (1 - b2^t) g^2 exactly (in real numbers), so the
+  // bias-corrected moments are g and g^2 at every step and torch's update is lr g / (|g| + eps), whatever t:
+  //   p_t = p_{t-1} (1 - lr wd) - lr g / (|g| + eps).
+  // With g = 1e-7 and eps = 1e-8 that is lr / 1.1. Had eps been added before the bias correction
+  // ((sqrt(v) + eps) / sqrt(1 - b2^t), Adam's paper's eps-hat), step 1 would divide by 1e-7 + 1e-8 / sqrt(0.001)
+  // = 4.16e-7 (lr * 0.24); inside the root (sqrt(v / bc2 + eps)), by 1e-4 (lr * 0.001).
+  optimizer_config cfg = torch_defaults(optimizer_kind::adamw_torch);
+  cfg.learning_rate = 0.1;
+  constexpr int steps = 100;
+  const std::vector<std::vector<float>> grads(steps, std::vector<float>{1e-7f, -3e-8f});
+  const std::vector<std::vector<float>> p = run_steps(cfg, {1.0f, 1.0f}, grads);
+  double want0 = 1.0, want1 = 1.0;
+  for (int s = 0; s < steps; ++s) {
+    // The gradients are the float values 1e-7f and -3e-8f, not the decimals.
+    const double g0 = static_cast<double>(1e-7f), g1 = static_cast<double>(-3e-8f);
+    want0 = want0 * (1.0 - 0.1 * 0.01) - 0.1 * g0 / (std::fabs(g0) + 1e-8);
+    want1 = want1 * (1.0 - 0.1 * 0.01) - 0.1 * g1 / (std::fabs(g1) + 1e-8);
+    // Tolerance: each step rounds p (about 1) once in the decay and once in the addition, and the decay factor
+    // is f32(0.999) = 0.999 + 1.3e-8 (0.22 u): under 3 u |p|. The update lr r (r <= 1) carries the relative
+    // errors of m and v (their recurrences, f32(0.1) and f32(0.001) for 1 - beta), the root, the division and
+    // f32(eps): under 64 u. Per step 3 u |p| + 64 u lr, summed over the steps so far (|p| < 2 here).
+    const auto u = static_cast<double>(unit_roundoff(fp32));  // 2^-24
+    const double tol = (s + 1) * (3.0 * u * 2.0 + 64.0 * u * 0.1);
+    INFO("step " << s + 1);
+    CHECK(std::fabs(static_cast<double>(p[static_cast<std::size_t>(s)][0]) - want0) <= tol);
+    CHECK(std::fabs(static_cast<double>(p[static_cast<std::size_t>(s)][1]) - want1) <= tol);
+  }
+  // Step 1 by hand: 1 * 0.999 - 0.1 * 1e-7 / 1.1e-7 = 0.999 - 0.0909091 = 0.9080909 (eps-hat: 0.999 - 0.024 = 0.975).
+  CHECK(std::fabs(p[0][0] - 0.9080909f) < 1e-6f);
+  // -3e-8 / (3e-8 + 1e-8) = -0.75: p = 0.999 + 0.075 = 1.074.
+  CHECK(std::fabs(p[0][1] - 1.074f) < 1e-6f);
+}
+
+TEST_CASE("adamw-torch equals torch's float arithmetic bit for bit over 300 steps", "[torch]") {
+  // Six elements with the gradients of long_run_gradient, under torch's defaults and under a large learning
+  // rate, weight decay and other betas: every step's parameters must have the bits of torch_adamw_reference.
+  // (A reordered bias correction, eps added elsewhere or the decay applied after the update changes the last
+  // bits of some element within a few steps.)
+  for (const double lr : {1e-3, 0.05}) {
+    optimizer_config cfg = torch_defaults(optimizer_kind::adamw_torch);
+    cfg.learning_rate = lr;
+    if (lr > 0.01) {
+      cfg.weight_decay = 0.1;
+      cfg.beta1 = 0.8;
+      cfg.beta2 = 0.99;
+    }
+    const std::vector<std::vector<float>> grads = long_run_gradients();
+    const std::vector<std::vector<float>> got = run_steps(cfg, long_run_start, grads);
+    const std::size_t n = long_run_start.size();
+    torch_adamw_reference ref{.lr = cfg.learning_rate,
+                              .beta1 = cfg.beta1,
+                              .beta2 = cfg.beta2,
+                              .eps = cfg.epsilon,
+                              .wd = cfg.weight_decay,
+                              .p = long_run_start,
+                              .m = std::vector<float>(n, 0.0f),
+                              .v = std::vector<float>(n, 0.0f)};
+    CHECK(bit_mismatches(got, ref, grads, "lr " + std::to_string(lr)) == 0);
+  }
 }
 
 TEST_CASE("sgd-torch: momentum with dampening and weight decay, and nesterov", "[torch]") {
@@ -88,6 +291,59 @@ TEST_CASE("sgd-torch: momentum with dampening and weight decay, and nesterov", "
   check_close(p[1], 0.912);
 }
 
+TEST_CASE("sgd-torch equals torch's float arithmetic bit for bit over 300 steps", "[torch]") {
+  struct setting {
+    double lr, momentum, dampening, wd;
+    bool nesterov;
+  };
+  const setting settings[] = {{0.05, 0.0, 0.0, 0.0, false},  // plain SGD: no buffer at all
+                              {0.05, 0.9, 0.0, 0.0, false},
+                              {0.02, 0.9, 0.3, 0.01, false},  // dampening from step 2 on, L2 decay in the gradient
+                              {0.01, 0.8, 0.0, 0.05, true}};
+  for (const setting& st : settings) {
+    optimizer_config cfg = torch_defaults(optimizer_kind::sgd_torch);
+    cfg.learning_rate = st.lr;
+    cfg.momentum = st.momentum;
+    cfg.dampening = st.dampening;
+    cfg.weight_decay = st.wd;
+    cfg.nesterov = st.nesterov;
+    const std::vector<std::vector<float>> grads = long_run_gradients();
+    const std::vector<std::vector<float>> got = run_steps(cfg, long_run_start, grads);
+    torch_sgd_reference ref{.lr = st.lr,
+                            .momentum = st.momentum,
+                            .dampening = st.dampening,
+                            .wd = st.wd,
+                            .nesterov = st.nesterov,
+                            .p = long_run_start,
+                            .buf = std::vector<float>(long_run_start.size(), 0.0f)};
+    const std::string label = "momentum " + std::to_string(st.momentum) + " dampening " + std::to_string(st.dampening) +
+                              (st.nesterov ? " nesterov" : "");
+    CHECK(bit_mismatches(got, ref, grads, label) == 0);
+  }
+}
+
+TEST_CASE("sgd-torch: the first step's buffer is the gradient itself, by hand", "[torch]") {
+  // momentum 0.5, dampening 0.5, lr 1, no decay, gradients 1, 1, 1 (exact in binary):
+  //   step 1: buf = 1 (a copy, not (1 - 0.5) * 1); p = 0 - 1 = -1
+  //   step 2: buf = 0.5 * 1 + 0.5 * 1 = 1; p = -2;   step 3: the same, p = -3.
+  // Dampening on the first step too would give buf 0.5, 0.75, 0.875 and p -0.5, -1.25, -2.125.
+  optimizer_config cfg = torch_defaults(optimizer_kind::sgd_torch);
+  cfg.learning_rate = 1.0;
+  cfg.momentum = 0.5;
+  cfg.dampening = 0.5;
+  const std::vector<std::vector<float>> p = run_steps(cfg, {0.0f}, {{1.0f}, {1.0f}, {1.0f}});
+  CHECK(p[0][0] == -1.0f);
+  CHECK(p[1][0] == -2.0f);
+  CHECK(p[2][0] == -3.0f);
+  // Nesterov (dampening 0), gradients 1, 1: step 1 buf = 1, d = 1 + 0.5 * 1 = 1.5, p = -1.5;
+  // step 2 buf = 0.5 + 1 = 1.5, d = 1 + 0.75 = 1.75, p = -3.25.
+  cfg.dampening = 0.0;
+  cfg.nesterov = true;
+  const std::vector<std::vector<float>> q = run_steps(cfg, {0.0f}, {{1.0f}, {1.0f}});
+  CHECK(q[0][0] == -1.5f);
+  CHECK(q[1][0] == -3.25f);
+}
+
 TEST_CASE("clip_grad_norm_torch reproduces torch.nn.utils.clip_grad_norm_", "[torch][clip]") {
   std::vector<float> a = {3.0f}, b = {4.0f};
   std::span<float> bufs[] = {a, b};
@@ -110,6 +366,45 @@ TEST_CASE("clip_grad_norm_torch reproduces torch.nn.utils.clip_grad_norm_", "[to
   std::span<float> small[] = {e, f};
   CHECK_FALSE(clip_grad_norm_torch(small, 10.0).clipped);
   CHECK(e[0] == 3.0f);
+
+  // At the limit exactly (norm 5, max_norm 5) torch still scales: float's spacing at 5 is 2^-21 (4.8e-7), so
+  // 5 + 1e-6f (2.1 spacings) rounds to 5 + 2^-20, and 5 / (5 + 2^-20) = 1 - 2^-20/5 = 1 - 3.2 * 2^-24 rounds to
+  // 1 - 3 * 2^-24 (float's spacing below 1 is 2^-24). max/norm would be exactly 1 and leave the gradients alone.
+  std::vector<float> g = {3.0f}, h = {4.0f};
+  std::span<float> at_limit[] = {g, h};
+  CHECK(5.0f + 1e-6f == 5.0f + 0x1p-20f);
+  const clip_result lim = clip_grad_norm_torch(at_limit, 5.0);
+  CHECK(lim.clipped);
+  const float coef_at_limit = 1.0f - 3.0f * 0x1p-24f;
+  CHECK(g[0] == 3.0f * coef_at_limit);
+  CHECK(h[0] == 4.0f * coef_at_limit);
+
+  // The squares are summed in float, left to right (grad_clip.hpp; torch's blocked order may differ on long
+  // tensors): 1 + (2^-12)^2 = 1 + 2^-24 is a tie between 1 and 1 + 2^-23 and rounds to 1, four times over, so
+  // the norm is 1; in double the sum is 1 + 2^-22 and the norm rounds to 1 + 2^-23.
+  std::vector<float> fine = {1.0f, 0x1p-12f, 0x1p-12f, 0x1p-12f, 0x1p-12f};
+  std::span<float> fine_bufs[] = {fine};
+  CHECK(static_cast<float>(global_grad_norm(fine_bufs)) == 1.0f + 0x1p-23f);
+  CHECK(clip_grad_norm_torch(fine_bufs, 10.0).norm_before == 1.0);
+
+  // The factor is float arithmetic too: norm 1, 1 + 1e-6f = 1 + 2^-20 (1e-6 is 8.4 of float's spacings 2^-23 at
+  // 1), 1 / (1 + 2^-20) = 1 - 2^-20 + 2^-40 rounds to 1 - 2^-20 (= 0.99999905, 16 spacings of 2^-24 below 1);
+  // in double 1 / (1 + 1e-6) = 1 - 16.8 * 2^-24 would round to 1 - 17 * 2^-24.
+  std::vector<float> unit = {1.0f};
+  std::span<float> unit_bufs[] = {unit};
+  (void)clip_grad_norm_torch(unit_bufs, 1.0);
+  CHECK(unit[0] == 1.0f - 0x1p-20f);
+
+  // The global norm is the norm of the per-tensor norms, each rounded to float: six ones have the tensor norm
+  // f32(sqrt 6) = 0x401cc471, whose float square is 6.00000048, not 6; with a second tensor {1} the global norm
+  // is sqrtf(7.00000048) = 0x402953fe, where the squares summed as one tensor give sqrtf(7) = 0x402953fd.
+  std::vector<float> six(6, 1.0f), single = {1.0f};
+  std::span<float> two_tensors[] = {six, single};
+  const float sqrt6 = std::sqrt(6.0f);
+  REQUIRE(std::bit_cast<std::uint32_t>(sqrt6) == 0x401cc471u);
+  REQUIRE(sqrt6 * sqrt6 == 6.00000048f);
+  const auto two_norm = static_cast<float>(clip_grad_norm_torch(two_tensors, 10.0).norm_before);
+  CHECK(std::bit_cast<std::uint32_t>(two_norm) == 0x402953feu);
 
   // 1e20 squared is 1e40 > float max 3.4e38: the norm is inf, coef = 1/(inf + 1e-6) = 0 and the gradients
   // are zeroed; safeamp's clip sums in double (norm 1e20) and scales them to norm 1.
