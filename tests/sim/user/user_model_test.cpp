@@ -1,6 +1,7 @@
 // Bring your own model: the .npy reader (what numpy.save writes, byte by byte, and every refusal), a described
-// layer stack that spells out the MLP preset trains to the preset's bits, a regression stack of the user's
-// shape (3 linear layers, GELU, layer norm, mse) learns from .npy files, initial weights are loaded as given.
+// layer stack that spells out the MLP or the transformer preset trains to the preset's bits, a regression stack
+// of the user's shape (3 linear layers, GELU, layer norm, mse) learns from .npy files, initial weights are loaded
+// as given.
 #include <unistd.h>
 
 #include <bit>
@@ -160,6 +161,65 @@ TEST_CASE("a described stack that spells out the MLP preset trains to the preset
   // A different stack (ReLU in place of the second GELU) gives other bits: the comparison can fail.
   described.stack.layers[3].activation = activation_kind::relu;
   CHECK(train(described).weights_hash != a.weights_hash);
+}
+
+TEST_CASE("a described embedding + transformer_block stack trains to the transformer preset's bits", "[stack]") {
+  // The preset: pre-norm decoder, 2 blocks of width 16 and 2 heads, context 8, on the GPL-3 corpus; fp16-mixed
+  // with dynamic scaling and AdamW so every layer's casts, the scaler and the optimizer are on the path.
+  run_config preset;
+  preset.model = model_kind::transformer;
+  preset.transformer = transformer_shape{.context = 8, .width = 16, .heads = 2, .layers = 2, .ffn_multiplier = 2};
+  preset.policy = presets::fp16_mixed;
+  preset.scaler.kind = scaler_kind::dynamic;
+  preset.optimizer.kind = optimizer_kind::adamw;
+  preset.optimizer.learning_rate = 3e-3;
+  preset.steps = 5;
+  preset.batch_size = 4;
+  preset.data.eval_samples = 8;
+  preset.data.probe_rows = 2;
+  // The same model spelled out layer by layer, as a scenario's "layers" would give it: embedding (width,
+  // context), two transformer_block layers (heads, ffn_multiplier), a final layer norm and the head (out 0:
+  // the vocabulary). The names are the preset's; the bits do not depend on them (parameters draw their
+  // initial values from their position in the stack).
+  run_config described = preset;
+  described.model = model_kind::stack;
+  const auto layer = [&described](layer_kind k, std::string name) -> layer_spec& {
+    layer_spec& l = described.stack.layers.emplace_back();
+    l.kind = k;
+    l.name = std::move(name);
+    return l;
+  };
+  layer_spec& e = layer(layer_kind::embedding, "embed");
+  e.width = 16;
+  e.context = 8;
+  for (int i = 0; i < 2; ++i) {
+    layer_spec& b = layer(layer_kind::transformer_block, "block" + std::to_string(i));
+    b.heads = 2;
+    b.ffn_multiplier = 2;
+  }
+  layer(layer_kind::layer_norm, "final_ln");
+  layer(layer_kind::linear, "head");
+  REQUIRE(preset_stack(described) == preset_stack(preset));  // the spelled-out stack is the preset's expansion
+  const run_result a = train(preset);
+  const run_result b = train(described);
+  REQUIRE(a.steps.size() == 5);
+  CHECK(a.weights_hash == b.weights_hash);
+  REQUIRE(a.steps.size() == b.steps.size());
+  for (std::size_t i = 0; i < a.steps.size(); ++i) {
+    CHECK(a.steps[i].loss == b.steps[i].loss);
+    CHECK(a.steps[i].scale == b.steps[i].scale);
+  }
+  CHECK(a.probe_logits == b.probe_logits);
+  CHECK(a.final_eval.loss == b.final_eval.loss);
+  // Other bits when the stack differs in a way the parameter shapes do not show (4 heads of width 4 in the
+  // second block in place of 2 of width 8: the same weights, another attention), or in an FFN width: the
+  // comparison can fail.
+  run_config other = described;
+  other.stack.layers[2].heads = 4;
+  CHECK(train(other).weights_hash != a.weights_hash);
+  other = described;
+  other.stack.layers[1].ffn_multiplier = 3;
+  CHECK(train(other).weights_hash != a.weights_hash);
 }
 
 TEST_CASE("the user's shape: 3 linear layers, GELU and layer norm, mse regression from .npy files", "[stack][files]") {
