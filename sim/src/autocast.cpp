@@ -102,8 +102,8 @@ matrix autocast::activation_backward(activation_fn fn, const matrix& x, const ma
 matrix autocast::layer_norm(const matrix& x, const parameter& gain, const parameter& bias, layer_norm_saved& saved,
                             float epsilon) {
   if (gain.value.rows() != 1 || bias.value.rows() != 1) {
-    throw error("autocast::layer_norm gain and bias", std::to_string(gain.value.rows()) + " and " +
-                    std::to_string(bias.value.rows()) + " rows",
+    throw error("autocast::layer_norm gain and bias",
+                std::to_string(gain.value.rows()) + " and " + std::to_string(bias.value.rows()) + " rows",
                 "(1, width) parameters");
   }
   if (!(epsilon > 0.0f) || !std::isfinite(epsilon)) {
@@ -143,7 +143,8 @@ matrix autocast::softmax(const matrix& s, bool causal) {
 
 matrix autocast::softmax_backward(const matrix& p, const matrix& dp) {
   if (dp.rows() != p.rows() || dp.cols() != p.cols()) {
-    throw error("autocast::softmax_backward gradient shape", std::to_string(dp.rows()) + "x" + std::to_string(dp.cols()),
+    throw error("autocast::softmax_backward gradient shape",
+                std::to_string(dp.rows()) + "x" + std::to_string(dp.cols()),
                 std::to_string(p.rows()) + "x" + std::to_string(p.cols()) + " (the forward's output)");
   }
   matrix ds;
@@ -163,5 +164,12 @@ cast_stats autocast::cast_gradient(std::span<float> values) {
 }
 
 cast_stats autocast::cast(op_class c, matrix& m) { return count(c, cast_in_place(ctx_, m, policy_.format_for(c))); }
+
+std::vector<std::span<float>> grad_spans(parameter_list& params) {
+  std::vector<std::span<float>> out;
+  out.reserve(params.size());
+  for (parameter& p : params) out.push_back(span_of(p.grad));
+  return out;
+}
 
 }  // namespace safeamp::sim

@@ -42,9 +42,12 @@ void validate_policy(const precision_policy& p) {
 
 bool keeps_master_weights(const run_config& cfg) noexcept {
   switch (cfg.optimizer.master_weights) {
-    case master_weights_mode::on: return true;
-    case master_weights_mode::off: return false;
-    case master_weights_mode::from_policy: return cfg.policy.master_weights;
+    case master_weights_mode::on:
+      return true;
+    case master_weights_mode::off:
+      return false;
+    case master_weights_mode::from_policy:
+      return cfg.policy.master_weights;
   }
   return false;
 }
@@ -53,8 +56,10 @@ void validate(const run_config& c) {
   require(c.steps >= 0, "steps", std::to_string(c.steps), ">= 0");
   require(c.batch_size >= 1, "batch_size", std::to_string(c.batch_size), ">= 1");
   require(c.threads >= 1 && c.threads <= 256, "threads", std::to_string(c.threads), "1..256");
-  require(std::isfinite(c.clip_norm) && c.clip_norm >= 0.0, "clip_norm", num(c.clip_norm), "a finite number >= 0 (0: off)");
-  require(std::isfinite(c.loss_weight) && c.loss_weight > 0.0, "loss_weight", num(c.loss_weight), "a finite number > 0");
+  require(std::isfinite(c.clip_norm) && c.clip_norm >= 0.0, "clip_norm", num(c.clip_norm),
+          "a finite number >= 0 (0: off)");
+  require(std::isfinite(c.loss_weight) && c.loss_weight > 0.0, "loss_weight", num(c.loss_weight),
+          "a finite number > 0");
   validate_policy(c.policy);
 
   if (c.model == model_kind::stack) {
@@ -80,7 +85,8 @@ void validate(const run_config& c) {
     const mlp_shape& m = c.mlp;
     require(m.input_dim >= 1, "mlp input_dim", std::to_string(m.input_dim), ">= 1");
     require(m.hidden_dim >= 1, "mlp hidden_dim", std::to_string(m.hidden_dim), ">= 1");
-    require(m.hidden_layers >= 0 && m.hidden_layers <= 64, "mlp hidden_layers", std::to_string(m.hidden_layers), "0..64");
+    require(m.hidden_layers >= 0 && m.hidden_layers <= 64, "mlp hidden_layers", std::to_string(m.hidden_layers),
+            "0..64");
     require(m.classes >= 2, "mlp classes", std::to_string(m.classes), ">= 2");
     require(c.data.train_samples >= 1, "data train_samples", std::to_string(c.data.train_samples), ">= 1");
     require(std::isfinite(c.data.cluster_spread) && c.data.cluster_spread >= 0.0, "data cluster_spread",
@@ -191,6 +197,11 @@ optimizer_config torch_defaults(optimizer_kind k, optimizer_config base) {
   }
   return base;
 }
+optimizer_config torch_adamw(double learning_rate) {
+  optimizer_config c = torch_defaults(optimizer_kind::adamw_torch);
+  c.learning_rate = learning_rate;
+  return c;
+}
 std::string to_string(activation_kind k) { return k == activation_kind::gelu ? "gelu" : "relu"; }
 std::string to_string(master_weights_mode m) {
   switch (m) {
@@ -218,19 +229,27 @@ std::string to_string(optimizer_kind k) {
 }
 std::string to_string(scaler_kind k) {
   switch (k) {
-    case scaler_kind::dynamic: return "dynamic";
-    case scaler_kind::static_scale: return "static";
-    case scaler_kind::none: return "none";
+    case scaler_kind::dynamic:
+      return "dynamic";
+    case scaler_kind::static_scale:
+      return "static";
+    case scaler_kind::none:
+      return "none";
   }
   return "unknown";
 }
 std::string to_string(fault_kind k) {
   switch (k) {
-    case fault_kind::gradient_inf: return "gradient-inf";
-    case fault_kind::gradient_nan: return "gradient-nan";
-    case fault_kind::loss_spike: return "loss-spike";
-    case fault_kind::tiny_loss: return "tiny-loss";
-    case fault_kind::input_nan: return "input-nan";
+    case fault_kind::gradient_inf:
+      return "gradient-inf";
+    case fault_kind::gradient_nan:
+      return "gradient-nan";
+    case fault_kind::loss_spike:
+      return "loss-spike";
+    case fault_kind::tiny_loss:
+      return "tiny-loss";
+    case fault_kind::input_nan:
+      return "input-nan";
   }
   return "unknown";
 }

@@ -190,6 +190,9 @@ TEST_CASE("adamw-torch follows torch.optim.AdamW step by step", "[torch]") {
   REQUIRE(cfg.beta1 == 0.9);
   REQUIRE(cfg.beta2 == 0.999);
   REQUIRE(cfg.learning_rate == 1e-3);
+  optimizer_config with_lr = cfg;
+  with_lr.learning_rate = 1e-2;
+  CHECK(torch_adamw(1e-2) == with_lr);  // torch.optim.AdamW(params, lr=1e-2)
   cfg.learning_rate = 0.1;
   const std::vector<float> p = two_steps(cfg, 1.0f, 0.5f, -0.25f);
   // Step 1: p = 1 * (1 - 0.1*0.01) = 0.999; m = 0 + 0.1*(0.5 - 0) = 0.05; v = 0.001 * 0.5^2 = 0.00025;
@@ -494,6 +497,11 @@ TEST_CASE("autocast: fp16 linear and mse as torch.autocast runs them, casts coun
   CHECK(pw.grad(1, 0) == 1024.0f);  // 2048 * 0.5
   CHECK(pb.grad(0, 0) == 0.5f);
   CHECK(dx(0, 1) == 0.5f);  // dy W^T
+  parameter_list both = {pw, pb};
+  const std::vector<std::span<float>> spans = grad_spans(both);  // what unscale and clip take
+  REQUIRE(spans.size() == 2);
+  CHECK((spans[0].data() == both[0].grad.data() && spans[0].size() == 2));
+  CHECK((spans[1].data() == both[1].grad.data() && spans[1].size() == 1));
   const std::uint64_t before = ac.casts();
   matrix m(1, 1);
   m << 70000.0f;  // beyond fp16's max 65504: the output cast overflows, counted

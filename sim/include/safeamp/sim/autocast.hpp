@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "safeamp/policy/precision_policy.hpp"
 #include "safeamp/sim/gemm.hpp"
@@ -61,8 +62,8 @@ class autocast {
   }
   /// Row-wise layer norm with gain and bias ((1, width) parameters), as torch.nn.LayerNorm(width, eps);
   /// `saved` keeps what the backward needs. The forward's storage cast is counted under normalization.
-  [[nodiscard]] matrix layer_norm(const matrix& x, const parameter& gain, const parameter& bias, layer_norm_saved& saved,
-                                  float epsilon = 1e-5f);
+  [[nodiscard]] matrix layer_norm(const matrix& x, const parameter& gain, const parameter& bias,
+                                  layer_norm_saved& saved, float epsilon = 1e-5f);
   /// Sets gain.grad and bias.grad (policy.gradient, counted under reduction and on the parameters) and
   /// returns dx.
   [[nodiscard]] matrix layer_norm_backward(const layer_norm_saved& saved, parameter& gain, parameter& bias,
@@ -97,5 +98,10 @@ class autocast {
   std::array<cast_stats, op_class_count> by_class_{};
   std::uint64_t casts_ = 0;
 };
+
+/// The gradient buffers of `params`, in order, for loss_scaler::unscale and clip_grad_norm(_torch): what
+/// scaler.unscale_(opt) and clip_grad_norm_(model.parameters()) take in PyTorch. Valid until a gradient matrix
+/// is reassigned (the next backward).
+[[nodiscard]] std::vector<std::span<float>> grad_spans(parameter_list& params);
 
 }  // namespace safeamp::sim

@@ -73,10 +73,10 @@ struct transformer_shape {
 /// on the bytes of `corpus_path` (the last eval_fraction of the file is held out).
 struct data_config {
   std::uint64_t seed = 1;
-  std::int64_t train_samples = 4096;   // MLP: training set size
-  std::int64_t eval_samples = 1024;    // MLP: held-out set size; transformer: held-out sequences
-  double cluster_spread = 1.0;         // MLP: standard deviation of each cluster around its mean
-  double input_scale = 1.0;            // MLP: every input is multiplied by this (large values stress fp16)
+  std::int64_t train_samples = 4096;  // MLP: training set size
+  std::int64_t eval_samples = 1024;   // MLP: held-out set size; transformer: held-out sequences
+  double cluster_spread = 1.0;        // MLP: standard deviation of each cluster around its mean
+  double input_scale = 1.0;           // MLP: every input is multiplied by this (large values stress fp16)
   std::string corpus_path = "/usr/share/common-licenses/GPL-3";
   double eval_fraction = 0.1;   // transformer: fraction of the corpus held out (its tail)
   std::int64_t probe_rows = 8;  // MLP: probe samples; transformer: probe sequences
@@ -94,8 +94,8 @@ enum class scaler_kind : std::uint8_t { dynamic, static_scale, none };
 
 struct scaler_choice {
   scaler_kind kind = scaler_kind::dynamic;
-  scaler_config dynamic{};       // used when kind == dynamic
-  float static_scale = 1.0f;     // used when kind == static_scale
+  scaler_config dynamic{};    // used when kind == dynamic
+  float static_scale = 1.0f;  // used when kind == static_scale
   friend bool operator==(const scaler_choice&, const scaler_choice&) = default;
 };
 
@@ -110,8 +110,8 @@ enum class master_weights_mode : std::uint8_t { from_policy, on, off };
 struct optimizer_config {
   optimizer_kind kind = optimizer_kind::adamw;
   double learning_rate = 1e-3;
-  double momentum = 0.9;          // SGD
-  double beta1 = 0.9;             // AdamW
+  double momentum = 0.9;  // SGD
+  double beta1 = 0.9;     // AdamW
   double beta2 = 0.999;
   double epsilon = 1e-8;
   double weight_decay = 0.0;  // AdamW decoupled decay; SGD (torch) L2 term added to the gradient
@@ -123,11 +123,11 @@ struct optimizer_config {
 };
 
 enum class fault_kind : std::uint8_t {
-  gradient_inf,   // +inf written into one element of the gradient of parameter `target`
-  gradient_nan,   // NaN written into one element of the gradient of parameter `target`
-  loss_spike,     // the loss is multiplied by `factor` (e.g. 1e6) so the scaled backward overflows
-  tiny_loss,      // the loss is multiplied by `factor` (e.g. 1e-6) so gradients underflow
-  input_nan,      // one input value of the batch is NaN (MLP: a feature; transformer: an embedding row)
+  gradient_inf,  // +inf written into one element of the gradient of parameter `target`
+  gradient_nan,  // NaN written into one element of the gradient of parameter `target`
+  loss_spike,    // the loss is multiplied by `factor` (e.g. 1e6) so the scaled backward overflows
+  tiny_loss,     // the loss is multiplied by `factor` (e.g. 1e-6) so gradients underflow
+  input_nan,     // one input value of the batch is NaN (MLP: a feature; transformer: an embedding row)
 };
 
 /// One fault, active at the listed steps (0-based step indices).
@@ -145,11 +145,11 @@ struct fault_spec {
 enum class clip_mode : std::uint8_t { exact, torch };
 
 struct checkpoint_options {
-  std::string save_path;             // written (atomically) after step save_after_step; empty: never
+  std::string save_path;  // written (atomically) after step save_after_step; empty: never
   std::int64_t save_after_step = -1;
-  std::int64_t save_every = 0;       // with save_path: also after every save_every-th step and after the last
-                                     // step (each save replaces the previous one); 0: only save_after_step
-  std::string resume_path;           // when set, the run starts from this checkpoint
+  std::int64_t save_every = 0;         // with save_path: also after every save_every-th step and after the last
+                                       // step (each save replaces the previous one); 0: only save_after_step
+  std::string resume_path;             // when set, the run starts from this checkpoint
   std::int64_t stop_after_steps = -1;  // stop early after this many steps (simulates an interruption); -1: run all
   friend bool operator==(const checkpoint_options&, const checkpoint_options&) = default;
 };
@@ -163,7 +163,7 @@ struct run_config {
   precision_policy policy{};
   scaler_choice scaler{};
   optimizer_config optimizer{};
-  round_options rounding{};     // how every cast of the run rounds (stochastic: keyed by seed, tensor, step)
+  round_options rounding{};  // how every cast of the run rounds (stochastic: keyed by seed, tensor, step)
   std::int64_t steps = 100;
   std::int64_t batch_size = 64;  // MLP: samples; transformer: sequences
   std::uint64_t seed = 1;        // initialisation, batch order, stochastic rounding
@@ -191,7 +191,7 @@ void validate(const run_config& cfg);
 [[nodiscard]] std::string to_string(optimizer_kind k);
 [[nodiscard]] std::string to_string(scaler_kind k);
 [[nodiscard]] std::string to_string(fault_kind k);
-[[nodiscard]] std::string to_string(activation_kind k);    // "gelu", "relu"
+[[nodiscard]] std::string to_string(activation_kind k);      // "gelu", "relu"
 [[nodiscard]] std::string to_string(master_weights_mode m);  // "from_policy", "on", "off"
 [[nodiscard]] std::string to_string(loss_kind k);            // "cross_entropy", "mse", "l1", "huber"
 [[nodiscard]] std::string to_string(layer_kind k);           // "linear", "activation", ...
@@ -200,6 +200,8 @@ void validate(const run_config& cfg);
 /// weight_decay 1e-2; torch.optim.SGD: momentum 0, dampening 0, weight_decay 0, nesterov off); the other kinds
 /// keep `base`.
 [[nodiscard]] optimizer_config torch_defaults(optimizer_kind k, optimizer_config base = {});
+/// torch.optim.AdamW(params, lr=learning_rate): adamw_torch with torch's other defaults.
+[[nodiscard]] optimizer_config torch_adamw(double learning_rate);
 
 /// True when the run keeps fp32 master weights (the mode, resolved against the policy).
 [[nodiscard]] bool keeps_master_weights(const run_config& cfg) noexcept;
