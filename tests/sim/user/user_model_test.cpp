@@ -310,8 +310,8 @@ TEST_CASE("the run fingerprint follows the model stack and the bytes of the data
 
 TEST_CASE("a described model in scenario JSON: layers, loss, torch defaults by name, paths beside the scenario",
           "[stack][scenario]") {
-  const std::string dir = SAFEAMP_USER_DATA_DIR;
-  const scenario s = parse_scenario(read_whole_file(dir + "/user_regression.json"), dir + "/user_regression.json");
+  const std::string dir = SAFEAMP_SCENARIOS_DIR;
+  const scenario s = parse_scenario(read_whole_file(dir + "/user-regression.json"), dir + "/user-regression.json");
   const run_config& c = s.base;
   CHECK(c.model == model_kind::stack);
   REQUIRE(c.stack.layers.size() == 6);
@@ -322,7 +322,7 @@ TEST_CASE("a described model in scenario JSON: layers, loss, torch defaults by n
   CHECK(c.optimizer.kind == optimizer_kind::adamw_torch);
   CHECK(c.optimizer.weight_decay == 0.01);  // PyTorch's default, not given in the file
   CHECK(c.optimizer.learning_rate == 0.003);
-  CHECK(c.data.inputs_path == (fs::path(dir) / "npy/user_x.npy").lexically_normal().string());
+  CHECK(c.data.inputs_path == (fs::path(dir) / "user-regression/x.npy").lexically_normal().string());
   const std::string bad = R"({"model": {"kind": "stack", "layers": [{"type": "gelus"}, {"type": "linear"}]},
                               "candidates": [{"name": "a", "policy": "fp16-mixed"}]})";
   CHECK_THROWS_WITH(parse_scenario(bad, "bad.json"),
