@@ -23,41 +23,81 @@ std::string shape_text(const npy_array& a) {
 
 std::string quoted(const std::string& path) { return " '" + path + "'"; }
 
+// The ids of an integer (rows, context) array, each in [0, vocab). `where` names the field and the file; `role`
+// says what the ids are ("token ids", "target ids").
+std::vector<std::int32_t> token_ids(const npy_array& a, const std::string& where, file_tokens t, const char* role) {
+  const std::string wanted = "(rows, " + std::to_string(t.context) + ")";
+  if (!a.is_integer) {
+    throw error(
+        where + " dtype", "float of shape " + shape_text(a),
+        std::string("int32 or int64 ") + role + " of shape " + wanted + " for a stack that starts with an embedding");
+  }
+  if (a.shape.size() != 2 || a.shape[0] < 1 || a.shape[1] != t.context) {
+    throw error(where + " shape", shape_text(a),
+                wanted + ", rows >= 1: one sequence of model.layers[0].context = " + std::to_string(t.context) +
+                    " ids per row");
+  }
+  std::vector<std::int32_t> ids(a.integers.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::int64_t v = a.integers[i];
+    if (v < 0 || v >= t.vocab) {
+      const auto cols = static_cast<std::size_t>(t.context);
+      throw error(where + " element [" + std::to_string(i / cols) + ", " + std::to_string(i % cols) + "]",
+                  std::to_string(v), "a token id in [0, " + std::to_string(t.vocab) + ") (model.layers[0].vocab)");
+    }
+    ids[i] = static_cast<std::int32_t>(v);
+  }
+  return ids;
+}
+
 }  // namespace
 
-file_data::file_data(const data_config& cfg, loss_kind loss)
-    : cfg_(cfg), regression_(loss != loss_kind::cross_entropy) {
-  const auto load = [&](const std::string& in_path, const std::string& tgt_path, const char* in_field,
-                        const char* tgt_field, split& out) {
-    const npy_array x = read_array_file(in_path, in_field);
-    const npy_array y = read_array_file(tgt_path, tgt_field);
-    if (x.shape.empty() || x.rows() < 1) {
-      throw error(std::string(in_field) + quoted(in_path) + " shape", shape_text(x),
-                  "(rows, features) or (rows,), rows >= 1");
+file_tokens token_inputs(const model_stack& stack) noexcept {
+  if (stack.layers.empty() || stack.layers.front().kind != layer_kind::embedding) return {};
+  return {.context = stack.layers.front().context, .vocab = stack.layers.front().vocab};
+}
+
+void file_data::load(const std::string& in_path, const std::string& tgt_path, const char* in_field,
+                     const char* tgt_field, split& out) const {
+  const npy_array x = read_array_file(in_path, in_field);
+  const npy_array y = read_array_file(tgt_path, tgt_field);
+  const std::string in_where = std::string(in_field) + quoted(in_path);
+  const std::string tgt_where = std::string(tgt_field) + quoted(tgt_path);
+  if (tokens_.context > 0) {
+    out.tokens = token_ids(x, in_where, tokens_, "token ids");
+  } else if (x.shape.empty() || x.rows() < 1) {
+    throw error(in_where + " shape", shape_text(x), "(rows, features) or (rows,), rows >= 1");
+  }
+  out.rows = x.rows();
+  if (y.shape.empty() || y.rows() != x.rows()) {
+    throw error(tgt_where + " shape", shape_text(y),
+                "one target row per input row (" + std::to_string(x.rows()) + " rows, as in " + in_field + ")");
+  }
+  if (tokens_.context > 0) {
+    out.classes = token_ids(y, tgt_where, tokens_, "target ids");
+    return;
+  }
+  out.inputs = as_matrix(x);
+  if (regression_) {
+    out.values = as_matrix(y);
+    return;
+  }
+  if (!y.is_integer || y.cols() != 1) {
+    throw error(tgt_where + " dtype", (y.is_integer ? "integer of shape " : "float of shape ") + shape_text(y),
+                "int32 or int64 class indices of shape (rows,) for cross_entropy (float targets need a regression "
+                "loss: training.loss mse, l1 or huber)");
+  }
+  for (std::size_t i = 0; i < y.integers.size(); ++i) {
+    if (y.integers[i] < 0 || y.integers[i] > (std::int64_t{1} << 20)) {
+      throw error(tgt_where + " element [" + std::to_string(i) + "]", std::to_string(y.integers[i]),
+                  "a class index in [0, 2^20]");
     }
-    if (y.shape.empty() || y.rows() != x.rows()) {
-      throw error(std::string(tgt_field) + quoted(tgt_path) + " shape", shape_text(y),
-                  "one target row per input row (" + std::to_string(x.rows()) + " rows, as in " + in_field + ")");
-    }
-    out.inputs = as_matrix(x);
-    if (regression_) {
-      out.values = as_matrix(y);
-      return;
-    }
-    if (!y.is_integer || y.cols() != 1) {
-      throw error(std::string(tgt_field) + quoted(tgt_path) + " dtype",
-                  (y.is_integer ? "integer of shape " : "float of shape ") + shape_text(y),
-                  "int32 or int64 class indices of shape (rows,) for cross_entropy (float targets need a regression "
-                  "loss: training.loss mse, l1 or huber)");
-    }
-    for (std::size_t i = 0; i < y.integers.size(); ++i) {
-      if (y.integers[i] < 0 || y.integers[i] > (std::int64_t{1} << 20)) {
-        throw error(std::string(tgt_field) + quoted(tgt_path) + " element [" + std::to_string(i) + "]",
-                    std::to_string(y.integers[i]), "a class index in [0, 2^20]");
-      }
-      out.classes.push_back(static_cast<std::int32_t>(y.integers[i]));
-    }
-  };
+    out.classes.push_back(static_cast<std::int32_t>(y.integers[i]));
+  }
+}
+
+file_data::file_data(const data_config& cfg, loss_kind loss, file_tokens tokens)
+    : cfg_(cfg), regression_(loss != loss_kind::cross_entropy), tokens_(tokens) {
   load(cfg.inputs_path, cfg.targets_path, "data.inputs", "data.targets", train_);
   if (cfg.eval_inputs_path.empty()) {
     eval_ = train_;
@@ -69,7 +109,9 @@ file_data::file_data(const data_config& cfg, loss_kind loss)
                   "those of data.inputs and data.targets");
     }
   }
-  if (regression_) {
+  if (tokens_.context > 0) {
+    output_width_ = tokens_.vocab;  // the head scores every token id
+  } else if (regression_) {
     output_width_ = train_.values.cols();
   } else {
     std::int32_t top = 1;
@@ -80,9 +122,21 @@ file_data::file_data(const data_config& cfg, loss_kind loss)
 }
 
 batch file_data::rows_of(const split& s, std::int64_t first, std::int64_t count) const {
-  const std::int64_t n = s.inputs.rows();
+  const std::int64_t n = s.rows;
   batch b;
   b.samples = count;
+  if (tokens_.context > 0) {  // count sequences: their ids and every position's target, one slice
+    const auto t = static_cast<std::size_t>(tokens_.context);
+    for (std::int64_t r = 0; r < count; ++r) {
+      const auto i = static_cast<std::size_t>((first + r) % n);
+      b.tokens.insert(b.tokens.end(), s.tokens.begin() + static_cast<std::ptrdiff_t>(i * t),
+                      s.tokens.begin() + static_cast<std::ptrdiff_t>((i + 1) * t));
+      b.targets.insert(b.targets.end(), s.classes.begin() + static_cast<std::ptrdiff_t>(i * t),
+                       s.classes.begin() + static_cast<std::ptrdiff_t>((i + 1) * t));
+    }
+    b.slices.assign(b.targets.size(), 0);
+    return b;
+  }
   b.features.resize(count, s.inputs.cols());
   if (regression_) b.target_values.resize(count, s.values.cols());
   b.slices.assign(static_cast<std::size_t>(count), 0);
@@ -100,14 +154,14 @@ batch file_data::rows_of(const split& s, std::int64_t first, std::int64_t count)
 }
 
 batch file_data::train_batch(std::int64_t step, std::int64_t batch_size) const {
-  const std::int64_t n = train_.inputs.rows();
+  const std::int64_t n = train_.rows;
   if (batch_size >= n) return rows_of(train_, 0, n);  // a fixed batch: every row
   return rows_of(train_, (step % n) * (batch_size % n) % n, batch_size);
 }
 
-batch file_data::eval_set() const { return rows_of(eval_, 0, eval_.inputs.rows()); }
+batch file_data::eval_set() const { return rows_of(eval_, 0, eval_.rows); }
 
-batch file_data::probe() const { return rows_of(eval_, 0, std::min(cfg_.probe_rows, eval_.inputs.rows())); }
+batch file_data::probe() const { return rows_of(eval_, 0, std::min(cfg_.probe_rows, eval_.rows)); }
 
 void load_initial_weights(const data_config& cfg, parameter_list& params, format_spec param_format) {
   for (const auto& [name, path] : cfg.initial_weights) {
@@ -142,13 +196,15 @@ bool reads_corpus(const run_config& cfg) {
 
 void check_data_files(const run_config& cfg) {
   if (!cfg.data.from_files()) return;
-  const file_data data(cfg.data, cfg.loss);
   const model_stack stack = preset_stack(cfg);
-  if (data.input_width() != stack.input_dim) {
+  const file_tokens tokens = token_inputs(stack);
+  const file_data data(cfg.data, cfg.loss, tokens);
+  if (tokens.context == 0 && data.input_width() != stack.input_dim) {
     throw error("data.inputs '" + cfg.data.inputs_path + "' columns", std::to_string(data.input_width()),
                 std::to_string(stack.input_dim) + " (model.input_dim)");
   }
-  const std::unique_ptr<model> net = make_stack_model(stack, 0, data.output_width(), cfg.seed, cfg.policy.param);
+  const std::unique_ptr<model> net =
+      make_stack_model(stack, tokens.vocab, data.output_width(), cfg.seed, cfg.policy.param);
   load_initial_weights(cfg.data, net->parameters(), cfg.policy.param);
 }
 

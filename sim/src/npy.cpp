@@ -271,12 +271,18 @@ npy_array read_npy(const std::filesystem::path& path, std::string_view field, co
   return parse_npy(read_input_file(path, what, npy_max_file_bytes(limits)), what, limits);
 }
 
-std::string npy_bytes(std::span<const std::int64_t> shape, std::span<const float> values) {
+namespace {
+
+// A version 1.0 .npy file: magic, version, header length, the header dict padded with spaces to a multiple of
+// 64 bytes (numpy's alignment) and a newline, then each value's 4 bytes, little-endian.
+template <class T>
+std::string npy_file_bytes(std::span<const std::int64_t> shape, const char* descr, std::span<const T> values) {
+  static_assert(sizeof(T) == 4);
   std::string dims;
   for (const std::int64_t d : shape) dims += std::to_string(d) + ", ";
   if (shape.size() != 1) dims.resize(dims.size() - 1);  // "(3,)" for one dimension, "(3, 4)" for two
   if (shape.size() > 1) dims.resize(dims.size() - 1);
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
@@ -286,11 +292,21 @@ std::string npy_bytes(std::span<const std::int64_t> shape, std::span<const float
   out += static_cast<char>(header.size() & 0xff);
   out += static_cast<char>(header.size() >> 8);
   out += header;
-  for (const float v : values) {
-    const auto b = std::bit_cast<std::uint32_t>(v);
-    for (int k = 0; k < 4; ++k) out += static_cast<char>((b >> (8 * k)) & 0xff);
+  for (const T v : values) {
+    const auto w = std::bit_cast<std::uint32_t>(v);
+    for (int k = 0; k < 4; ++k) out += static_cast<char>((w >> (8 * k)) & 0xff);
   }
   return out;
+}
+
+}  // namespace
+
+std::string npy_bytes(std::span<const std::int64_t> shape, std::span<const float> values) {
+  return npy_file_bytes(shape, "<f4", values);
+}
+
+std::string npy_bytes(std::span<const std::int64_t> shape, std::span<const std::int32_t> values) {
+  return npy_file_bytes(shape, "<i4", values);
 }
 
 }  // namespace safeamp::sim

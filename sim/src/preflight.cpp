@@ -32,12 +32,13 @@ constexpr double margin = 1.5;  // allocator overhead and temporaries not itemis
 
 double d(std::int64_t v) { return static_cast<double>(v); }
 
-// The width of a described stack's head when its `out` is 0: the vocabulary on token data, the clusters'
-// classes, or (files, not read by the preflight) 1.
+// The width of a described stack's head when its `out` is 0: the vocabulary on token data (the embedding's
+// `vocab` for token ids from files), the clusters' classes, or (feature files, not read by the preflight) 1.
 std::int64_t stack_head_width(const run_config& c, std::int64_t vocab) {
-  if (c.data.from_files()) return 1;
-  return c.model == model_kind::transformer || (c.model == model_kind::stack &&
-                                                c.stack.layers.front().kind == layer_kind::embedding)
+  if (c.data.from_files())
+    return c.model == model_kind::stack ? std::max<std::int64_t>(1, c.stack.layers.front().vocab) : 1;
+  return c.model == model_kind::transformer ||
+                 (c.model == model_kind::stack && c.stack.layers.front().kind == layer_kind::embedding)
              ? vocab
              : c.mlp.classes;
 }
@@ -171,7 +172,7 @@ std::vector<parameter_shape> parameter_shapes(const run_config& c, std::int64_t 
     } else if (l.kind == layer_kind::layer_norm) {
       norm(name, width);
     } else if (l.kind == layer_kind::embedding) {
-      out.push_back({name + ".tokens", vocab, l.width});
+      out.push_back({name + ".tokens", l.vocab > 0 ? l.vocab : vocab, l.width});
       out.push_back({name + ".positions", l.context, l.width});
       width = l.width;
     } else if (l.kind == layer_kind::transformer_block) {

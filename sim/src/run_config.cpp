@@ -67,8 +67,16 @@ void validate(const run_config& c) {
     const bool tokens = c.stack.layers.front().kind == layer_kind::embedding;
     require(tokens || c.stack.input_dim >= 1, "model input_dim", std::to_string(c.stack.input_dim),
             ">= 1 (the columns of the inputs) when the first layer is not an embedding");
-    require(!tokens || !c.data.from_files(), "data inputs", "'" + c.data.inputs_path + "'",
-            "no input files for a stack that starts with an embedding (it reads the corpus)");
+    const std::int64_t vocab = c.stack.layers.front().vocab;
+    if (tokens && c.data.from_files()) {
+      require(vocab >= 1, "model.layers[0].vocab", std::to_string(vocab),
+              ">= 1 when data.inputs holds token ids (the ids lie in [0, vocab))");
+      require(c.loss == loss_kind::cross_entropy, "training loss", to_string(c.loss),
+              "cross_entropy for token inputs (data.targets holds a token id per position)");
+    } else if (tokens) {
+      require(vocab == 0, "model.layers[0].vocab", std::to_string(vocab),
+              "only with token ids from data.inputs (on the corpus the vocabulary is its bytes)");
+    }
   }
   require(c.loss == loss_kind::cross_entropy || c.data.from_files(), "training loss", to_string(c.loss),
           "cross_entropy unless the data come from files (regression targets are read from data.targets)");

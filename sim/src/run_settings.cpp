@@ -54,6 +54,7 @@ std::string stack_setting(const model_stack& m) {
     if (l.kind == layer_kind::linear) out += " out=" + std::to_string(l.out);
     if (l.kind == layer_kind::embedding) {
       out += " width=" + std::to_string(l.width) + " context=" + std::to_string(l.context);
+      if (l.vocab > 0) out += " vocab=" + std::to_string(l.vocab);  // token ids from files (absent on the corpus)
     }
     if (l.kind == layer_kind::transformer_block) {
       out += " heads=" + std::to_string(l.heads) + " ffn_multiplier=" + std::to_string(l.ffn_multiplier);

@@ -186,7 +186,7 @@ std::vector<layer_spec> parse_layers(const json& j) {
   std::vector<layer_spec> out;
   for (std::size_t i = 0; i < j.size(); ++i) {
     const std::string p = "model.layers[" + std::to_string(i) + "]";
-    const object_reader r(j[i], p, {"type", "name", "out", "width", "context", "heads", "ffn_multiplier"});
+    const object_reader r(j[i], p, {"type", "name", "out", "width", "context", "vocab", "heads", "ffn_multiplier"});
     if (!r.has("type"))
       throw error(p + ".type", "missing", "linear, gelu, relu, layer_norm, embedding, transformer_block");
     layer_spec l;
@@ -213,6 +213,7 @@ std::vector<layer_spec> parse_layers(const json& j) {
     only("out", l.kind == layer_kind::linear);
     only("width", l.kind == layer_kind::embedding);
     only("context", l.kind == layer_kind::embedding);
+    only("vocab", l.kind == layer_kind::embedding);
     only("heads", l.kind == layer_kind::transformer_block);
     only("ffn_multiplier", l.kind == layer_kind::transformer_block);
     if (l.kind == layer_kind::linear && !head && !r.has("out"))
@@ -220,6 +221,7 @@ std::vector<layer_spec> parse_layers(const json& j) {
     l.out = r.integer("out", 0, 1, max_dimension);
     l.width = r.integer("width", 64, 1, max_dimension);
     l.context = r.integer("context", 32, 2, 4096);
+    l.vocab = r.integer("vocab", 0, 1, max_dimension);  // token ids from data.inputs; absent: the corpus
     l.heads = r.integer("heads", l.heads, 1, max_dimension);
     l.ffn_multiplier = r.integer("ffn_multiplier", l.ffn_multiplier, 1, 64);
     out.push_back(std::move(l));

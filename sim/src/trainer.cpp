@@ -97,7 +97,7 @@ struct data_source {
 
 // The run's data and its model (the preset or the described stack, sized to the data).
 data_source make_data(const run_config& cfg, const model_stack& stack) {
-  if (cfg.data.from_files()) return {file_data(cfg.data, cfg.loss)};
+  if (cfg.data.from_files()) return {file_data(cfg.data, cfg.loss, token_inputs(stack))};
   if (stack.layers.front().kind == layer_kind::embedding) {
     transformer_shape shape = cfg.transformer;
     shape.context = stack.layers.front().context;
@@ -111,7 +111,10 @@ data_source make_data(const run_config& cfg, const model_stack& stack) {
 std::unique_ptr<model> make_model(const run_config& cfg, const model_stack& stack, const data_source& data) {
   std::int64_t vocab = 0, width = cfg.mlp.classes;
   if (const auto* corpus = std::get_if<corpus_data>(&data.source)) vocab = width = corpus->vocab_size();
-  if (const auto* files = std::get_if<file_data>(&data.source)) width = files->output_width();
+  if (const auto* files = std::get_if<file_data>(&data.source)) {
+    width = files->output_width();
+    vocab = token_inputs(stack).vocab;  // token ids from files: the embedding's vocab (0 for features)
+  }
   std::unique_ptr<model> net = make_stack_model(stack, vocab, width, cfg.seed, cfg.policy.param);
   load_initial_weights(cfg.data, net->parameters(), cfg.policy.param);
   return net;

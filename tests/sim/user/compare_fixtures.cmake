@@ -1,10 +1,11 @@
 cmake_minimum_required(VERSION 3.20)
 # Fixtures that a program writes must be the committed ones, byte for byte (a change to the program or to the
 # .npy writer that would change a scenario's data fails here instead of drifting silently).
-#   PROGRAM (writes the fixtures with `PROGRAM --write-fixtures DIR`), OUT (a fresh folder), REFERENCE (the
-#   committed folder), FILES (the file names, separated by |).
+#   PROGRAM (writes the fixtures with `PROGRAM [SET] --write-fixtures DIR`), SET (optional), OUT (a fresh folder),
+#   REFERENCE (the committed folder), FILES (the file names, separated by |).
 file(REMOVE_RECURSE "${OUT}")
-execute_process(COMMAND "${PROGRAM}" --write-fixtures "${OUT}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+execute_process(COMMAND "${PROGRAM}" ${SET} --write-fixtures "${OUT}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${PROGRAM} --write-fixtures exited ${rc}: ${out}${err}")
 endif()
@@ -22,7 +23,7 @@ foreach(f IN LISTS files)
     file(SIZE "${OUT}/${f}" now)
     file(SIZE "${REFERENCE}/${f}" then)
     message(FATAL_ERROR "${f}: the program writes ${now} bytes that differ from the committed ${REFERENCE}/${f} "
-                        "(${then} bytes); regenerate it with `${PROGRAM} --write-fixtures ${REFERENCE}` if the "
+                        "(${then} bytes); regenerate it with `${PROGRAM} ${SET} --write-fixtures ${REFERENCE}` if the "
                         "change is meant")
   endif()
   message("${f}: identical to ${REFERENCE}/${f}")

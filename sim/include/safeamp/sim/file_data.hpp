@@ -1,7 +1,8 @@
 // Data from the user's .npy files or arrays of .npz archives ("x.npz:name", npz.hpp): data.inputs / data.targets
 // and an optional held-out pair (see data_config), read and validated once, then served as a deterministic
 // stream of batches: batch s is rows [s*B, s*B + B) modulo the row count, a fixed batch when B covers every
-// row. Also the initial weights.
+// row. Features for a stack that starts with a linear layer; token ids for one that starts with an embedding
+// (file_tokens). Also the initial weights.
 #pragma once
 
 #include <cstdint>
@@ -13,28 +14,45 @@
 
 namespace safeamp::sim {
 
+/// Token inputs of a stack that starts with an embedding: each row of data.inputs is one sequence of `context`
+/// ids in [0, vocab), each row of data.targets the target id of every position. context 0: feature inputs.
+struct file_tokens {
+  std::int64_t context = 0;
+  std::int64_t vocab = 0;
+};
+
+/// The token shape of a stack's inputs: its embedding's context and vocab, or {} when it starts otherwise.
+[[nodiscard]] file_tokens token_inputs(const model_stack& stack) noexcept;
+
 class file_data {
  public:
-  /// Reads and checks the files: row counts agree, classification targets are integers in [0, 2^31),
-  /// regression targets are floats of one width. Throws safeamp::error naming the field and the file.
-  file_data(const data_config& cfg, loss_kind loss);
+  /// Reads and checks the files: row counts agree, classification targets are integers in [0, 2^20],
+  /// regression targets are floats of one width; with `tokens`, inputs and targets are integer (rows, context)
+  /// with every id in [0, vocab). Throws safeamp::error naming the field, the file and the element.
+  file_data(const data_config& cfg, loss_kind loss, file_tokens tokens = {});
   [[nodiscard]] batch train_batch(std::int64_t step, std::int64_t batch_size) const;
   [[nodiscard]] batch eval_set() const;
   [[nodiscard]] batch probe() const;  // the first probe_rows rows of the eval set
   [[nodiscard]] std::vector<std::string> slice_names() const { return {"all"}; }
+  /// Feature columns (0 for token inputs).
   [[nodiscard]] std::int64_t input_width() const noexcept { return train_.inputs.cols(); }
-  /// Regression: the targets' width; classification: the largest class index + 1 (at least 2).
+  /// Regression: the targets' width; classification: the largest class index + 1 (at least 2); tokens: vocab.
   [[nodiscard]] std::int64_t output_width() const noexcept { return output_width_; }
 
  private:
   struct split {
-    matrix inputs;
+    matrix inputs;                      // features (rows, input width); empty for tokens
+    std::vector<std::int32_t> tokens;   // token inputs: (rows, context) in C order
     matrix values;                      // regression targets
-    std::vector<std::int32_t> classes;  // classification targets
+    std::vector<std::int32_t> classes;  // classification targets (tokens: one per position)
+    std::int64_t rows = 0;
   };
+  void load(const std::string& in_path, const std::string& tgt_path, const char* in_field, const char* tgt_field,
+            split& out) const;
   [[nodiscard]] batch rows_of(const split& s, std::int64_t first, std::int64_t count) const;
   data_config cfg_;
   bool regression_ = false;
+  file_tokens tokens_;
   split train_, eval_;
   std::int64_t output_width_ = 0;
 };

@@ -43,5 +43,7 @@ struct npy_array {
 
 /// The bytes of a version 1.0 little-endian float32 .npy file of `shape` (1 or 2 dimensions).
 [[nodiscard]] std::string npy_bytes(std::span<const std::int64_t> shape, std::span<const float> values);
+/// The same for int32 values (token ids, class indices): dtype '<i4'.
+[[nodiscard]] std::string npy_bytes(std::span<const std::int64_t> shape, std::span<const std::int32_t> values);
 
 }  // namespace safeamp::sim

@@ -31,8 +31,9 @@ struct layer_spec {
   activation_kind activation = activation_kind::gelu;  // activation
   std::int64_t width = 0;                              // embedding: model width
   std::int64_t context = 0;                            // embedding: tokens per sequence
-  std::int64_t heads = 1;                              // transformer_block (pre-norm attention + GELU MLP, residuals)
-  std::int64_t ffn_multiplier = 4;                     // transformer_block
+  std::int64_t vocab = 0;           // embedding: token ids in [0, vocab) from data.inputs; 0 on the corpus (its bytes)
+  std::int64_t heads = 1;           // transformer_block (pre-norm attention + GELU MLP, residuals)
+  std::int64_t ffn_multiplier = 4;  // transformer_block
   friend bool operator==(const layer_spec&, const layer_spec&) = default;
 };
 
@@ -81,8 +82,10 @@ struct data_config {
   double eval_fraction = 0.1;   // transformer: fraction of the corpus held out (its tail)
   std::int64_t probe_rows = 8;  // MLP: probe samples; transformer: probe sequences
   // Data from .npy files (resolved against the scenario's folder when parsed): inputs (rows, input_dim) or
-  // (rows,); targets int (rows,) for cross-entropy, float (rows, k) or (rows,) for regression. Batch s is rows
-  // [s*B, s*B+B) modulo the row count (a fixed batch when B >= rows). Eval files default to the training files.
+  // (rows,); targets int (rows,) for cross-entropy, float (rows, k) or (rows,) for regression. A stack that
+  // starts with an embedding reads token ids instead: inputs and targets int (rows, context), ids in
+  // [0, vocab), one sequence per row and its target id per position. Batch s is rows [s*B, s*B+B) modulo the
+  // row count (a fixed batch when B >= rows). Eval files default to the training files.
   std::string inputs_path, targets_path, eval_inputs_path, eval_targets_path;
   /// Initial values of parameters by name (a linear weight is (in, out): PyTorch's Linear.weight.T).
   std::vector<std::pair<std::string, std::string>> initial_weights;
