@@ -1,7 +1,9 @@
 // The autocast for user loops (see autocast.hpp).
 #include "safeamp/sim/autocast.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "safeamp/error.hpp"
 #include "safeamp/sim/attention.hpp"
@@ -38,6 +40,27 @@ matrix autocast::matmul(mm op, const matrix& a, const matrix& b, format_spec out
   matrix d;
   (void)gemm_into(op, a, b, out, d);
   return d;
+}
+
+void autocast::matmul(mm op, std::span<const float> a, std::span<const float> b, std::span<float> out, std::int64_t m,
+                      std::int64_t n, std::int64_t k) {
+  const auto check = [](const char* operand, std::size_t size, std::int64_t rows, std::int64_t cols) {
+    if (rows < 0 || cols < 0 || size != static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols)) {
+      throw error(std::string("autocast::matmul ") + operand, std::to_string(size) + " values",
+                  std::to_string(rows * cols) + " (" + std::to_string(rows) + " x " + std::to_string(cols) + ")");
+    }
+  };
+  // The operands as stored: A (m, k) or, for tn, (k, m); B (k, n) or, for nt, (n, k).
+  const std::int64_t a_rows = op == mm::tn ? k : m, a_cols = op == mm::tn ? m : k;
+  const std::int64_t b_rows = op == mm::nt ? n : k, b_cols = op == mm::nt ? k : n;
+  check("a", a.size(), a_rows, a_cols);
+  check("b", b.size(), b_rows, b_cols);
+  check("out", out.size(), m, n);
+  const matrix am = Eigen::Map<const matrix>(a.data(), a_rows, a_cols);
+  const matrix bm = Eigen::Map<const matrix>(b.data(), b_rows, b_cols);
+  matrix d;
+  (void)gemm_into(op, am, bm, policy_.output, d);
+  std::copy(d.data(), d.data() + d.size(), out.begin());
 }
 
 matrix autocast::linear(const matrix& x, const matrix& w, const matrix& b) {

@@ -452,6 +452,40 @@ TEST_CASE("regression losses: mse, l1 and huber by hand", "[loss]") {
   CHECK_THROWS_AS(regression_loss(ctx, pol, loss_kind::mse, y, wrong, 1.0, nullptr), safeamp::error);
 }
 
+TEST_CASE("autocast: matmul on spans gives the matrix overload's bits, for every transpose", "[autocast]") {
+  // A (2, 3) and B (3, 2) with values that are not fp16 numbers (2049 rounds to 2048, 0.1 to 0.0999755859375):
+  // the span overload must round the inputs, accumulate and round the output exactly as the matrix one.
+  matrix a(2, 3), b(3, 2);
+  a << 1.0f, 2049.0f, 0.1f, -3.0f, 0.5f, 7.0f;
+  b << 0.25f, 1.0f, -1.0f, 0.3f, 2.0f, 4097.0f;
+  autocast ac(presets::fp16_mixed);
+  const matrix bt = b.transpose(), at = a.transpose();
+  struct form {
+    mm op;
+    const matrix& a;
+    const matrix& b;
+  };
+  for (const form f : {form{mm::nn, a, b}, form{mm::tn, at, b}, form{mm::nt, a, bt}}) {
+    const matrix want = ac.matmul(f.op, f.a, f.b);
+    REQUIRE((want.rows() == 2 && want.cols() == 2));
+    std::vector<float> out(4, -1.0f);
+    ac.matmul(f.op, span_of(f.a), span_of(f.b), out, 2, 2, 3);
+    for (int i = 0; i < 4; ++i)
+      CHECK(std::bit_cast<std::uint32_t>(out[static_cast<std::size_t>(i)]) ==
+            std::bit_cast<std::uint32_t>(want.data()[i]));
+  }
+  // Row 0 by hand (nn): fp16 inputs 1, 2048, 0.0999755859375 and 0.25, -1, 2; 0.25 - 2048 + 0.199951171875 =
+  // -2047.550048828125, whose fp16 rounding (spacing 1 in [1024, 2048)) is -2048.
+  std::vector<float> out(4);
+  ac.matmul(mm::nn, span_of(a), span_of(b), out, 2, 2, 3);
+  CHECK(out[0] == -2048.0f);
+  std::vector<float> short_out(3);
+  CHECK_THROWS_WITH(ac.matmul(mm::nn, span_of(a), span_of(b), short_out, 2, 2, 3),
+                    Catch::Contains("autocast::matmul out is 3 values") && Catch::Contains("4 (2 x 2)"));
+  CHECK_THROWS_WITH(ac.matmul(mm::tn, span_of(a), span_of(b), out, 2, 2, 2),
+                    Catch::Contains("autocast::matmul a is 6 values") && Catch::Contains("4 (2 x 2)"));
+}
+
 TEST_CASE("autocast: fp16 linear and mse as torch.autocast runs them, casts counted", "[autocast]") {
   autocast ac(presets::fp16_mixed);
   matrix x(1, 2), w(2, 1), b(1, 1);

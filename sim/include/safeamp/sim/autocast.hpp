@@ -1,4 +1,4 @@
-// A policy-driven autocast for the user's own training loop on Eigen matrices (and float spans): each op is
+// A policy-driven autocast for the user's own training loop on Eigen matrices and float spans: each op is
 // one call, the precision policy decides the format of its op class, and every cast is counted (overflow,
 // underflow, subnormal, NaN per op class). The same arithmetic as the simulator's layers (gemm.hpp, loss.hpp):
 //   matmul / linear   inputs rounded to policy.format_for(matmul), exact products summed in policy.accumulate,
@@ -44,6 +44,11 @@ class autocast {
   /// op(A) op(B) in the matmul format with the policy's accumulation, the output in `out` (default: policy.output).
   [[nodiscard]] matrix matmul(mm op, const matrix& a, const matrix& b);
   [[nodiscard]] matrix matmul(mm op, const matrix& a, const matrix& b, format_spec out);
+  /// The same on row-major float spans (your own arrays): op(A) is (m, k) and op(B) is (k, n), so `a` holds
+  /// m*k values ((m, k) for nn and nt, (k, m) for tn) and `b` k*n ((k, n), or (n, k) for nt); `out` receives the
+  /// (m, n) result. Throws safeamp::error naming the operand whose size is not the shape's.
+  void matmul(mm op, std::span<const float> a, std::span<const float> b, std::span<float> out, std::int64_t m,
+              std::int64_t n, std::int64_t k);
   /// x W + b (W (in, out), b (1, out)) as torch.nn.Linear under autocast, bias in the epilogue.
   [[nodiscard]] matrix linear(const matrix& x, const matrix& w, const matrix& b);
   /// Sets w.grad = x^T dy and b.grad = column sums of dy (both in policy.gradient, counted on the parameters
