@@ -244,7 +244,9 @@ inline parity_results parse_parity_summary(const nlohmann::json& j, const std::s
   std::vector<precision_policy> failed;
   std::size_t index = 0;
   for (const nlohmann::json& c : j["candidates"]) {
-    const std::string where = "'" + sim::bounded_text(source) + "' candidate " + std::to_string(index++);
+    // Appended piece by piece: GCC 12 warns a false -Wrestrict on "literal" + std::to_string(...).
+    std::string where = "'" + sim::bounded_text(source) + "' candidate ";
+    where += std::to_string(index++);
     if (!c.is_object() || !c.contains("policy") || !c["policy"].is_string() || !c.contains("verdict") ||
         !c["verdict"].is_string()) {
       throw error("verified-by", where + " (" + sim::summarize_json(c) + ")", accepted);
