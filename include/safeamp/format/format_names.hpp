@@ -207,7 +207,8 @@ inline format_spec parse_format(std::string_view name) {
   format_spec f{};
   if (detail::parse_format_syntax(s, f)) {
     // A well-formed name of an invalid format: make_format names the field and its accepted range.
-    return make_format(f.exponent_bits, f.mantissa_bits, f.specials, f.bias_offset, f.is_unsigned);
+    return make_format(exponent_width{f.exponent_bits}, mantissa_width{f.mantissa_bits}, f.specials, f.bias_offset,
+                       f.is_unsigned);
   }
   throw error("format name", "'" + std::string(name) + "'", std::string(format_names_accepted));
 }

@@ -76,11 +76,24 @@ namespace detail {
   return detail::format_defect(f) == nullptr;
 }
 
+/// The two field widths of make_format as distinct types, so that they cannot be swapped or passed as bare
+/// numbers: make_format(exponent_width{4}, mantissa_width{3}) compiles, make_format(mantissa_width{3},
+/// exponent_width{4}), make_format(4, 3) and make_format({4}, {3}) do not (explicit constructors).
+struct exponent_width {
+  int bits;
+  explicit constexpr exponent_width(int exponent_bits) noexcept : bits(exponent_bits) {}
+};
+struct mantissa_width {
+  int bits;
+  explicit constexpr mantissa_width(int mantissa_bits) noexcept : bits(mantissa_bits) {}
+};
+
 /// Validated construction: throws safeamp::error naming the bad field at run time; in a constant
 /// expression an invalid descriptor fails to compile (the throw is not a constant expression).
-[[nodiscard]] constexpr format_spec make_format(int exponent_bits, int mantissa_bits,
+[[nodiscard]] constexpr format_spec make_format(exponent_width exponent, mantissa_width mantissa,
                                                 special_values specials = special_values::ieee, int bias_offset = 0,
                                                 bool is_unsigned = false) {
+  const int exponent_bits = exponent.bits, mantissa_bits = mantissa.bits;
   const format_spec f{exponent_bits, mantissa_bits, specials, bias_offset, is_unsigned};
   const char* defect = detail::format_defect(f);
   if (defect == nullptr) return f;

@@ -6,6 +6,7 @@
 // If this file compiles, the checks passed; the test case only confirms that at run time.
 #include <catch2/catch.hpp>
 #include <limits>
+#include <type_traits>
 
 #include "safeamp/format.hpp"
 
@@ -155,7 +156,7 @@ static_assert(decode(fp16, encode(fp16, -0.0f)) == 0.0f && encode(fp16, -0.0f) =
 // argument built from it does not exist: detected here with a requires-expression.
 template <int E, int M, special_values S = special_values::ieee>
 constexpr bool constant_format = requires {
-  typename std::integral_constant<int, make_format(E, M, S).exponent_bits>;
+  typename std::integral_constant<int, make_format(exponent_width{E}, mantissa_width{M}, S).exponent_bits>;
 };
 static_assert(constant_format<5, 10>);
 static_assert(constant_format<4, 3, special_values::finite_nan>);
@@ -165,6 +166,24 @@ static_assert(!constant_format<5, 0>);
 static_assert(!constant_format<5, 24>);
 static_assert(!constant_format<8, 3, special_values::finite_nan>);
 static_assert(!is_valid(format_spec{9, 3}) && !is_valid(format_spec{5, 0}) && is_valid(fp8_e4m3));
+
+// make_format's widths are named by their types: the swapped order, bare numbers and unnamed braces do not
+// compile (a requires-expression sees the failed overload resolution).
+template <class Exponent, class Mantissa>
+constexpr bool makes_format = requires(Exponent e, Mantissa m) {
+  make_format(e, m);
+};
+static_assert(makes_format<exponent_width, mantissa_width>);
+static_assert(!makes_format<mantissa_width, exponent_width>);
+static_assert(!makes_format<int, int>);
+static_assert(!makes_format<exponent_width, int>);
+static_assert(!std::is_convertible_v<int, exponent_width> && !std::is_convertible_v<int, mantissa_width>);
+template <class T>  // T = int: make_format({4}, {3}) (a type-dependent form, so that the failure is not a hard error)
+constexpr bool makes_format_from_braces = requires(T e, T m) {
+  make_format({e}, {m});
+};
+static_assert(!makes_format_from_braces<int>);
+static_assert(make_format(exponent_width{5}, mantissa_width{2}) == fp8_e5m2);
 }  // namespace
 
 TEST_CASE("the format limits static_assert suite compiled") {

@@ -18,17 +18,22 @@ std::string message_of(auto&& fn) {
 }  // namespace
 
 TEST_CASE("make_format and parse_format reject bad descriptors with a clear error") {
+  using safeamp::exponent_width;
   using safeamp::make_format;
-  CHECK(message_of([] { (void)make_format(1, 3); }) == "format exponent_bits is 1; accepted: 2..8");
-  CHECK(message_of([] { (void)make_format(9, 3); }) == "format exponent_bits is 9; accepted: 2..8");
-  CHECK(message_of([] { (void)make_format(5, 0); }) ==
+  using safeamp::mantissa_width;
+  CHECK(message_of([] { (void)make_format(exponent_width{1}, mantissa_width{3}); }) ==
+        "format exponent_bits is 1; accepted: 2..8");
+  CHECK(message_of([] { (void)make_format(exponent_width{9}, mantissa_width{3}); }) ==
+        "format exponent_bits is 9; accepted: 2..8");
+  CHECK(message_of([] { (void)make_format(exponent_width{5}, mantissa_width{0}); }) ==
         "format mantissa_bits is 0; accepted: 1..23 (0 only for unsigned formats)");
-  CHECK(message_of([] { (void)make_format(5, 24); }) ==
+  CHECK(message_of([] { (void)make_format(exponent_width{5}, mantissa_width{24}); }) ==
         "format mantissa_bits is 24; accepted: 1..23 (0 only for unsigned formats)");
-  CHECK(message_of([] { (void)make_format(8, 3, safeamp::special_values::finite_nan); }).find("finite_nan") !=
-        std::string::npos);
-  CHECK(make_format(4, 3, safeamp::special_values::finite_nan) == safeamp::fp8_e4m3);
-  CHECK(make_format(5, 10) == safeamp::fp16);
+  CHECK(message_of([] {
+          (void)make_format(exponent_width{8}, mantissa_width{3}, safeamp::special_values::finite_nan);
+        }).find("finite_nan") != std::string::npos);
+  CHECK(make_format(exponent_width{4}, mantissa_width{3}, safeamp::special_values::finite_nan) == safeamp::fp8_e4m3);
+  CHECK(make_format(exponent_width{5}, mantissa_width{10}) == safeamp::fp16);
 
   CHECK(safeamp::parse_format("E4M3") == safeamp::fp8_e4m3);
   CHECK(safeamp::parse_format("bfloat16") == safeamp::bf16);
