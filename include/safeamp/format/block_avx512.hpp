@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "safeamp/format/block_format.hpp"
+#include "safeamp/format/block_row_walk.hpp"
 #include "safeamp/format/format_spec.hpp"
 #include "safeamp/format/philox.hpp"
 #include "safeamp/format/round_avx512.hpp"
@@ -29,8 +31,6 @@
 #endif
 
 namespace safeamp::detail::avx512 {
-
-inline constexpr std::size_t mx_block = 32;  // elements of an MX block: two vectors
 
 // The maskz forms with a full mask, as in round_avx512.hpp: g++ 12's unmasked forms warn where inlined.
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i max_u32(__m512i a, __m512i b) noexcept {
@@ -84,7 +84,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE mx_scale mx_scale_of(const mx_scale_constants& k, _
 /// One MX block of 32 at in (lanes m0, m1: a short last block reads zeros, which change neither the maximum nor
 /// the counters): out = P X with P the element rounding of in / X (saturating), scale = X. A NaN block rounds
 /// zeros (nothing counted), then is NaN throughout and counted as NaN, as the chunked path does.
-template <rounding R, format_spec F, bool Always, bool Stream>
+template <rounding R, format_spec F, bool Always>
 SAFEAMP_DETAIL_ALWAYS_INLINE void mx32_block(const vector_constants<F>& v, const mx_scale_constants& k, const float* in,
                                              float* out, float* scale, const std::uint32_t* words, __mmask16 m0,
                                              __mmask16 m1, counters16& acc) noexcept {
@@ -104,89 +104,44 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void mx32_block(const vector_constants<F>& v, const
   const __m512 o0 = _mm512_mask_mul_ps(k.nan, sc.finite, p0, sc.x);
   const __m512 o1 = _mm512_mask_mul_ps(k.nan, sc.finite, p1, sc.x);
   if (sc.finite == 0) acc.nan = count(count(acc.nan, m0), m1);
-  if constexpr (Stream) {
-    _mm512_stream_ps(out, o0);
-    _mm512_stream_ps(out + 16, o1);
-  } else {
-    _mm512_mask_storeu_ps(out, m0, o0);
-    _mm512_mask_storeu_ps(out + 16, m1, o1);
-  }
+  _mm512_mask_storeu_ps(out, m0, o0);
+  _mm512_mask_storeu_ps(out + 16, m1, o1);
   _mm512_mask_storeu_ps(scale, 1, sc.x);
 }
 
-/// Blocks [first, last) of a row, whole blocks only (stochastic: words holds the words of block first on); the
-/// all-normal shortcut chosen per group as round_nearest_chunk does (path_choice).
-template <rounding R, format_spec F, bool Stream>
-SAFEAMP_DETAIL_ALWAYS_INLINE void mx32_blocks(const vector_constants<F>& v, const mx_scale_constants& k,
-                                              const float* in, float* out, float* scales, const std::uint32_t* words,
-                                              std::size_t first, std::size_t last, path_choice& choice,
-                                              counters16& acc) noexcept {
-  constexpr std::size_t group = 32;  // blocks (64 vectors) between two path choices
-  for (std::size_t b = first; b < last;) {
-    const std::size_t end = last - b < group ? last : b + group;
-    choice.start(acc);
-    const bool always = R == rounding::nearest_even && choice.always;
-    for (; b < end; ++b) {
-      const std::size_t i = b * mx_block;
-      const std::uint32_t* w = nullptr;
-      if constexpr (R == rounding::stochastic) w = words + (b - first) * mx_block;
-      if (always) {
-        mx32_block<R, F, true, Stream>(v, k, in + i, out + i, scales + b, w, 0xFFFF, 0xFFFF, acc);
-      } else {
-        mx32_block<R, F, false, Stream>(v, k, in + i, out + i, scales + b, w, 0xFFFF, 0xFFFF, acc);
-      }
-    }
-    if constexpr (R == rounding::nearest_even) choice.finish(acc, 2 * group);
-  }
-}
-
 /// One row of n elements (in, out, scales at the row's start; element j has the logical stochastic index
-/// first_index + j of key). stream: whole blocks are written with streaming stores when out is 64-byte
-/// aligned (the caller fences).
+/// first_index + j of key). Nearest even chooses the all-normal shortcut per group of 32 blocks (64 vectors) as
+/// round_nearest_chunk does (path_choice). Ordinary stores, as in block_avx2.hpp (streaming stores made it
+/// slower on the machine of docs/performance.md).
 template <rounding R, format_spec F>
 SAFEAMP_DETAIL_NOINLINE void quantize_mx32_row(const float* in, float* out, std::size_t n, float* scales,
-                                               std::uint64_t first_index, philox_key key, bool stream,
-                                               local_counts& c) noexcept {
+                                               std::uint64_t first_index, philox_key key, local_counts& c) noexcept {
   vector_constants<F> v;
   const mx_scale_constants k(max_exponent(F));
   counters16 acc;
   path_choice choice;
-  const std::size_t whole = n / mx_block;
-  stream = stream && (reinterpret_cast<std::uintptr_t>(out) & 63u) == 0;
-  const auto run = [&](std::size_t first, std::size_t last, const std::uint32_t* words) noexcept {
-    if (stream) {
-      mx32_blocks<R, F, true>(v, k, in, out, scales, words, first, last, choice, acc);
-    } else {
-      mx32_blocks<R, F, false>(v, k, in, out, scales, words, first, last, choice, acc);
-    }
-  };
-  if constexpr (R == rounding::stochastic) {
-    // Words of 16 blocks at a time into an L1 buffer, those of logical indices key.offset + first_index + j.
-    constexpr std::size_t step = 16;
-    alignas(64) std::uint32_t words[step * mx_block + 4];
-    for (std::size_t b = 0; b < whole; b += step) {
-      const std::size_t last = whole - b < step ? whole : b + step;
-      const std::uint64_t logical = key.offset + first_index + b * mx_block;
-      const auto skip = static_cast<std::size_t>(logical & 3u);
-      philox_fill_avx512(words, logical >> 2, (skip + (last - b) * mx_block + 3) / 4, key.seed, key.stream);
-      run(b, last, words + skip);
-    }
-  } else {
-    run(0, whole, nullptr);
-  }
-  if (const std::size_t tail = n - whole * mx_block; tail != 0) {
-    const std::size_t i = whole * mx_block;
-    const __mmask16 m0 = first_lanes(tail < 16 ? tail : 16);
-    const __mmask16 m1 = tail > 16 ? first_lanes(tail - 16) : 0;
-    alignas(64) std::uint32_t words[mx_block + 4];
-    std::size_t skip = 0;
-    if constexpr (R == rounding::stochastic) {
-      const std::uint64_t logical = key.offset + first_index + i;
-      skip = static_cast<std::size_t>(logical & 3u);
-      philox_fill_avx512(words, logical >> 2, (skip + tail + 3) / 4, key.seed, key.stream);
-    }
-    mx32_block<R, F, false, false>(v, k, in + i, out + i, scales + whole, words + skip, m0, m1, acc);
-  }
+  bool always = false;
+  walk_row<R, mx_block, 32, philox_fill_avx512>(
+      n, first_index, key,
+      [&](std::size_t b, std::size_t i, const std::uint32_t* w) noexcept {
+        if (always) {
+          mx32_block<R, F, true>(v, k, in + i, out + i, scales + b, w, 0xFFFF, 0xFFFF, acc);
+        } else {
+          mx32_block<R, F, false>(v, k, in + i, out + i, scales + b, w, 0xFFFF, 0xFFFF, acc);
+        }
+      },
+      [&] {
+        choice.start(acc);
+        always = R == rounding::nearest_even && choice.always;
+      },
+      [&](std::size_t blocks) {
+        if constexpr (R == rounding::nearest_even) choice.finish(acc, 2 * blocks);
+      },
+      [&](std::size_t b, std::size_t i, std::size_t len, const std::uint32_t* w) noexcept {
+        const __mmask16 m0 = first_lanes(len < 16 ? len : 16);
+        const __mmask16 m1 = len > 16 ? first_lanes(len - 16) : 0;
+        mx32_block<R, F, false>(v, k, in + i, out + i, scales + b, w, m0, m1, acc);
+      });
   acc.add_to(c);
 }
 

@@ -4,6 +4,7 @@
 // quantize_blocks in block_quantize.hpp.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "safeamp/format/format_spec.hpp"
@@ -35,6 +36,11 @@ inline constexpr block_format mxfp6_e3m2{fp6_e3m2, e8m0, 32};
 inline constexpr block_format mxfp4{fp4_e2m1, e8m0, 32};
 // NVIDIA NVFP4 (Blackwell): 16 E2M1 elements, an E4M3 block scale, an fp32 tensor scale.
 inline constexpr block_format nvfp4{fp4_e2m1, fp8_e4m3, 16};
+namespace detail {
+/// Elements of an OCP MX block (MX v1.0 section 5, table 1): the block size the one-pass kernels take
+/// (block_avx512.hpp: two vectors of 16; block_avx2.hpp: four of 8).
+inline constexpr std::size_t mx_block = 32;
+}  // namespace detail
 /// "Not block-scaled": what a policy or a GEMM holds when its inputs are plain per-element casts.
 inline constexpr block_format no_block_scaling{fp32, fp32, 0};
 

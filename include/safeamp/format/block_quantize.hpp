@@ -1,8 +1,9 @@
 // quantize_blocks: block-scaled quantization (OCP MX v1.0, NVFP4) of a row-major matrix along rows or columns,
-// the fast path. MX blocks of 32 along rows on the AVX-512 path take the one-pass kernel of block_avx512.hpp;
-// otherwise chunks of whole blocks are scaled into an L1-resident buffer, rounded there by the vector kernels of
-// round_span (round_fast.hpp for nearest even, round_kernel.hpp for stochastic), and scaled back.
-// Same bits as quantize_blocks_reference (block_reference.hpp, where the scale rules are written out).
+// the fast path. Along rows on a vector path, MX blocks of 32 take the one-pass kernels of block_avx512.hpp and
+// block_avx2.hpp, NVFP4 blocks of 16 those of block_nvfp4_avx512.hpp and block_nvfp4_avx2.hpp; otherwise chunks of
+// whole blocks are scaled into an L1-resident buffer, rounded there by the vector kernels of round_span
+// (round_fast.hpp for nearest even, round_kernel.hpp for stochastic), and scaled back. Same bits as
+// quantize_blocks_reference (block_reference.hpp, where the scale rules are written out).
 #pragma once
 
 #include <cstddef>
@@ -10,9 +11,12 @@
 #include <span>
 #include <vector>
 
+#include "safeamp/format/block_avx2.hpp"
 #include "safeamp/format/block_avx512.hpp"
 #include "safeamp/format/block_format.hpp"
 #include "safeamp/format/block_kernels.hpp"
+#include "safeamp/format/block_nvfp4_avx2.hpp"
+#include "safeamp/format/block_nvfp4_avx512.hpp"
 #include "safeamp/format/block_reference.hpp"
 
 namespace safeamp {
@@ -90,6 +94,36 @@ void quantize_strip(const block_format& b, float tensor_scale, const float* in, 
   }
 }
 
+#if defined(SAFEAMP_X86_KERNELS)
+/// One row through the one-pass kernel of its scale rule and path (avx2 or avx512).
+template <rounding R, format_spec F>
+void one_pass_row(cpu_path path, bool mx, float tensor_scale, const float* in, float* out, std::size_t cols,
+                  float* scales, std::size_t first_index, const philox_key& key, local_counts& c) noexcept {
+  if (mx && path == cpu_path::avx512) {
+    avx512::quantize_mx32_row<R, F>(in, out, cols, scales, first_index, key, c);
+  } else if (mx) {
+    avx2::quantize_mx32_row<R, F>(in, out, cols, scales, first_index, key, c);
+  } else if (path == cpu_path::avx512) {
+    avx512::quantize_nvfp4_row<R, F>(in, out, cols, scales, first_index, key, tensor_scale, c);
+  } else {
+    avx2::quantize_nvfp4_row<R, F>(in, out, cols, scales, first_index, key, tensor_scale, c);
+  }
+}
+#endif
+
+/// The bits of the largest |x| of in (NaN and inf have the largest patterns).
+inline std::uint32_t tensor_amax_bits(std::span<const float> in) noexcept {
+#if defined(SAFEAMP_X86_KERNELS)
+  if (kernel_path() != cpu_path::portable) return avx2::amax_bits(in.data(), in.size());
+#endif
+  std::uint32_t amax = 0;
+  for (const float v : in) {
+    const std::uint32_t a = safeamp::bit_cast<std::uint32_t>(v) & 0x7FFFFFFFu;
+    amax = a > amax ? a : amax;
+  }
+  return amax;
+}
+
 template <rounding R, bool Named, format_spec F>
 void quantize_blocks_kernel(const block_format& b, float tensor_scale, const float* in, float* out, std::size_t rows,
                             std::size_t cols, block_axis axis, const philox_key& key, float* scales,
@@ -101,15 +135,17 @@ void quantize_blocks_kernel(const block_format& b, float tensor_scale, const flo
     const std::size_t per_row = (cols + bs - 1) / bs;
     const bool stream = rows * cols * sizeof(float) >= block_stream_min_bytes;
 #if defined(SAFEAMP_X86_KERNELS)
-    // MX blocks of 32 on the AVX-512 path: the one-pass kernel of block_avx512.hpp (same bits).
+    // MX blocks of 32 and NVFP4 blocks of 16 (of a finite tensor) on a vector path: the one-pass kernels.
     if constexpr (Named) {
-      if (is_mx(b) && bs == avx512::mx_block && kernel_path() == cpu_path::avx512) {
+      const cpu_path path = kernel_path();
+      const bool mx = is_mx(b);
+      const bool one_pass = mx ? bs == mx_block : bs == avx2::nvfp4_block && tensor_scale == tensor_scale;
+      if (one_pass && path != cpu_path::portable) {
         for (std::size_t r = 0; r < rows; ++r) {
-          avx512::quantize_mx32_row<R, F>(in + r * cols, out + r * cols, cols, scales + r * per_row, r * cols, key,
-                                          stream, c);
+          one_pass_row<R, F>(path, mx, tensor_scale, in + r * cols, out + r * cols, cols, scales + r * per_row,
+                             r * cols, key, c);
           flush_counts(stats, c);
         }
-        if (stream) _mm_sfence();
         return;
       }
     }
@@ -170,11 +206,7 @@ inline block_result quantize_blocks(const block_format& b, std::span<const float
   result.stats.elements = in.size();
   if (in.empty()) return result;
   if (!is_mx(b)) {
-    std::uint32_t amax = 0;
-    for (const float v : in) {
-      const std::uint32_t a = safeamp::bit_cast<std::uint32_t>(v) & 0x7FFFFFFFu;
-      amax = a > amax ? a : amax;
-    }
+    const std::uint32_t amax = detail::tensor_amax_bits(in);
     result.tensor_scale =
         detail::nvfp4_tensor_scale(safeamp::bit_cast<float>(amax >= 0x7F800000u ? 0x7FC00000u : amax));
   }

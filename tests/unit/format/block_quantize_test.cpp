@@ -134,11 +134,15 @@ TEST_CASE("NVFP4, hand-worked: tensor scale, E4M3 block scales, saturation") {
   // Block 2: amax 7: 7 / 6 = 1.1667, E4M3 steps of 0.125 near 1: 1.125 (1.1667 - 1.125 < 1.25 - 1.1667), X = 1.125:
   //   7 / 1.125 = 6.22 > 6: clamped to 6 -> 6.75.
   // Block 3: amax 0.001: 0.001 / 6 = 1.67e-4 < 2^-10 (half E4M3's smallest subnormal): S = 0, every element 0.
-  std::vector<float> in(4 * 16, 0.0f);
+  // Block 4: amax 11.25: S = E4M3(1.875) = 1.875 = X, whose reciprocal is not exact: 2.34375 / X = 1.25 and
+  //   4.6875 / X = 2.5 are ties (to the even 1 and 2: 1.875 and 3.75), which x * fl(1 / X) would push up to
+  //   1.25000012 and 2.50000024, i.e. 1.5 and 3: the scale-down must be one division.
+  std::vector<float> in(5 * 16, 0.0f);
   in[0] = 12.0f, in[1] = 5.0f, in[2] = -0.6f;
   in[16] = 2688.0f, in[17] = 1000.0f;
   in[32] = 7.0f;
   in[48] = 0.001f, in[49] = -0.0005f;
+  in[64] = 11.25f, in[65] = 2.34375f, in[66] = -4.6875f;
   const quantized q = both(safeamp::nvfp4, in);
   CHECK(q.result.tensor_scale == 1.0f);
   CHECK(q.scales[0] == 2.0f);
@@ -154,6 +158,10 @@ TEST_CASE("NVFP4, hand-worked: tensor scale, E4M3 block scales, saturation") {
   CHECK(q.out[48] == 0.0f);
   CHECK(bits(q.out[49]) == 0x80000000u);
   CHECK(q.result.stats.underflow >= 2u);  // both elements of block 3 (plus any rounded to 0 elsewhere)
+  CHECK(q.scales[4] == 1.875f);
+  CHECK(q.out[64] == 11.25f);
+  CHECK(q.out[65] == 1.875f);
+  CHECK(q.out[66] == -3.75f);
 
   // The tensor scale follows the tensor: everything 2x larger gives s = 2 and the same block scales.
   std::vector<float> twice(in);
@@ -360,23 +368,108 @@ TEST_CASE("MX blocks of 32: the fast path matches the reference on edge blocks (
   }
 }
 
-TEST_CASE("MX blocks of 32: in place, into a misaligned buffer, and large enough to stream, same bits") {
+TEST_CASE("MX blocks wholly in the element's normal range: ties go to even, at every scale") {
+  // Whole blocks of 32 whose elements all lie in the element format's normal range once scaled (the vectors the
+  // one-pass kernels round with the fixed cut, on the AVX2 path applied to x itself): element 0 of each block
+  // is max_finite, so X = 2^t exactly for a block scaled by 2^t; every other element is the midpoint between two
+  // adjacent values lo = 2^e (1 + m 2^-M) and hi = lo + 2^(e - M), which must go to the one with the even
+  // mantissa (m even: lo). Written from the definition, at scales from 2^-100 to 2^60, both signs.
+  const block_format formats[] = {safeamp::mxfp8_e4m3, safeamp::mxfp8_e5m2, safeamp::mxfp6_e2m3, safeamp::mxfp6_e3m2,
+                                  safeamp::mxfp4};
+  for (const block_format& b : formats) {
+    const safeamp::format_spec f = b.element;
+    const int mant = f.mantissa_bits, emin = safeamp::min_exponent(f), emax = safeamp::max_exponent(f);
+    const float max = safeamp::max_finite(f);
+    for (const int t : {-100, -3, 0, 7, 60}) {
+      std::vector<float> in(64), want(64);
+      for (std::size_t j = 0; j < in.size(); ++j) {
+        float v = max, w = max;
+        if (j % 32 != 0) {
+          const int e = emin + static_cast<int>(j % static_cast<std::size_t>(emax - emin + 1));
+          int m = static_cast<int>(j % (std::size_t{1} << mant));
+          if (std::ldexp(1.0f + static_cast<float>(m + 1) * std::ldexp(1.0f, -mant), e) > max) m = 0;
+          const float lo = std::ldexp(1.0f + static_cast<float>(m) * std::ldexp(1.0f, -mant), e);
+          const float hi = lo + std::ldexp(1.0f, e - mant);
+          v = (lo + hi) / 2;
+          w = m % 2 == 0 ? lo : hi;
+        }
+        const float sign = j % 3 == 0 ? -1.0f : 1.0f;
+        in[j] = sign * std::ldexp(v, t);
+        want[j] = sign * std::ldexp(w, t);
+      }
+      INFO(safeamp::block_format_name(b) << " scale 2^" << t);
+      const quantized q = both(b, in, {.rows = 2});
+      int wrong = 0;
+      for (std::size_t j = 0; j < in.size(); ++j) {
+        if (bits(q.out[j]) != bits(want[j]) && wrong++ < 4) {
+          FAIL_CHECK("element " << j << " " << hex(bits(in[j])) << " -> " << hex(bits(q.out[j])) << ", want "
+                                << hex(bits(want[j])));
+        }
+      }
+      CHECK(wrong == 0);
+      CHECK(q.scales[0] == std::ldexp(1.0f, t));
+      CHECK(q.result.stats.underflow + q.result.stats.subnormal + q.result.stats.overflow == 0u);
+    }
+  }
+}
+
+TEST_CASE("NVFP4 blocks of 16: the fast path matches the reference on edge blocks (every kernel path)") {
+  // A finite tensor (a NaN or an infinity makes all of NVFP4 NaN; the hand-worked test covers that): blocks of
+  // N(0,1) data scaled by 2^U(-24, 24), all-zero blocks, float-subnormal blocks and blocks so small beside the
+  // tensor's maximum that their E4M3 scale rounds to 0 (X = 0: zeros of the inputs' signs, underflow counted),
+  // blocks whose scale saturates at 448 or is an E4M3 subnormal; short last blocks of 4, 15 and 1.
+  std::mt19937_64 gen(1617);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kind(0, 7), exponent(-24, 24);
+  const std::size_t shapes[][2] = {{40, 96}, {8, 4096}, {17, 100}, {11, 47}, {9, 49}, {5, 33}, {12, 16}};
+  for (const auto& shape : shapes) {
+    const std::size_t rows = shape[0], cols = shape[1];
+    std::vector<float> in(rows * cols);
+    int block = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t s = 0; s < cols; s += 16, ++block) {
+        const std::size_t len = cols - s < 16 ? cols - s : 16;
+        float* x = in.data() + r * cols + s;
+        const int k = block < 8 ? block : kind(gen);
+        const int e = exponent(gen);
+        for (std::size_t j = 0; j < len; ++j) {
+          const float g = normal(gen);
+          x[j] = k == 0   ? (j % 3 == 0 ? -0.0f : 0.0f)  // all zeros: S = 0
+                 : k == 1 ? std::ldexp(g, -140)          // float subnormals: S = 0
+                 : k == 2 ? std::ldexp(g, -40)           // tiny beside the tensor's 2^24-ish maximum: S = 0
+                 : k == 3 ? std::ldexp(g, 13)            // S near E4M3 subnormals (2^-9..2^-6)
+                 : k == 4 ? std::ldexp(g, 30)            // the tensor's maximum: S = 448 (saturated)
+                          : std::ldexp(g, e);
+        }
+      }
+    }
+    for (const auto mode : {rounding::nearest_even, rounding::stochastic}) {
+      INFO("nvfp4 " << rows << "x" << cols << " mode " << static_cast<int>(mode));
+      const quantized q = both(safeamp::nvfp4, in, {.rows = rows, .mode = mode, .key = {.seed = 7, .stream = 2}});
+      CHECK(q.result.stats.underflow > 0u);  // the zero-scale blocks' elements
+      CHECK(q.result.stats.nan == 0u);
+    }
+  }
+}
+
+TEST_CASE("large inputs: in place, misaligned, rows of every alignment, and the chunked path's streaming stores") {
   std::mt19937_64 gen(3216);
   std::uniform_int_distribution<int> kind(0, 9);
-  // 4 Mi floats (16 MiB: quantize_blocks writes with streaming stores from this size on) as (1024, 4096).
+  // 4 Mi floats (16 MiB: from this size on the chunked path writes with streaming stores on the AVX-512 path)
+  // as (1024, 4096).
   const std::size_t rows = 1024, cols = 4096, n = rows * cols;
   std::vector<float> in(n);
   for (std::size_t s = 0; s < n; s += 32) fill_edge_block(gen, kind(gen), in.data() + s, 32);
   const block_options opt{.rows = rows};
   const quantized q = both(safeamp::mxfp8_e4m3, in, opt);
-  // One float past a 64-byte boundary (in and out alike), a (1023, 4096) matrix.
+  // One float past a 64-byte boundary (in and out alike; std::vector's own large buffers sit 16 bytes past
+  // one).
   std::vector<float> shifted_in(n + 1), shifted_out(n + 1), scales(n / 32);
-  std::copy(in.begin(), in.end() - cols, shifted_in.begin() + 1);
-  const std::span<const float> src(shifted_in.data() + 1, n - cols);
-  (void)safeamp::quantize_blocks(safeamp::mxfp8_e4m3, src, std::span<float>(shifted_out.data() + 1, n - cols), scales,
-                                 {.rows = rows - 1});
+  std::copy(in.begin(), in.end(), shifted_in.begin() + 1);
+  const std::span<const float> src(shifted_in.data() + 1, n);
+  (void)safeamp::quantize_blocks(safeamp::mxfp8_e4m3, src, std::span<float>(shifted_out.data() + 1, n), scales, opt);
   int mismatches = 0;
-  for (std::size_t i = 0; i < n - cols; ++i) mismatches += bits(shifted_out[i + 1]) != bits(q.out[i]);
+  for (std::size_t i = 0; i < n; ++i) mismatches += bits(shifted_out[i + 1]) != bits(q.out[i]);
   CHECK(mismatches == 0);
   // In place: out == in.
   std::vector<float> inplace(in);
@@ -385,4 +478,22 @@ TEST_CASE("MX blocks of 32: in place, into a misaligned buffer, and large enough
   for (std::size_t i = 0; i < n; ++i) mismatches += bits(inplace[i]) != bits(q.out[i]);
   CHECK(mismatches == 0);
   CHECK(r.stats == q.result.stats);
+  // Rows of 4095 (every alignment of a row's start, a short last block of 31), in stochastic rounding (words
+  // made per group of blocks), and a format whose narrow normal range sends most vectors through the exact
+  // rounding path.
+  const std::size_t odd_rows = 1025, odd_cols = 4095;  // 16.0 MiB and a little more
+  std::vector<float> odd(odd_rows * odd_cols);
+  for (std::size_t s = 0; s < odd.size(); s += 32) {
+    fill_edge_block(gen, kind(gen), odd.data() + s, odd.size() - s < 32 ? odd.size() - s : 32);
+  }
+  (void)both(safeamp::mxfp4, odd, {.rows = odd_rows, .mode = rounding::stochastic, .key = {.seed = 2, .offset = 5}});
+  (void)both(safeamp::mxfp6_e3m2, odd, {.rows = odd_rows});
+  // The chunked path at this size (it streams on the AVX-512 path): an element format without a vector kernel,
+  // and NVFP4 with NaNs in the tensor (every output NaN).
+  (void)both(block_format{safeamp::fp8_e4m3fnuz, safeamp::e8m0, 32}, odd, {.rows = odd_rows});
+  CHECK(both(safeamp::nvfp4, odd, {.rows = odd_rows}).result.stats.nan == odd.size());
+  // NVFP4's one-pass kernels: the same rows with the non-finite values zeroed.
+  for (float& x : odd) x = std::isfinite(x) ? x : 0.0f;
+  (void)both(safeamp::nvfp4, odd, {.rows = odd_rows});
+  (void)both(safeamp::nvfp4, odd, {.rows = odd_rows, .mode = rounding::stochastic, .key = {.seed = 3}});
 }
