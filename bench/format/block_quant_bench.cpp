@@ -5,11 +5,12 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "bench_buffers.hpp"
 #include "safeamp/format.hpp"
 
 namespace {
@@ -29,27 +30,10 @@ const std::vector<float>& input(std::int64_t n) {
   }
   return v;
 }
-std::vector<float>& output(std::int64_t n) {
-  static std::map<std::int64_t, std::vector<float>> cache;
-  auto& v = cache[n];
-  if (v.empty()) v.assign(static_cast<std::size_t>(n), 1.0f);  // touched before timing
-  return v;
-}
-void finish(benchmark::State& state, std::int64_t n) {
-  state.SetItemsProcessed(state.iterations() * n);
-  state.SetBytesProcessed(state.iterations() * n * 2 * static_cast<std::int64_t>(sizeof(float)));
-}
+using safeamp_bench::finish;
+using safeamp_bench::output;
 
-void bm_memcpy(benchmark::State& state) {
-  const std::int64_t n = state.range(0);
-  const auto& in = input(n);
-  auto& out = output(n);
-  for (auto _ : state) {
-    std::memcpy(out.data(), in.data(), static_cast<std::size_t>(n) * sizeof(float));
-    benchmark::ClobberMemory();
-  }
-  finish(state, n);
-}
+void bm_memcpy(benchmark::State& state) { safeamp_bench::memcpy_baseline(state, input(state.range(0))); }
 
 // range(1): 0 MXFP8 E4M3, 1 MXFP4, 2 NVFP4; range(2): 0 nearest even, 1 stochastic; range(3): 0 rows, 1 columns.
 void bm_quantize_blocks(benchmark::State& state) {
@@ -70,7 +54,8 @@ void bm_quantize_blocks(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   finish(state, n);
-  state.SetLabel(safeamp::block_format_name(b));
+  // The format and the kernel path (SAFEAMP_CPU_PATH forces one; on an AVX-512 machine avx2 is a forced path).
+  state.SetLabel(safeamp::block_format_name(b) + " " + std::string(safeamp::cpu_path_name(safeamp::active_cpu_path())));
 }
 
 BENCHMARK(bm_memcpy)->Arg(large_n)->Arg(small_n)->Unit(benchmark::kMillisecond);

@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -22,6 +21,7 @@
 #include <Eigen/Core>
 #endif
 
+#include "bench_buffers.hpp"
 #include "safeamp/format.hpp"
 
 namespace {
@@ -50,27 +50,11 @@ const std::vector<float>& input(std::int64_t n, std::int64_t kind) {
   return v;
 }
 
-std::vector<float>& output(std::int64_t n) {
-  static std::map<std::int64_t, std::vector<float>> cache;
-  auto& v = cache[n];
-  if (v.empty()) v.assign(static_cast<std::size_t>(n), 1.0f);  // touched before timing
-  return v;
-}
-
-void finish(benchmark::State& state, std::int64_t n) {
-  state.SetItemsProcessed(state.iterations() * n);
-  state.SetBytesProcessed(state.iterations() * n * 2 * static_cast<std::int64_t>(sizeof(float)));
-}
+using safeamp_bench::finish;
+using safeamp_bench::output;
 
 void bm_memcpy(benchmark::State& state) {
-  const std::int64_t n = state.range(0);
-  const auto& in = input(n, state.range(1));
-  auto& out = output(n);
-  for (auto _ : state) {
-    std::memcpy(out.data(), in.data(), static_cast<std::size_t>(n) * sizeof(float));
-    benchmark::ClobberMemory();
-  }
-  finish(state, n);
+  safeamp_bench::memcpy_baseline(state, input(state.range(0), state.range(1)));
 }
 
 #if defined(SAFEAMP_X86_KERNELS)
