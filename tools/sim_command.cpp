@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "data_parallel_run.hpp"
 #include "plan_inputs.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/memory/bytes.hpp"
-#include "data_parallel_run.hpp"
 #include "safeamp/sim/datasets.hpp"
 #include "safeamp/sim/file_data.hpp"
 #include "safeamp/sim/parity.hpp"
@@ -28,6 +28,7 @@
 #include "safeamp/sim/reference.hpp"
 #include "safeamp/sim/report.hpp"
 #include "safeamp/sim/report_files.hpp"
+#include "safeamp/sim/report_invocation.hpp"
 #include "safeamp/sim/scenario.hpp"
 #include "safeamp/sim/trainer.hpp"
 
@@ -150,6 +151,16 @@ class run_checkpoints {
     return train(cfg, on_step, ranks_->exchange_for(cfg));
   }
 
+  // When resuming: the checks train_run's resume will make of `cfg`'s checkpoint (intact, of this run's settings),
+  // made now, so a bad checkpoint of the last run is refused before the first run trains.
+  void check(run_config cfg) {
+    const fs::path file = dir_ / (file_slug(cfg.label) + ".ckpt");
+    std::error_code ec;
+    if (!resume_ || !fs::is_regular_file(file, ec)) return;
+    cfg.checkpoint.resume_path = file.string();
+    check_resume(cfg, ranks_->exchange_for(cfg));
+  }
+
   // Removes every checkpoint file of the folder (stale ones of an invocation not resumed, or all of them
   // once this invocation has finished); returns how many.
   std::size_t clear() const {
@@ -219,6 +230,23 @@ std::string faults_text(const std::vector<fault_spec>& faults) {
   return out;
 }
 
+// Prints incomplete_note when the invocation leaves run_sim by an exception after it marked its folder, so the
+// error that follows is read with what the folder holds.
+class unfinished_note {
+ public:
+  explicit unfinished_note(fs::path out) : out_(std::move(out)) {}
+  unfinished_note(const unfinished_note&) = delete;
+  unfinished_note& operator=(const unfinished_note&) = delete;
+  ~unfinished_note() {
+    if (!finished_) std::fprintf(stderr, "%s\n", incomplete_note(out_).c_str());
+  }
+  void finished() noexcept { finished_ = true; }
+
+ private:
+  fs::path out_;
+  bool finished_ = false;
+};
+
 scenario load_scenario(const sim_options& o) {
   if (o.scenario_file.empty()) return parse_scenario(default_scenario_json(), "embedded default");
   return parse_scenario(read_input_file(o.scenario_file, "--scenario"), o.scenario_file);
@@ -270,13 +298,6 @@ int run_sim(const sim_options& o) {
   const run_manifest ref_manifest = manifest_for(s, ref_cfg);
   const std::optional<known_good_record> last_good = read_known_good(out / "known_good.json");
   run_checkpoints checkpoints(out / "checkpoints", every, o.resume, ranks);
-  if (!o.resume && writer) {
-    if (const std::size_t stale = checkpoints.clear(); stale > 0) {
-      std::fprintf(stderr,
-                   "safeamp sim: removed %zu checkpoint file(s) of an interrupted run (--resume continues one)\n",
-                   stale);
-    }
-  }
 
   sim_summary summary;
   summary.scenario = s.name;
@@ -286,6 +307,46 @@ int run_sim(const sim_options& o) {
 
   std::error_code ec;
   const bool reuse_reference = !o.relock && fs::exists(ref_file, ec);
+  if (reuse_reference) {
+    locked_reference ref = read_reference(ref_file);
+    // Every setting that changes the reference's numbers (its policy included) must be the one it was locked with.
+    require_matching_manifest(ref.manifest, ref_manifest, manifest_check::reuse);
+    for (const manifest_difference& d : compare_manifests(ref.manifest, ref_manifest, manifest_check::reuse)) {
+      if (!d.refuses) summary.environment_notes.push_back(d);
+    }
+    summary.reference = std::move(ref);
+    summary.reference_reused = true;
+  }
+  // --resume: every run's checkpoint is checked before the first run trains.
+  for (std::size_t i = reuse_reference ? 1 : 0; i < runs.size(); ++i) checkpoints.check(runs[i]);
+  // The last check has passed: from here on the folder changes. Stale checkpoints go (unless resuming), the
+  // previous invocation's outputs move into previous/ and the folder is marked INCOMPLETE until all is written.
+  std::optional<unfinished_note> note;
+  if (writer) {
+    if (!o.resume) {
+      if (const std::size_t stale = checkpoints.clear(); stale > 0) {
+        std::fprintf(stderr,
+                     "safeamp sim: removed %zu checkpoint file(s) of an interrupted run (--resume continues one)\n",
+                     stale);
+      }
+    }
+    // The locked reference's telemetry stays with reference.json (until a --relock replaces both).
+    const invocation_cleanup moved = begin_invocation(
+        out, {.scenario = s.name,
+              .kept_telemetry = fs::exists(ref_file, ec) ? std::vector<std::string>{file_slug(ref_cfg.label) + ".jsonl"}
+                                                         : std::vector<std::string>{}});
+    if (!moved.moved.empty()) {
+      std::fprintf(stderr,
+                   "safeamp sim: the previous invocation's report, summary and telemetry (%zu file(s)) are "
+                   "now in %s\n",
+                   moved.moved.size(), (out / previous_folder_name).string().c_str());
+    }
+    if (!moved.removed.empty()) {
+      std::fprintf(stderr, "safeamp sim: removed %zu partial output file(s) of an invocation that did not finish\n",
+                   moved.removed.size());
+    }
+    note.emplace(out);
+  }
   // Progress in steps over every run this invocation trains: a redrawn line on a terminal, plain lines otherwise.
   std::int64_t total_steps = 0;
   for (std::size_t i = reuse_reference ? 1 : 0; i < runs.size(); ++i) total_steps += runs[i].steps;
@@ -304,16 +365,7 @@ int run_sim(const sim_options& o) {
                                   std::to_string(done) + "/" + std::to_string(steps) + ")");
     };
   };
-  if (reuse_reference) {
-    locked_reference ref = read_reference(ref_file);
-    // Every setting that changes the reference's numbers (its policy included) must be the one it was locked with.
-    require_matching_manifest(ref.manifest, ref_manifest, manifest_check::reuse);
-    for (const manifest_difference& d : compare_manifests(ref.manifest, ref_manifest, manifest_check::reuse)) {
-      if (!d.refuses) summary.environment_notes.push_back(d);
-    }
-    summary.reference = std::move(ref);
-    summary.reference_reused = true;
-  } else {
+  if (!reuse_reference) {
     const run_result ref_run = checkpoints.train_run(ref_cfg, observe(ref_cfg));
     summary.reference = lock_reference(ref_run, ref_manifest);
     ranks.record(ref_run);
@@ -385,6 +437,8 @@ int run_sim(const sim_options& o) {
   (void)checkpoints.clear();
   std::error_code rm_ec;
   fs::remove(out / "checkpoints", rm_ec);
+  finish_invocation(out);  // the last step: a folder without the marker holds a whole invocation's outputs
+  note->finished();
   if (o.resume && checkpoints.resumed() == 0) {
     std::fputs("safeamp sim: --resume: no checkpoint was found, every run started from its first step\n", stderr);
   }

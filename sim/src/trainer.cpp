@@ -207,7 +207,46 @@ void corrupt_scale(Scaler& s) {
   }
 }
 
+// A data-parallel run's bits depend on its exchange's settings too (micro-batches, reduction, and for a
+// wire-format reduction the rank count); a run without an exchange keeps the fingerprint it always had.
+std::uint64_t checkpoint_fingerprint(const run_config& cfg, const gradient_exchange* exchange) {
+  return exchange == nullptr ? run_fingerprint(cfg)
+                             : fnv1a64(hex64(run_fingerprint(cfg)) + "|" + exchange->checkpoint_settings());
+}
+
+// What a checkpoint restores, loaded into copies so that a bad file leaves nothing half-restored.
+struct restored_state {
+  parameter_list params;
+  optimizer_state opt;
+  checkpoint_data meta;
+};
+
+// Reads cfg.checkpoint.resume_path for a run whose fresh parameters and optimizer state are `params` and
+// `opt`; every check of load_checkpoint, then the configuration fingerprint.
+restored_state load_resume_state(const run_config& cfg, const parameter_list& params, const optimizer_state& opt,
+                                 std::uint64_t fingerprint) {
+  restored_state r{.params = params, .opt = opt, .meta = {}};
+  r.meta = load_checkpoint(cfg.checkpoint.resume_path, r.params, r.opt, cfg.steps);
+  if (r.meta.config_fingerprint != fingerprint) {
+    throw error("checkpoint '" + cfg.checkpoint.resume_path + "' configuration", "saved by a run with other settings",
+                "a checkpoint of this run: the same model, data, policy, rounding, scaler, optimizer, faults, "
+                "clip, loss weight, steps, batch, seeds and data-parallel settings (micro-batches, reduction; "
+                "the rank count too for a wire-format reduction); only threads and the label may differ");
+  }
+  return r;
+}
+
 }  // namespace
+
+void check_resume(const run_config& cfg, const gradient_exchange* exchange) {
+  validate(cfg);
+  if (cfg.checkpoint.resume_path.empty()) return;
+  const model_stack stack = preset_stack(cfg);
+  const data_source data = make_data(cfg, stack);
+  const std::unique_ptr<model> net = make_model(cfg, stack, data);
+  const optimizer opt(cfg.optimizer, cfg.policy, keeps_master_weights(cfg), net->parameters());
+  (void)load_resume_state(cfg, net->parameters(), opt.state(), checkpoint_fingerprint(cfg, exchange));
+}
 
 run_result train(const run_config& cfg, const step_observer& on_step, gradient_exchange* exchange) {
   validate(cfg);
@@ -226,27 +265,14 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
   any_scaler scaler = make_scaler(cfg.scaler);
   std::int64_t start = 0;
   std::vector<step_record> history;
-  // A data-parallel run's bits depend on its exchange's settings too (micro-batches, reduction, and for a
-  // wire-format reduction the rank count); a run without an exchange keeps the fingerprint it always had.
-  const std::uint64_t config_print = exchange == nullptr
-                                         ? run_fingerprint(cfg)
-                                         : fnv1a64(hex64(run_fingerprint(cfg)) + "|" + exchange->checkpoint_settings());
+  const std::uint64_t config_print = checkpoint_fingerprint(cfg, exchange);
   if (!cfg.checkpoint.resume_path.empty()) {
-    // Load into copies first so a bad file leaves nothing half-restored.
-    parameter_list loaded_params = params;
-    optimizer_state loaded_opt = opt.state();
-    checkpoint_data meta = load_checkpoint(cfg.checkpoint.resume_path, loaded_params, loaded_opt, cfg.steps);
-    if (meta.config_fingerprint != config_print) {
-      throw error("checkpoint '" + cfg.checkpoint.resume_path + "' configuration", "saved by a run with other settings",
-                  "a checkpoint of this run: the same model, data, policy, rounding, scaler, optimizer, faults, "
-                  "clip, loss weight, steps, batch, seeds and data-parallel settings (micro-batches, reduction; "
-                  "the rank count too for a wire-format reduction); only threads and the label may differ");
-    }
-    if (auto* dyn = std::get_if<loss_scaler>(&scaler)) dyn->load_json(meta.scaler_json);
-    params = std::move(loaded_params);
-    opt.state() = std::move(loaded_opt);
-    start = meta.next_step;
-    history = std::move(meta.history);
+    restored_state loaded = load_resume_state(cfg, params, opt.state(), config_print);
+    if (auto* dyn = std::get_if<loss_scaler>(&scaler)) dyn->load_json(loaded.meta.scaler_json);
+    params = std::move(loaded.params);
+    opt.state() = std::move(loaded.opt);
+    start = loaded.meta.next_step;
+    history = std::move(loaded.meta.history);
   }
 
   exec_context ctx{.rounding = cfg.rounding,

@@ -5,9 +5,10 @@
 //    held-out metrics, weights hashes), the same telemetry step by step, the same reference numbers.
 //  - Kills during writes: two dozen invocations killed while they train, lock the reference, checkpoint,
 //    and write telemetry and the report (half at random times, half while a temporary file exists, i.e.
-//    in the middle of a write); after each, every file that existed before
-//    is intact (unchanged, or replaced by a complete file) and every new file is complete. Each invocation
-//    is then finished by an uninterrupted --resume, which must give the uninterrupted result.
+//    in the middle of a write); after each, every file that existed before is intact (unchanged, replaced by
+//    a complete file, or an output of the finished invocation moved unchanged into previous/), every new file
+//    is complete, and a folder without the INCOMPLETE marker has its report and summary. Each invocation is
+//    then finished by an uninterrupted --resume, which must give the uninterrupted result.
 // The tool and the scenarios come from the environment (SAFEAMP_TOOL, SAFEAMP_TEST_DATA; CMake sets them).
 #include <fcntl.h>
 #include <signal.h>
@@ -177,13 +178,14 @@ void check_same_outcome(const outcome& expected, const outcome& got) {
   CHECK(got.reference == expected.reference);
 }
 
-// No checkpoint and no temporary file is left in a finished folder.
+// No checkpoint, no temporary file and no INCOMPLETE marker is left in a finished folder.
 void check_no_leftovers(const fs::path& out) {
   for (const auto& e : fs::recursive_directory_iterator(out)) {
     const std::string name = e.path().filename().string();
     INFO(e.path());
     CHECK(name.find(".tmp-") == std::string::npos);
     CHECK(name.find(".ckpt") == std::string::npos);
+    CHECK(name != "INCOMPLETE");
   }
 }
 
@@ -253,6 +255,7 @@ TEST_CASE("a run killed with SIGKILL continues with --resume to the uninterrupte
         REQUIRE(WIFSIGNALED(status));
       }
       CHECK_FALSE(fs::exists(out / "summary.json"));
+      CHECK(fs::exists(out / "INCOMPLETE"));  // killed while training: the folder says it is unfinished
       const fs::path log = out.string() + ".resume.log";
       REQUIRE(run_tool({"--scenario", scenario, "--out", out.string(), "--resume"}, log) == 0);
       CHECK(read_file(log).find("continues from") != std::string::npos);
@@ -326,11 +329,26 @@ TEST_CASE("two dozen SIGKILLs during a run's writes leave every file intact or c
       if (old != before.end() && old->second == text) continue;  // untouched
       check_complete(path);
     }
-    // Nothing that existed disappeared.
+    // Nothing that existed disappeared: each file is where it was, or is one of the finished invocation's
+    // outputs moved unchanged into previous/ (which then replaced what previous/ held).
+    const auto moved_aside = [&](const fs::path& top) {
+      const fs::path aside = out / "previous" / fs::relative(top, out);
+      return before.count(top) == 1 && fs::exists(aside) && read_file(aside) == before.at(top);
+    };
     for (const auto& [path, text] : before) {
       INFO("file " << path);
-      CHECK(fs::exists(path));
+      if (fs::exists(path)) continue;
+      if (*fs::relative(path, out).begin() == "previous") {
+        CHECK(moved_aside(out / "report.html"));
+      } else {
+        CHECK(moved_aside(path));
+      }
       (void)text;
+    }
+    // Without the marker the folder is a whole invocation's: its report and summary are there.
+    if (!fs::exists(out / "INCOMPLETE")) {
+      CHECK(fs::exists(out / "report.html"));
+      CHECK(fs::exists(out / "summary.json"));
     }
     const fs::path log = out.string() + ".resume.log";
     const int rc = run_tool({"--scenario", scenario, "--out", out.string(), "--resume"}, log);

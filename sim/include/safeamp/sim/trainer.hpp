@@ -22,4 +22,10 @@ using step_observer = std::function<void(std::int64_t steps_done, std::int64_t s
 [[nodiscard]] run_result train(const run_config& cfg, const step_observer& on_step = {},
                                gradient_exchange* exchange = nullptr);
 
+/// The checks train() makes of cfg.checkpoint.resume_path before its first step (the file intact and of this
+/// model, its values in range, saved by a run with the same settings and, with `exchange`, the same data-parallel
+/// settings), without training: so that an invocation resuming several runs refuses a bad checkpoint of its last
+/// run before the first one trains. Nothing to check when resume_path is empty. Throws safeamp::error.
+void check_resume(const run_config& cfg, const gradient_exchange* exchange = nullptr);
+
 }  // namespace safeamp::sim
