@@ -261,7 +261,7 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
   device_array<float> features(steps * batch_floats);
   device_array<std::int32_t> targets(steps * static_cast<std::size_t>(batch_rows));
   for (std::int64_t step = 0; step < cfg.steps; ++step) {
-    sim::batch b = data.train_batch(step, batch_rows);
+    sim::batch b = data.train_batch({.step = step, .samples = batch_rows});
     if (fault_at(cfg, sim::fault_kind::input_nan, step) && b.features.size() > 0) {
       b.features(0, 0) = std::numeric_limits<float>::quiet_NaN();
     }

@@ -73,11 +73,11 @@ batch cluster_data::make_batch(const std::vector<std::uint64_t>& index, std::uin
   return b;
 }
 
-batch cluster_data::train_batch(std::int64_t step, std::int64_t batch_size) const {
-  std::vector<std::uint64_t> index(static_cast<std::size_t>(batch_size));
-  for (std::int64_t k = 0; k < batch_size; ++k) {
-    const philox4x32_block r = draw(cfg_.seed, stream_train_index, static_cast<std::uint64_t>(step),
-                                    static_cast<std::uint32_t>(k));
+batch cluster_data::train_batch(const batch_request& req) const {
+  std::vector<std::uint64_t> index(static_cast<std::size_t>(req.samples));
+  for (std::int64_t k = 0; k < req.samples; ++k) {
+    const philox4x32_block r =
+        draw(cfg_.seed, stream_train_index, static_cast<std::uint64_t>(req.step), static_cast<std::uint32_t>(k));
     index[static_cast<std::size_t>(k)] = uniform_index(r, static_cast<std::uint64_t>(cfg_.train_samples));
   }
   return make_batch(index, stream_train_sample);
@@ -151,12 +151,12 @@ batch corpus_data::make_batch(const std::vector<std::int64_t>& starts) const {
   return b;
 }
 
-batch corpus_data::train_batch(std::int64_t step, std::int64_t sequences) const {
-  std::vector<std::int64_t> starts(static_cast<std::size_t>(sequences));
+batch corpus_data::train_batch(const batch_request& req) const {
+  std::vector<std::int64_t> starts(static_cast<std::size_t>(req.samples));
   const auto positions = static_cast<std::uint64_t>(split_ - shape_.context - 1);
-  for (std::int64_t k = 0; k < sequences; ++k) {
-    const philox4x32_block r = draw(cfg_.seed, stream_train_index, static_cast<std::uint64_t>(step),
-                                    static_cast<std::uint32_t>(k));
+  for (std::int64_t k = 0; k < req.samples; ++k) {
+    const philox4x32_block r =
+        draw(cfg_.seed, stream_train_index, static_cast<std::uint64_t>(req.step), static_cast<std::uint32_t>(k));
     starts[static_cast<std::size_t>(k)] = static_cast<std::int64_t>(uniform_index(r, positions + 1));
   }
   return make_batch(starts);

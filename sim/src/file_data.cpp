@@ -153,7 +153,9 @@ batch file_data::rows_of(const split& s, std::int64_t first, std::int64_t count)
   return b;
 }
 
-batch file_data::train_batch(std::int64_t step, std::int64_t batch_size) const {
+batch file_data::train_batch(const batch_request& req) const {
+  const std::int64_t step = req.step;
+  const std::int64_t batch_size = req.samples;
   const std::int64_t n = train_.rows;
   if (batch_size >= n) return rows_of(train_, 0, n);  // a fixed batch: every row
   return rows_of(train_, (step % n) * (batch_size % n) % n, batch_size);

@@ -26,11 +26,12 @@ std::string duration_text(double seconds) {
 
 }  // namespace
 
-std::string render_progress_line(std::int64_t done, std::int64_t total, double elapsed_seconds, std::string_view what,
-                                 int bar_width) {
-  const std::int64_t t = std::max<std::int64_t>(total, 1);
-  const std::int64_t d = std::clamp<std::int64_t>(done, 0, t);
-  const int width = std::max(bar_width, 1);
+std::string render_progress_line(const progress_snapshot& p) {
+  const std::int64_t t = std::max<std::int64_t>(p.total, 1);
+  const std::int64_t d = std::clamp<std::int64_t>(p.done, 0, t);
+  const int width = std::max(p.bar_width, 1);
+  const double elapsed_seconds = p.elapsed_seconds;
+  const std::string_view what = p.what;
   const auto filled = static_cast<int>(d * width / t);
   std::string line;
   line.reserve(static_cast<std::size_t>(width) + 96 + what.size());
@@ -78,7 +79,8 @@ void progress_bar::update(std::int64_t done, std::string_view what) {
     const bool last = done >= total_;
     if (elapsed >= opt_.delay_seconds &&
         (last || last_plain_ < 0.0 || elapsed - last_plain_ >= opt_.plain_interval_seconds)) {
-      const std::string line = render_progress_line(done_, total_, elapsed, what_, opt_.bar_width);
+      const std::string line = render_progress_line(
+          {.done = done_, .total = total_, .elapsed_seconds = elapsed, .what = what_, .bar_width = opt_.bar_width});
       std::fprintf(out_, "safeamp sim: %s\n", line.c_str());
       std::fflush(out_);
       last_plain_ = elapsed;
@@ -90,7 +92,8 @@ void progress_bar::update(std::int64_t done, std::string_view what) {
 void progress_bar::draw_locked() {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (elapsed < opt_.delay_seconds) return;
-  const std::string line = render_progress_line(done_, total_, elapsed, what_, opt_.bar_width);
+  const std::string line = render_progress_line(
+      {.done = done_, .total = total_, .elapsed_seconds = elapsed, .what = what_, .bar_width = opt_.bar_width});
   std::fprintf(out_, "\r\033[K%s", line.c_str());  // carriage return + erase to end of line
   std::fflush(out_);
   drew_ = true;

@@ -81,8 +81,8 @@ std::size_t parameter_index(const parameter_list& params, const std::string& nam
 // Any data source behind one interface: Gaussian clusters, a text corpus or the user's .npy files.
 struct data_source {
   std::variant<cluster_data, corpus_data, file_data> source;
-  [[nodiscard]] batch train_batch(std::int64_t step, std::int64_t n) const {
-    return std::visit([&](const auto& d) { return d.train_batch(step, n); }, source);
+  [[nodiscard]] batch train_batch(const batch_request& r) const {
+    return std::visit([&](const auto& d) { return d.train_batch(r); }, source);
   }
   [[nodiscard]] batch eval_set() const {
     return std::visit([](const auto& d) { return d.eval_set(); }, source);
@@ -296,7 +296,7 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
     if (cfg.checkpoint.stop_after_steps >= 0 && steps_run >= cfg.checkpoint.stop_after_steps) break;
     const auto t0 = clock_type::now();
     ctx.begin_step(step);
-    batch b = data.train_batch(step, cfg.batch_size);
+    batch b = data.train_batch({.step = step, .samples = cfg.batch_size});
     b.inject_nan = fault_at(cfg, fault_kind::input_nan, step);
     if (exchange != nullptr) exchange->begin_step(step);
     phase_clock phase(result.phases);

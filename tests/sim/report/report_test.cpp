@@ -187,13 +187,16 @@ TEST_CASE("svg charts: polylines per series, breaks at non-finite values, log2 t
 TEST_CASE("progress: the line's text, silence when not a terminal, drawing and erasing when one") {
   // 2 of 5 done with a 10-wide bar: floor(2 * 10 / 5) = 4 filled cells; 2 steps in 3.25 s = 0.615 steps/s, the
   // 3 left take 3 / 0.615 = 4.875 s.
-  CHECK(render_progress_line(2, 5, 3.25, "run b", 10) ==
-        "[####------] 2/5 steps  3.2 s  0.615 steps/s  ETA 4.9 s  run b");
-  CHECK(render_progress_line(9, 5, 0.0, "", 4) == "[####] 5/5 steps  0.0 s  -- steps/s  ETA --  ");
-  CHECK(render_progress_line(0, 5, 1.0, "x", 2) == "[--] 0/5 steps  1.0 s  -- steps/s  ETA --  x");
+  const auto line = [](std::int64_t done, std::int64_t total, double seconds, std::string_view what, int width) {
+    return render_progress_line(
+        {.done = done, .total = total, .elapsed_seconds = seconds, .what = what, .bar_width = width});
+  };
+  CHECK(line(2, 5, 3.25, "run b", 10) == "[####------] 2/5 steps  3.2 s  0.615 steps/s  ETA 4.9 s  run b");
+  CHECK(line(9, 5, 0.0, "", 4) == "[####] 5/5 steps  0.0 s  -- steps/s  ETA --  ");
+  CHECK(line(0, 5, 1.0, "x", 2) == "[--] 0/5 steps  1.0 s  -- steps/s  ETA --  x");
   // 10 of 1000 in 20 s: 0.5 steps/s, 990 left take 1980 s = 33 min 00 s; all done: no ETA.
-  CHECK(render_progress_line(10, 1000, 20.0, "r", 1) == "[-] 10/1000 steps  20.0 s  0.5 steps/s  ETA 33 min 00 s  r");
-  CHECK(render_progress_line(1000, 1000, 4000.0, "r", 1) == "[#] 1000/1000 steps  1 h 06 min  0.25 steps/s  r");
+  CHECK(line(10, 1000, 20.0, "r", 1) == "[-] 10/1000 steps  20.0 s  0.5 steps/s  ETA 33 min 00 s  r");
+  CHECK(line(1000, 1000, 4000.0, "r", 1) == "[#] 1000/1000 steps  1 h 06 min  0.25 steps/s  r");
   std::FILE* f = std::tmpfile();
   REQUIRE(f != nullptr);
   {

@@ -108,7 +108,7 @@ TEST_CASE("token files: read as written, served as batches of sequences in row o
   CHECK(d.output_width() == vocab);
   CHECK(d.input_width() == 0);
   // Batch 1 of 3 sequences: rows 3, 4, 5 (rows [s B, s B + B)), each row's ids, then every position's target.
-  const batch b = d.train_batch(1, 3);
+  const batch b = d.train_batch({.step = 1, .samples = 3});
   CHECK(b.samples == 3);
   REQUIRE(b.tokens.size() == 3u * context);
   CHECK(b.tokens[0] == 9 % vocab);                    // row 3, position 0: 3*3 + 0 = 9
@@ -118,7 +118,7 @@ TEST_CASE("token files: read as written, served as batches of sequences in row o
   CHECK(b.slices == std::vector<std::int32_t>(3u * context, 0));
   CHECK(b.features.size() == 0);
   // Rows wrap around: batch 10 of 4 starts at row 40 mod 32 = 8.
-  CHECK(d.train_batch(10, 4).tokens[0] == (3 * 8) % vocab);
+  CHECK(d.train_batch({.step = 10, .samples = 4}).tokens[0] == (3 * 8) % vocab);
   CHECK(d.eval_set().tokens.size() == static_cast<std::size_t>(rows * context));
   CHECK(d.probe().samples == 2);
   fs::remove_all(dir);

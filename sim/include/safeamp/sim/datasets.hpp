@@ -16,7 +16,7 @@ namespace safeamp::sim {
 class cluster_data {
  public:
   cluster_data(const mlp_shape& shape, const data_config& cfg);
-  [[nodiscard]] batch train_batch(std::int64_t step, std::int64_t batch_size) const;
+  [[nodiscard]] batch train_batch(const batch_request& r) const;  // r.samples rows
   [[nodiscard]] batch eval_set() const;   // eval_samples rows, classes in turn
   [[nodiscard]] batch probe() const;      // the first probe_rows rows of the eval set
   [[nodiscard]] std::vector<std::string> slice_names() const;
@@ -32,7 +32,7 @@ class corpus_data {
  public:
   corpus_data(const transformer_shape& shape, const data_config& cfg);
   [[nodiscard]] std::int64_t vocab_size() const noexcept { return static_cast<std::int64_t>(alphabet_.size()); }
-  [[nodiscard]] batch train_batch(std::int64_t step, std::int64_t sequences) const;
+  [[nodiscard]] batch train_batch(const batch_request& r) const;  // r.samples sequences
   [[nodiscard]] batch eval_set() const;
   [[nodiscard]] batch probe() const;
   [[nodiscard]] std::vector<std::string> slice_names() const;  // position buckets

@@ -30,7 +30,7 @@ class file_data {
   /// regression targets are floats of one width; with `tokens`, inputs and targets are integer (rows, context)
   /// with every id in [0, vocab). Throws safeamp::error naming the field, the file and the element.
   file_data(const data_config& cfg, loss_kind loss, file_tokens tokens = {});
-  [[nodiscard]] batch train_batch(std::int64_t step, std::int64_t batch_size) const;
+  [[nodiscard]] batch train_batch(const batch_request& r) const;
   [[nodiscard]] batch eval_set() const;
   [[nodiscard]] batch probe() const;  // the first probe_rows rows of the eval set
   [[nodiscard]] std::vector<std::string> slice_names() const { return {"all"}; }

@@ -33,6 +33,13 @@ struct batch {
   bool inject_nan = false;            // fault: one input value becomes NaN
 };
 
+/// Which training batch a data source serves: the step it is for and its size (MLP rows or transformer
+/// sequences). Named fields: the positional train_batch(step, size) compiled with the two counts swapped.
+struct batch_request {
+  std::int64_t step = 0;
+  std::int64_t samples = 0;
+};
+
 class model {
  public:
   virtual ~model() = default;

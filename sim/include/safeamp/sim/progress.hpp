@@ -14,10 +14,19 @@
 
 namespace safeamp::sim {
 
+/// What one progress line shows. Named fields: the positional (done, total, ...) form compiled with the two counts
+/// swapped.
+struct progress_snapshot {
+  std::int64_t done = 0;         // steps finished
+  std::int64_t total = 0;        // steps of the whole invocation
+  double elapsed_seconds = 0.0;  // since the first step began
+  std::string_view what{};       // the unit in progress ("reference fp32 (run 1/5, step 40/400)")
+  int bar_width = 24;            // cells of the bar
+};
+
 /// The text of one progress line: "[####------] 2/5 steps  3.2 s  0.62 steps/s  ETA 4.9 s  run b" (the rate is
 /// done / elapsed, the ETA (total - done) / rate; "--" until a step is done; no ETA once done == total).
-[[nodiscard]] std::string render_progress_line(std::int64_t done, std::int64_t total, double elapsed_seconds,
-                                               std::string_view what, int bar_width);
+[[nodiscard]] std::string render_progress_line(const progress_snapshot& p);
 
 struct progress_options {
   double delay_seconds = 2.0;     // nothing is drawn before this much time has passed
