@@ -303,6 +303,7 @@ int run_sim(const sim_options& o) {
   summary.scenario = s.name;
   summary.description = s.description;
   summary.dollars_per_hour = s.dollars_per_hour;
+  summary.recorded_loss_factor = s.base.loss_weight * s.loss_multiplier;
   summary.preflight = pre;
 
   std::error_code ec;

@@ -44,23 +44,53 @@ std::vector<double> smooth(const std::vector<double>& x, std::int64_t window) {
 /// Records a check that does not apply to this kind of run (accuracy of a regression): reported with the reason,
 /// never failed or undecided, so it takes no part in the verdict.
 void add_not_applicable(parity_result& r, std::string name, std::string detail, std::string reason) {
-  r.checks.push_back(parity_check{.name = std::move(name), .value = nan, .limit = nan,
-                                  .status = verdict::not_applicable, .detail = std::move(detail),
-                                  .basis = std::move(reason), .undecided = {}});
+  r.checks.push_back(parity_check{.name = std::move(name),
+                                  .value = nan,
+                                  .limit = nan,
+                                  .status = verdict::not_applicable,
+                                  .detail = std::move(detail),
+                                  .basis = std::move(reason),
+                                  .undecided = {},
+                                  .why_undecided = undecided_reason::none,
+                                  .source = limit_source::fixed,
+                                  .tolerance_key = {}});
 }
+
+/// A limit, where it comes from, and the `tolerances` key that would declare it (empty: none can).
+struct limit_basis {
+  double limit = 0.0;
+  std::string basis;
+  limit_source source = limit_source::fixed;
+  const char* key = "";
+};
+
+/// Why a check cannot decide; an empty `why` means it can.
+struct undecidable {
+  std::string why;
+  undecided_reason reason = undecided_reason::none;
+};
 
 /// Records a check. It fails when the value exceeds the limit (a NaN value never passes); otherwise it is
 /// INCONCLUSIVE when `undecided` says why it cannot decide, else it passes.
-void add_check(parity_result& r, std::string name, double value, double limit, std::string detail, std::string basis,
-               std::string undecided = {}) {
-  parity_check c{.name = std::move(name), .value = value, .limit = limit, .status = verdict::pass,
-                 .detail = std::move(detail), .basis = std::move(basis), .undecided = {}};
-  if (!(value <= limit)) {
+void add_check(parity_result& r, std::string name, double value, limit_basis limit, std::string detail,
+               undecidable undecided = {}) {
+  parity_check c{.name = std::move(name),
+                 .value = value,
+                 .limit = limit.limit,
+                 .status = verdict::pass,
+                 .detail = std::move(detail),
+                 .basis = std::move(limit.basis),
+                 .undecided = {},
+                 .why_undecided = undecided_reason::none,
+                 .source = limit.source,
+                 .tolerance_key = limit.key};
+  if (!(value <= limit.limit)) {
     c.status = verdict::fail;
-    r.reasons.push_back(c.name + " " + fmt(value) + " > " + fmt(limit) + " (" + c.detail + ")");
-  } else if (!undecided.empty()) {
+    r.reasons.push_back(c.name + " " + fmt(value) + " > " + fmt(limit.limit) + " (" + c.detail + ")");
+  } else if (!undecided.why.empty()) {
     c.status = verdict::inconclusive;
-    c.undecided = std::move(undecided);
+    c.undecided = std::move(undecided.why);
+    c.why_undecided = undecided.reason;
     r.undecided.push_back(c.name + ": " + c.undecided);
   }
   r.checks.push_back(std::move(c));
@@ -99,27 +129,25 @@ struct problem {
 
 /// The INCONCLUSIVE rule: why a check cannot decide when its limit is at least informative_fraction of the
 /// value a trivial predictor would show (empty when it can decide). `trivial_run` names that predictor,
-/// `note` is shown after the threshold.
-std::string too_wide(double limit, double trivial, const std::string& trivial_run, const std::string& note = {}) {
+/// `note` is shown after the threshold. A trivial value of 0 or less means the reference is no better than
+/// the trivial predictor: no limit could decide, so the reason is the reference, not the limit.
+undecidable too_wide(double limit, double trivial, const std::string& trivial_run, const std::string& note = {}) {
   if (limit < informative_fraction * trivial) return {};
-  return "limit " + fmt(limit) + " would pass " + trivial_run + " (" + fmt(informative_fraction * trivial) + note + ")";
+  return {
+      "limit " + fmt(limit) + " would pass " + trivial_run + " (" + fmt(informative_fraction * trivial) + note + ")",
+      trivial > 0.0 ? undecided_reason::limit_too_wide : undecided_reason::reference_untrained};
 }
-
-/// A limit and where it comes from.
-struct limit_basis {
-  double limit = 0.0;
-  std::string basis;
-};
 
 /// A quality check's limit: the declared one as it is, else max(format term, z * sd / sqrt(n) / scale) over the
 /// n paired differences of sample sd `sd` (no sampling term when nothing is paired, n = 0).
 limit_basis quality_limit(const std::optional<double>& declared, double format_term, double sd, std::int64_t n,
-                          double scale, const char* formula) {
-  if (declared) return {*declared, "declared in the scenario"};
+                          double scale, const char* formula, const char* key) {
+  if (declared) return {*declared, "declared in the scenario", limit_source::declared, key};
   const double sampling = n > 0 ? gate_z * sd / std::sqrt(static_cast<double>(n)) / scale : 0.0;
-  return {std::max(format_term, sampling), "max(format term " + fmt(format_term) + ", sampling " + formula + " = " +
-                                               fmt(sampling) + " with paired sd " + fmt(sd) + ", n " +
-                                               std::to_string(n) + ")"};
+  return {std::max(format_term, sampling),
+          "max(format term " + fmt(format_term) + ", sampling " + formula + " = " + fmt(sampling) + " with paired sd " +
+              fmt(sd) + ", n " + std::to_string(n) + ")",
+          sampling > format_term ? limit_source::sampling : limit_source::format, key};
 }
 
 /// The paired differences of one set of predictions (all of them, or one slice): candidate minus reference
@@ -172,6 +200,18 @@ struct quality_set {
   std::optional<double> loss_declared, acc_declared;
 };
 
+/// The reference's problem: a classifier of C classes (the probe logits' columns), or a regression with its baseline.
+problem problem_of(const locked_reference& ref) {
+  const problem pb{.classes = static_cast<double>(std::max<std::int64_t>(2, ref.probe_cols)),
+                   .regression = ref.final_eval.regression ? &*ref.final_eval.regression : nullptr};
+  if (pb.is_regression() && pb.regression->slice_trivial_loss.size() != ref.final_eval.slices.size()) {
+    throw error("reference regression baseline slice_trivial_loss",
+                std::to_string(pb.regression->slice_trivial_loss.size()) + " values",
+                "one per slice (" + std::to_string(ref.final_eval.slices.size()) + ")");
+  }
+  return pb;
+}
+
 /// Loss and accuracy of one set. Value: the mean paired difference (the summary difference when no
 /// per-prediction results exist). Limit: a declared one, else max(format term, z * sd / sqrt(n)) — the
 /// candidate fails only when its regression is both larger than the format allows and larger than the
@@ -179,14 +219,18 @@ struct quality_set {
 void quality_checks(parity_result& r, const problem& pb, const quality_set& q) {
   const bool have = q.pairs.has_value();
   const std::int64_t n = have ? q.pairs->n : 0;
-  std::string size_undecided;
+  undecidable size_undecided;
   if (!have) {
-    size_undecided = "no per-prediction results to pair (missing in the reference or the candidate, or not the same "
-                     "predictions in the same order)";
+    size_undecided = {
+        "no per-prediction results to pair (missing in the reference or the candidate, or not the same "
+        "predictions in the same order)",
+        undecided_reason::unpaired};
   } else if (n < gate_min_samples) {
-    size_undecided = std::to_string(n) + " predictions: too small to judge (needs at least " +
-                     std::to_string(gate_min_samples) + ")";
+    size_undecided = {std::to_string(n) + " predictions: too small to judge (needs at least " +
+                          std::to_string(gate_min_samples) + ")",
+                      undecided_reason::too_few_samples};
   }
+  const bool slice = pb.slice >= 0;
   const std::string lost_half = "a candidate that lost half of what the reference learned";
 
   // Loss: relative increase over max(L_r, floor).
@@ -194,18 +238,19 @@ void quality_checks(parity_result& r, const problem& pb, const quality_set& q) {
   const double loss_diff = have ? q.pairs->loss_diff : q.cand_loss - q.ref_loss;
   const double loss_value = std::isfinite(q.cand_loss) && std::isfinite(loss_diff) ? loss_diff / denom : inf;
   const limit_basis loss = quality_limit(q.loss_declared, q.loss_term, have ? q.pairs->loss_diff_sd : nan, n, denom,
-                                         "3*sd/sqrt(n)/L");
-  std::string loss_undecided = size_undecided;
-  if (loss_undecided.empty() && pb.is_regression() && !(q.ref_loss < pb.trivial_loss())) {
-    loss_undecided = "the reference (loss " + fmt(q.ref_loss) + ") is not better than the best constant prediction (" +
-                     pb.regression->loss + " " + fmt(pb.trivial_loss()) + ")";
-  } else if (loss_undecided.empty()) {
+                                         "3*sd/sqrt(n)/L", slice ? "slice_loss_rel" : "loss_rel");
+  undecidable loss_undecided = size_undecided;
+  if (loss_undecided.why.empty() && pb.is_regression() && !(q.ref_loss < pb.trivial_loss())) {
+    loss_undecided = {"the reference (loss " + fmt(q.ref_loss) + ") is not better than the best constant prediction (" +
+                          pb.regression->loss + " " + fmt(pb.trivial_loss()) + ")",
+                      undecided_reason::reference_untrained};
+  } else if (loss_undecided.why.empty()) {
     loss_undecided = too_wide(loss.limit, (pb.trivial_loss() - q.ref_loss) / denom, lost_half, pb.trivial_note());
   }
-  add_check(r, q.prefix + " loss (rel. increase)", loss_value, loss.limit,
+  add_check(r, q.prefix + " loss (rel. increase)", loss_value, loss,
             "reference " + fmt(q.ref_loss) + ", candidate " + fmt(q.cand_loss) +
                 (q.ref_loss < pb.loss_floor() ? ", relative to the floor " + fmt(pb.loss_floor()) : ""),
-            loss.basis, loss_undecided);
+            loss_undecided);
 
   // Accuracy: drop in points. A regression predicts no classes: not applicable, no part of the verdict.
   if (pb.is_regression()) {
@@ -215,21 +260,24 @@ void quality_checks(parity_result& r, const problem& pb, const quality_set& q) {
   }
   const double drop = have ? q.pairs->drop : q.ref_acc - q.cand_acc;
   const double acc_value = std::isfinite(q.cand_acc) ? drop : inf;
-  const limit_basis acc =
-      quality_limit(q.acc_declared, q.acc_term, have ? q.pairs->drop_sd : nan, n, 1.0, "3*sd/sqrt(n)");
+  const limit_basis acc = quality_limit(q.acc_declared, q.acc_term, have ? q.pairs->drop_sd : nan, n, 1.0,
+                                        "3*sd/sqrt(n)", slice ? "slice_accuracy_abs" : "accuracy_abs");
   const double acc_trivial = q.ref_acc - pb.chance_accuracy();
-  std::string acc_undecided = size_undecided;
-  if (acc_undecided.empty() && acc_trivial <= 0.0) {
-    acc_undecided = "the reference is not above chance accuracy (" + fmt(pb.chance_accuracy()) + ")";
-  } else if (acc_undecided.empty()) {
+  undecidable acc_undecided = size_undecided;
+  if (acc_undecided.why.empty() && acc_trivial <= 0.0) {
+    acc_undecided = {"the reference is not above chance accuracy (" + fmt(pb.chance_accuracy()) + ")",
+                     undecided_reason::reference_untrained};
+  } else if (acc_undecided.why.empty()) {
     acc_undecided = too_wide(acc.limit, acc_trivial, lost_half, " above chance " + fmt(pb.chance_accuracy()));
   }
-  add_check(r, q.prefix + " accuracy (drop)", acc_value, acc.limit,
-            "reference " + fmt(q.ref_acc) + ", candidate " + fmt(q.cand_acc), acc.basis, acc_undecided);
+  add_check(r, q.prefix + " accuracy (drop)", acc_value, acc,
+            "reference " + fmt(q.ref_acc) + ", candidate " + fmt(q.cand_acc), acc_undecided);
 }
 
-std::string format_basis(double term, const std::optional<double>& declared) {
-  return declared ? "declared in the scenario" : "format term k*sqrt(u) = " + fmt(term);
+/// A fidelity limit (curve, logits): the declared one, else the format term alone.
+limit_basis fidelity_limit(double term, const std::optional<double>& declared, const char* key) {
+  if (declared) return {*declared, "declared in the scenario", limit_source::declared, key};
+  return {term, "format term k*sqrt(u) = " + fmt(term), limit_source::format, key};
 }
 
 void curve_check(parity_result& r, const locked_reference& ref, const run_result& cand, const gate_tolerances& tol) {
@@ -243,21 +291,22 @@ void curve_check(parity_result& r, const locked_reference& ref, const run_result
     skipped += s.skipped ? 1 : 0;
   }
   const auto steps = static_cast<std::int64_t>(cand.steps.size());
-  add_check(r, "non-finite loss on applied steps", static_cast<double>(nonfinite_applied), 0.0,
-            std::to_string(nonfinite_applied) + " of " + std::to_string(steps) + " steps",
-            "none allowed: an applied step with an inf/NaN loss trained on garbage");
-  const double skip_limit = tol.declared.max_skip_fraction.value_or(tol.terms.max_skip_fraction);
+  add_check(r, "non-finite loss on applied steps", static_cast<double>(nonfinite_applied),
+            {0.0, "none allowed: an applied step with an inf/NaN loss trained on garbage"},
+            std::to_string(nonfinite_applied) + " of " + std::to_string(steps) + " steps");
+  const limit_basis skip_limit = tol.declared.max_skip_fraction
+                                     ? limit_basis{*tol.declared.max_skip_fraction, "declared in the scenario",
+                                                   limit_source::declared, "max_skip_fraction"}
+                                     : limit_basis{tol.terms.max_skip_fraction, "default limit on skipped steps",
+                                                   limit_source::fixed, "max_skip_fraction"};
   add_check(r, "skipped steps (fraction)", steps > 0 ? static_cast<double>(skipped) / static_cast<double>(steps) : inf,
-            skip_limit, std::to_string(skipped) + " of " + std::to_string(steps) + " steps skipped",
-            tol.declared.max_skip_fraction ? "declared in the scenario" : "default limit on skipped steps");
+            skip_limit, std::to_string(skipped) + " of " + std::to_string(steps) + " steps skipped");
 
-  const double limit = tol.declared.curve_gap_rel.value_or(tol.terms.curve_gap_rel);
-  const std::string basis = format_basis(tol.terms.curve_gap_rel, tol.declared.curve_gap_rel);
+  const limit_basis limit = fidelity_limit(tol.terms.curve_gap_rel, tol.declared.curve_gap_rel, "curve_gap_rel");
   if (cand_curve.size() != ref.loss_curve.size() || cand_curve.empty()) {
     add_check(r, "loss-curve gap (mean rel.)", inf, limit,
               "step counts differ: reference " + std::to_string(ref.loss_curve.size()) + ", candidate " +
-                  std::to_string(cand_curve.size()),
-              basis);
+                  std::to_string(cand_curve.size()));
     return;
   }
   const std::int64_t w = curve_smoothing_window(steps);
@@ -278,21 +327,20 @@ void curve_check(parity_result& r, const locked_reference& ref, const run_result
   }
   const double gap = n > 0 ? sum / static_cast<double>(n) : inf;
   const double trivial = trivial_sum / static_cast<double>(a.size());
-  const std::string undecided =
-      too_wide(limit, trivial, "a run whose loss stayed halfway between its first value and the reference's curve");
+  undecidable undecided = too_wide(limit.limit, trivial,
+                                   "a run whose loss stayed halfway between its first value and the reference's curve");
   add_check(r, "loss-curve gap (mean rel.)", gap, limit,
             "mean over " + std::to_string(n) + " steps, moving average of " + std::to_string(w) +
                 (skipped > 0 ? ", " + std::to_string(skipped) + " skipped steps left out" : ""),
-            basis, undecided);
+            std::move(undecided));
 }
 
 void logit_checks(parity_result& r, const locked_reference& ref, const run_result& cand, const gate_tolerances& tol) {
   if (cand.probe_logits.size() != ref.probe_logits.size() || cand.probe_rows != ref.probe_rows ||
       ref.probe_logits.empty()) {
-    add_check(r, "golden logits shape", inf, 0.0,
+    add_check(r, "golden logits shape", inf, {0.0, "the shapes must match"},
               "reference " + std::to_string(ref.probe_rows) + " x " + std::to_string(ref.probe_cols) + ", candidate " +
-                  std::to_string(cand.probe_rows) + " x " + std::to_string(cand.probe_cols),
-              "the shapes must match");
+                  std::to_string(cand.probe_rows) + " x " + std::to_string(cand.probe_cols));
     return;
   }
   double sq = 0.0;
@@ -312,14 +360,13 @@ void logit_checks(parity_result& r, const locked_reference& ref, const run_resul
   const auto undecided = [](double limit, double trivial) {
     return too_wide(limit, trivial, "logits shrunk to half the reference's");
   };
-  const double abs_limit = tol.declared.logit_abs.value_or(tol.terms.logit_abs);
+  const limit_basis abs_limit = fidelity_limit(tol.terms.logit_abs, tol.declared.logit_abs, "logit_abs");
   add_check(r, "golden logits max abs err / rms", max_abs / rms, abs_limit,
-            "max abs " + fmt(max_abs) + ", reference rms " + fmt(rms),
-            format_basis(tol.terms.logit_abs, tol.declared.logit_abs), undecided(abs_limit, zero_abs / rms));
-  const double rel_limit = tol.declared.logit_rel.value_or(tol.terms.logit_rel);
+            "max abs " + fmt(max_abs) + ", reference rms " + fmt(rms), undecided(abs_limit.limit, zero_abs / rms));
+  const limit_basis rel_limit = fidelity_limit(tol.terms.logit_rel, tol.declared.logit_rel, "logit_rel");
   add_check(r, "golden logits max rel err", max_rel, rel_limit,
             std::to_string(ref.probe_rows) + " x " + std::to_string(ref.probe_cols) + " logits",
-            format_basis(tol.terms.logit_rel, tol.declared.logit_rel), undecided(rel_limit, zero_rel));
+            undecided(rel_limit.limit, zero_rel));
 }
 
 }  // namespace
@@ -383,19 +430,20 @@ skip_summary summarize_skips(const run_result& run) {
 
 std::string policy_label(const precision_policy& p) { return to_string(p); }
 
+double relative_loss_denominator(const locked_reference& ref, std::int32_t slice) {
+  const bool whole = slice < 0 || static_cast<std::size_t>(slice) >= ref.final_eval.slices.size();
+  const problem pb = problem_of(ref).for_slice(whole ? -1 : slice);
+  const double loss = whole ? ref.final_eval.loss : ref.final_eval.slices[static_cast<std::size_t>(slice)].loss;
+  return std::max(loss, pb.loss_floor());
+}
+
 parity_result evaluate_parity(const locked_reference& ref, const run_result& cand, const gate_tolerances& tol) {
   parity_result r;
   r.candidate = cand.label;
   r.policy = policy_label(cand.policy);
   r.tolerances = tol.terms;
   r.skips = summarize_skips(cand);
-  const problem pb{.classes = static_cast<double>(std::max<std::int64_t>(2, ref.probe_cols)),
-                   .regression = ref.final_eval.regression ? &*ref.final_eval.regression : nullptr};
-  if (pb.is_regression() && pb.regression->slice_trivial_loss.size() != ref.final_eval.slices.size()) {
-    throw error("reference regression baseline slice_trivial_loss",
-                std::to_string(pb.regression->slice_trivial_loss.size()) + " values",
-                "one per slice (" + std::to_string(ref.final_eval.slices.size()) + ")");
-  }
+  const problem pb = problem_of(ref);
   const tolerance_overrides& dec = tol.declared;
   const parity_tolerances& t = tol.terms;
 
@@ -419,8 +467,8 @@ parity_result evaluate_parity(const locked_reference& ref, const run_result& can
     const auto it = std::find_if(ce.slices.begin(), ce.slices.end(),
                                  [&rs](const slice_metrics& c) { return c.name == rs.name; });
     if (it == ce.slices.end()) {
-      add_check(r, "slice " + rs.name + " present", inf, 0.0, "missing from the candidate's evaluation",
-                "every reference slice must be evaluated");
+      add_check(r, "slice " + rs.name + " present", inf, {0.0, "every reference slice must be evaluated"},
+                "missing from the candidate's evaluation");
       continue;
     }
     quality_checks(r, pb.for_slice(static_cast<std::int32_t>(k)),

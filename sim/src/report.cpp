@@ -227,6 +227,10 @@ std::string render_summary_json(const sim_summary& s) {
     for (const layer_underflow& l : d.worst_layers) {
       worst.push_back({{"name", l.name}, {"fraction", l.fraction}, {"first_step", l.first_step}});
     }
+    json undecided = json::array();
+    for (const undecided_group& g : d.undecided) {
+      undecided.push_back({{"field", g.field}, {"advice", g.advice}, {"checks", g.checks}, {"why", g.why}});
+    }
     const json diagnosis{{"cause", diagnosed_cause_name(d.cause)},
                          {"likely_field", d.likely_field},
                          {"text", d.text},
@@ -242,7 +246,8 @@ std::string render_summary_json(const sim_summary& s) {
                          {"scale_last", d.scale_last},
                          {"first_check", d.first_check},
                          {"first_check_value", number_or_text(d.first_check_value)},
-                         {"first_check_limit", number_or_text(d.first_check_limit)}};
+                         {"first_check_limit", number_or_text(d.first_check_limit)},
+                         {"undecided", undecided}};
     json profile = json::object();
     for (const phase_share& p : phase_means(c.run.phases)) profile[p.short_name] = p.seconds_per_step;
     profile["step"] = c.run.phases.steps > 0 ? c.run.phases.step_total / static_cast<double>(c.run.phases.steps) : 0.0;

@@ -17,6 +17,7 @@ namespace safeamp::sim {
 namespace {
 
 using report_text::fmt;
+using report_text::percent;
 using report_text::td;
 using report_text::th;
 
@@ -86,8 +87,6 @@ bool better(const decision_row& a, const decision_row& b) {
   if (a.min_headroom != b.min_headroom) return a.min_headroom > b.min_headroom;
   return a.skip_fraction < b.skip_fraction;
 }
-
-std::string percent(double f) { return fmt("%.0f%%", f * 100.0); }
 
 }  // namespace
 
@@ -167,7 +166,8 @@ std::string render_profile_html(const sim_summary& s) {
       "measured in the simulator with a steady clock around each phase of every step. Casts are timed inside the "
       "other phases and counted only here (on the trainer's thread). Emulation times of this CPU: they show "
       "where the simulator spends its time, not a GPU's split.</p>\n";
-  svg_bar_chart chart{.title = "Milliseconds per step by phase", .y_label = "ms per step", .width = 980, .height = 300};
+  // Drawn at the width of its column (600 px; the table takes the rest), so its text is not scaled down.
+  svg_bar_chart chart{.title = "Milliseconds per step by phase", .y_label = "ms per step", .width = 600, .height = 260};
   std::string table = "<table><tr>" + th("phase");
   bool any = false;
   for (std::size_t i = 0; i < s.candidates.size(); ++i) {
@@ -186,23 +186,27 @@ std::string render_profile_html(const sim_summary& s) {
   const std::vector<phase_share> names = phase_means({});
   for (std::size_t i = 0; i < names.size(); ++i) {
     chart.groups.push_back(names[i].short_name);
-    table += "<tr>" + td(names[i].name);
+    table += "<tr><td class=\"n\">" + html_escape(names[i].name) + "</td>";
     std::size_t bar = 0;
     for (const candidate_outcome& k : s.candidates) {
       if (k.run.phases.steps == 0) continue;
       const double total = k.run.phases.step_total / static_cast<double>(k.run.phases.steps);
       const double ms = chart.values[bar++][i];
-      table += td(fmt("%.3f", ms) + (total > 0.0 ? " (" + percent(ms * 1e-3 / total) + ")" : ""));
+      const double share = total > 0.0 ? ms * 1e-3 / total : 0.0;
+      // A number cell that does not wrap, so the table keeps one line per phase in its half of the page.
+      table += "<td class=\"n\">" + fmt("%.3g", ms) +
+               (total > 0.0 ? (share < 0.01 ? " (&lt;1%)" : " (" + fmt("%.0f%%", share * 100.0) + ")") : "") + "</td>";
     }
     table += "</tr>\n";
   }
   table += "<tr>" + td("step (total)");
   for (const candidate_outcome& k : s.candidates) {
     if (k.run.phases.steps == 0) continue;
-    table += td(fmt("%.3f", k.run.phases.step_total / static_cast<double>(k.run.phases.steps) * 1e3));
+    table += td(fmt("%.3g", k.run.phases.step_total / static_cast<double>(k.run.phases.steps) * 1e3));
   }
   table += "</tr>\n</table>\n";
-  return out + "<div class=\"grid\">\n<div>" + render_bar_chart(chart) + "</div>\n<div>" + table + "</div>\n</div>\n";
+  return out + "<div class=\"profile\">\n<div>" + render_bar_chart(chart) + "</div>\n<div>" + table +
+         "</div>\n</div>\n";
 }
 
 }  // namespace safeamp::sim

@@ -15,9 +15,8 @@ namespace safeamp::sim {
 namespace {
 
 using report_text::fmt;
+using report_text::percent;
 using report_text::scale_text;
-
-std::string percent(double fraction) { return fmt(fraction >= 0.0995 ? "%.0f%%" : "%.2g%%", fraction * 100.0); }
 
 std::string steps_text(const std::vector<std::int64_t>& steps) {
   std::string out;
@@ -101,6 +100,92 @@ void first_check(const parity_result& p, run_diagnosis& d) {
   }
 }
 
+// The smallest set the gate judged (the whole held-out set or a non-empty slice): its prediction count.
+std::int64_t smallest_set(const run_result& run) {
+  auto smallest = static_cast<std::int64_t>(run.final_eval.rows.loss.size());
+  for (const slice_metrics& sl : run.final_eval.slices) {
+    if (sl.count > 0 && (smallest == 0 || sl.count < smallest)) smallest = sl.count;
+  }
+  return smallest;
+}
+
+// The field that would let an undecided check decide, and what to change there.
+struct decide_with {
+  std::string field, advice;
+};
+decide_with advice_for(const parity_check& c, const run_result& run) {
+  const std::string key = "tolerances." + c.tolerance_key;
+  switch (c.why_undecided) {
+    case undecided_reason::none:
+      break;
+    case undecided_reason::unpaired:
+      return {"--relock",
+              "the locked reference keeps no per-prediction results to pair with the candidate's (locked by an older "
+              "safeamp): run again with --relock"};
+    case undecided_reason::too_few_samples: {
+      const std::int64_t n = smallest_set(run);
+      const std::string more = n > 0 ? " (the smallest set holds " + std::to_string(n) + " predictions: about " +
+                                           fmt("%.2g", static_cast<double>(gate_min_samples) / static_cast<double>(n)) +
+                                           "x as many)"
+                                     : "";
+      return {"data.eval_samples",
+              "raise data.eval_samples" + more + ", or for .npy data give data.eval_inputs more rows"};
+    }
+    case undecided_reason::reference_untrained:
+      return {"training.steps",
+              "the reference itself learned nothing measurable on this set (no better than the trivial predictor): "
+              "train longer (training.steps) or faster (training.optimizer.learning_rate)"};
+    case undecided_reason::limit_too_wide:
+      if (c.source == limit_source::declared) {
+        return {key,
+                "the declared limit would pass a candidate that lost half of what the reference learned: "
+                "declare a tighter " +
+                    key + " (in the scenario or the candidate)"};
+      }
+      if (c.source == limit_source::sampling) {
+        return {"data.eval_samples",
+                "the sampling term 3*s/sqrt(n) is wider than half of what the reference learned: more held-out "
+                "predictions narrow it as 1/sqrt(n) (data.eval_samples)"};
+      }
+      return {key, "the format term k*sqrt(u) of " + format_name(coarsest_format(run.policy)) +
+                       " would pass a candidate that lost half of what the reference learned: declare a tighter " +
+                       key + " (a claim about this model), or train the reference further (training.steps)"};
+  }
+  return {};
+}
+
+// The INCONCLUSIVE checks grouped by the field that would let them decide, in the order they first appear.
+void group_undecided(const diagnosis_input& in, run_diagnosis& d) {
+  for (const parity_check& c : in.parity.checks) {
+    if (c.status != verdict::inconclusive) continue;
+    decide_with a = advice_for(c, in.run);
+    if (a.field.empty()) continue;
+    const auto it = std::find_if(d.undecided.begin(), d.undecided.end(),
+                                 [&a](const undecided_group& g) { return g.field == a.field; });
+    if (it != d.undecided.end()) {
+      it->checks.push_back(c.name);
+    } else {
+      d.undecided.push_back(
+          {.field = std::move(a.field), .advice = std::move(a.advice), .checks = {c.name}, .why = c.undecided});
+    }
+  }
+}
+
+std::string undecided_sentence(const run_diagnosis& d, const parity_result& p) {
+  std::size_t undecided = 0;
+  for (const undecided_group& g : d.undecided) undecided += g.checks.size();
+  const auto checks = std::count_if(p.checks.begin(), p.checks.end(),
+                                    [](const parity_check& c) { return c.status != verdict::not_applicable; });
+  std::string s = ": no check failed, but " + std::to_string(undecided) + " of " + std::to_string(checks) +
+                  " checks could not decide.";
+  for (const undecided_group& g : d.undecided) {
+    s += " " + g.checks.front() +
+         (g.checks.size() > 1 ? " and " + std::to_string(g.checks.size() - 1) + " more" : std::string()) + " (" +
+         g.why + "): " + g.advice + ".";
+  }
+  return s;
+}
+
 bool nonfinite_loss(const run_result& run) {
   return std::any_of(run.steps.begin(), run.steps.end(),
                      [](const step_record& s) { return !s.skipped && !std::isfinite(s.loss); });
@@ -166,6 +251,8 @@ const char* diagnosed_cause_name(diagnosed_cause c) noexcept {
       return "non-finite loss";
     case diagnosed_cause::rounding_error:
       return "rounding error";
+    case diagnosed_cause::undecided_checks:
+      return "undecided checks";
   }
   return "none";
 }
@@ -179,10 +266,14 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
   const bool underflow = d.loss_gradient_underflow >= significant_underflow_fraction ||
                          (!d.worst_layers.empty() && d.worst_layers.front().fraction >= significant_underflow_fraction);
   const bool failed = in.parity.outcome != verdict::pass;
+  group_undecided(in, d);
 
   // The cause: what the data shows first for a run that did not pass, else what a passing run shows.
+  // An INCONCLUSIVE run failed nothing: what it needs is a setting that lets its undecided checks decide.
   if (nonfinite_loss(in.run)) {
     d.cause = diagnosed_cause::nonfinite_loss;
+  } else if (in.parity.outcome == verdict::inconclusive && !d.undecided.empty()) {
+    d.cause = diagnosed_cause::undecided_checks;
   } else if (underflow && (failed || d.skipped == 0)) {
     d.cause = diagnosed_cause::gradient_underflow;
   } else if (d.skipped > 0) {
@@ -228,6 +319,12 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
       t += " because the training loss became inf/NaN at an applied step (not an overflow the scaler caught). "
            "Likely cause: activations outside " +
            format_name(in.run.policy.output) + "'s range (policy.output), or a NaN in the input.";
+      break;
+    case diagnosed_cause::undecided_checks:
+      d.likely_field = d.undecided.front().field;
+      t += undecided_sentence(d, in.parity);
+      if (underflow) t += " Also seen: " + underflow_sentence(d, gradient) + ".";
+      if (d.skipped > 0) t += " Also seen: " + overflow_sentence(d, in.run) + ".";
       break;
     case diagnosed_cause::rounding_error:
       d.likely_field = "policy";

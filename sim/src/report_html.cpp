@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "safeamp/sim/report.hpp"
@@ -17,6 +17,7 @@ namespace safeamp::sim {
 namespace {
 
 using report_text::fmt;
+using report_text::percent;
 using report_text::td;
 using report_text::th;
 
@@ -30,20 +31,18 @@ const char* status_class(verdict v) {
   return "fail";
 }
 
-// What the step records' loss is multiplied by: the scenario's training.loss_multiplier (applied as a tiny-loss
-// factor at every step) times training.loss_weight. The charts divide it out so the curves are in the held-out
-// table's units (nats).
+// What the step records' loss is multiplied by (sim_summary::recorded_loss_factor): the charts divide it out so
+// the curves are in the held-out table's units.
 double loss_weight(const sim_summary& s) {
-  double w = 1.0;
-  for (const manifest_setting& m : s.reference.manifest.settings) {
-    if (m.field != "training.loss_weight" && m.field != "training.loss_multiplier") continue;
-    try {
-      const double v = std::stod(m.value);
-      if (std::isfinite(v) && v > 0.0) w *= v;
-    } catch (const std::exception&) {
-    }
-  }
-  return w;
+  const double w = s.recorded_loss_factor;
+  return std::isfinite(w) && w > 0.0 ? w : 1.0;
+}
+
+// The losses' units: nats for cross-entropy, else the regression's own loss (mse, l1 or huber), which the
+// reference records with its baseline.
+std::string loss_units(const sim_summary& s) {
+  const std::optional<regression_baseline>& r = s.reference.final_eval.regression;
+  return r ? r->loss : "nats";
 }
 
 svg_series loss_series(const std::string& name, const run_result& r, double weight, bool dashed) {
@@ -58,14 +57,20 @@ svg_series loss_series(const std::string& name, const run_result& r, double weig
 std::string section_loss(const sim_summary& s) {
   const double weight = loss_weight(s);
   const bool weighted = weight != 1.0;
+  const std::string units = loss_units(s);
   svg_line_chart c{.title = "Training loss per step (skipped steps left out)",
                    .x_label = "step",
-                   .y_label = weighted ? "training loss (nats, multiplier divided out)" : "training loss (nats)",
+                   .y_label = "training loss (" + units + (weighted ? ", multiplier divided out)" : ")"),
                    .width = 1300,
                    .height = 300};
   c.series.push_back(loss_series(s.reference.label, as_run_result(s.reference), weight, false));
   for (const candidate_outcome& k : s.candidates) c.series.push_back(loss_series(k.name, k.run, weight, true));
-  std::string note = "<p>Cross-entropy of each training batch in nats, the units of the held-out loss in the table";
+  std::string note =
+      s.reference.final_eval.regression
+          ? "<p>The " + units + " loss of each training batch, in the units of the held-out loss in the table"
+          : std::string(
+                "<p>Cross-entropy of each training batch in nats, the units of the held-out loss "
+                "in the table");
   if (weighted) {
     note += "; the scenario trains on " + fmt("%g", weight) +
             " x this loss (training.loss_multiplier times training.loss_weight), which is divided out here";
@@ -79,7 +84,7 @@ std::string section_scale(const sim_summary& s) {
                    .y_label = "loss scale (log2)",
                    .log2_y = true,
                    .width = 1300,
-                   .height = 260};
+                   .height = 230};
   svg_points skipped{.name = "skipped step", .x = {}, .y = {}};
   for (std::size_t i = 0; i < s.candidates.size(); ++i) {
     const candidate_outcome& k = s.candidates[i];
@@ -141,12 +146,18 @@ std::string section_underflow(const sim_summary& s) {
       quiet += (quiet.empty() ? "" : ", ") + k.name;
       continue;
     }
-    svg_line_chart c{.title = "Underflow fraction per layer: " + k.name,
+    // The peak in the title: a run whose underflow is tiny next to another's shows flat lines on the shared scale.
+    double peak = 0.0;
+    for (const step_record& st : k.run.steps) {
+      for (const layer_counts& l : st.grads) peak = std::max(peak, underflow_fraction(l));
+    }
+    // Two per row at full size (three would scale their text down to ~8 px in a 1400 px window).
+    svg_line_chart c{.title = "Underflow per layer: " + k.name + " (peak " + percent(peak) + ")",
                      .x_label = "step",
                      .y_label = "underflowed fraction",
-                     .width = 560,
-                     .height = 240};
-    c.legend_width = 150.0;  // layer names are short
+                     .width = 620,
+                     .height = 220};
+    c.legend_width = 170.0;  // layer names are short
     c.y_min = 0.0;
     c.y_max = y_top;
     for (const std::string& name : plotted[i]) {
@@ -170,29 +181,36 @@ std::string section_underflow(const sim_summary& s) {
     }
     charts += "<div>" + render_line_chart(c) + "</div>\n";
   }
-  if (!charts.empty()) out += "<div class=\"grid3\">\n" + charts + "</div>\n";
-  if (!quiet.empty()) out += "<p>No gradient underflow recorded in: " + html_escape(quiet) + ".</p>\n";
+  // The runs without underflow: a note in the charts' grid (beside an odd last chart), else a paragraph.
+  const std::string note =
+      quiet.empty() ? "" : "<p>No gradient underflow recorded in: " + html_escape(quiet) + ".</p>\n";
+  if (!charts.empty())
+    return out + "<div class=\"grid\">\n" + charts + (note.empty() ? "" : "<div>" + note + "</div>\n") + "</div>\n";
+  return out + note;
   return out;
 }
 
 // The gate's limit of a slice check of candidate k, as the value the bar must stay under (loss) or above
-// (accuracy): reference - drop limit, or reference + limit * max(reference, loss floor) (parity.cpp's formulas).
-double slice_limit(const candidate_outcome& k, const slice_metrics& ref, bool accuracy, double classes) {
+// (accuracy): reference - drop limit, or reference + limit * max(reference, loss floor) (the gate's denominator).
+double slice_limit(const candidate_outcome& k, const locked_reference& reference, std::size_t slice, bool accuracy) {
+  const slice_metrics& ref = reference.final_eval.slices[slice];
   const std::string name = "slice " + ref.name + (accuracy ? " accuracy (drop)" : " loss (rel. increase)");
   for (const parity_check& c : k.parity.checks) {
     if (c.name != name || !std::isfinite(c.limit)) continue;
     if (accuracy) return ref.accuracy - c.limit;
-    return ref.loss + c.limit * std::max(ref.loss, loss_floor_fraction * std::log(classes));
+    return ref.loss + c.limit * relative_loss_denominator(reference, static_cast<std::int32_t>(slice));
   }
   return std::nan("");
 }
 
 std::string section_slices(const sim_summary& s) {
+  const std::string units = loss_units(s);
+  const bool regression = s.reference.final_eval.regression.has_value();  // no accuracy: no accuracy chart
   svg_bar_chart acc{.title = "Held-out accuracy per slice", .y_label = "accuracy", .width = 700};
-  svg_bar_chart loss{.title = "Held-out loss per slice (nats)", .y_label = "loss (nats)", .width = 700};
+  svg_bar_chart loss{
+      .title = "Held-out loss per slice (" + units + ")", .y_label = "loss (" + units + ")", .width = 700};
   acc.limit_label = "gate limit (lowest)";
   loss.limit_label = "gate limit (highest)";
-  const double classes = static_cast<double>(std::max<std::int64_t>(2, s.reference.manifest.probe_cols));
   for (const slice_metrics& sl : s.reference.final_eval.slices) {
     acc.groups.push_back(sl.name);
     loss.groups.push_back(sl.name);
@@ -201,13 +219,14 @@ std::string section_slices(const sim_summary& s) {
     acc.bars.push_back(name);
     loss.bars.push_back(name);
     std::vector<double> a, l, a_lim, l_lim;
-    for (const slice_metrics& ref : s.reference.final_eval.slices) {
+    for (std::size_t g = 0; g < s.reference.final_eval.slices.size(); ++g) {
+      const slice_metrics& ref = s.reference.final_eval.slices[g];
       const auto it =
           std::find_if(e.slices.begin(), e.slices.end(), [&ref](const slice_metrics& m) { return m.name == ref.name; });
       a.push_back(it == e.slices.end() ? std::nan("") : it->accuracy);
       l.push_back(it == e.slices.end() ? std::nan("") : it->loss);
-      a_lim.push_back(k != nullptr ? slice_limit(*k, ref, true, classes) : std::nan(""));
-      l_lim.push_back(k != nullptr ? slice_limit(*k, ref, false, classes) : std::nan(""));
+      a_lim.push_back(k != nullptr ? slice_limit(*k, s.reference, g, true) : std::nan(""));
+      l_lim.push_back(k != nullptr ? slice_limit(*k, s.reference, g, false) : std::nan(""));
     }
     acc.values.push_back(a);
     loss.values.push_back(l);
@@ -219,10 +238,10 @@ std::string section_slices(const sim_summary& s) {
   std::string out =
       "<h2 id=\"slices\">Slices</h2>\n<p>Dashed marks: the gate's limit for that run and slice (a bar "
       "beyond its mark fails the check).</p>\n";
-  out += "<div class=\"grid\">\n<div>" + render_bar_chart(acc) + "</div>\n<div>" + render_bar_chart(loss) +
-         "</div>\n</div>\n";
+  out += "<div class=\"grid\">\n" + (regression ? std::string() : "<div>" + render_bar_chart(acc) + "</div>\n") +
+         "<div>" + render_bar_chart(loss) + "</div>\n</div>\n";
   out += "<table><tr>" + th("slice") + th("samples");
-  for (const std::string& b : acc.bars) out += th(b + " loss / acc");
+  for (const std::string& b : acc.bars) out += th(b + (regression ? " loss" : " loss / acc"));
   out += "</tr>\n";
   for (std::size_t g = 0; g < acc.groups.size(); ++g) {
     const std::int64_t n = s.reference.final_eval.slices[g].count;
@@ -231,7 +250,7 @@ std::string section_slices(const sim_summary& s) {
                                                               std::to_string(gate_min_samples) + ")"
                                                         : ""));
     for (std::size_t b = 0; b < acc.bars.size(); ++b) {
-      out += td(fmt("%.4f", loss.values[b][g]) + " / " + fmt("%.4f", acc.values[b][g]));
+      out += td(fmt("%.4f", loss.values[b][g]) + (regression ? "" : " / " + fmt("%.4f", acc.values[b][g])));
     }
     out += "</tr>\n";
   }
@@ -251,25 +270,32 @@ std::string section_why(const sim_summary& s) {
   return out;
 }
 
+// A held-out accuracy, or n/a for a regression (it predicts no classes).
+std::string accuracy_text(const sim_summary& s, const eval_metrics& e) {
+  return s.reference.final_eval.regression ? "n/a" : fmt("%.4f", e.accuracy);
+}
+
 std::string section_verdicts(const sim_summary& s) {
   std::string out = "<h2 id=\"gate\">Parity gate</h2>\n<table><tr>" + th("run") + th("policy") + th("scaler") +
                     th("faults") + th("held-out loss") + th("accuracy") + th("skipped") + th("verdict") +
                     th("expected") + th("run instead") + "</tr>\n";
   out += "<tr>" + td(s.reference.label) + td(s.reference.manifest.policy) + td("none") + td("") +
-         td(fmt("%.4f", s.reference.final_eval.loss)) + td(fmt("%.4f", s.reference.final_eval.accuracy)) + td("0") +
+         td(fmt("%.4f", s.reference.final_eval.loss)) + td(accuracy_text(s, s.reference.final_eval)) + td("0") +
          td("reference") + td("") + td("") + "</tr>\n";
   for (const candidate_outcome& k : s.candidates) {
     const bool pass = k.parity.outcome == verdict::pass;
     out += "<tr>" + td(k.name) + td(k.parity.policy) + td(k.scaler) + td(k.faults) +
-           td(fmt("%.4f", k.run.final_eval.loss)) + td(fmt("%.4f", k.run.final_eval.accuracy)) +
+           td(fmt("%.4f", k.run.final_eval.loss)) + td(accuracy_text(s, k.run.final_eval)) +
            td(std::to_string(k.parity.skips.skipped)) + "<td class=\"" + status_class(k.parity.outcome) + "\">" +
            verdict_name(k.parity.outcome) + "</td>" +
            td(std::string(expectation_name(k.expect)) + (k.as_expected ? "" : " (NOT AS EXPECTED)")) +
            td(pass ? "" : k.decision.run_instead + " [" + k.decision.source + "]") + "</tr>\n";
   }
-  out += "</table>\n<h3>Checks (open a run to see each check, its limit and where the limit comes from)</h3>\n";
+  out +=
+      "</table>\n<p class=\"checks\"><b>Checks</b> (open a run to see each check, its limit and where the limit "
+      "comes from):</p>\n";
   for (const candidate_outcome& k : s.candidates) {
-    out += "<details><summary>" + html_escape(k.name) + ": " + verdict_name(k.parity.outcome) +
+    out += "<details class=\"checks\"><summary>" + html_escape(k.name) + ": " + verdict_name(k.parity.outcome) +
            "</summary>\n<table><tr>" + th("check") + th("value") + th("limit") + th("") + th("measured") +
            th("limit from") + "</tr>\n";
     for (const parity_check& c : k.parity.checks) {
@@ -381,14 +407,16 @@ std::string section_cost(const sim_summary& s) {
            " MiB and " + fmt("%.1f", s.preflight.estimated_seconds) + " s.";
   }
   out += "</p>\n";
-  out += "<p>Method: samples/s is training samples (sequences or examples) of a run divided by that run's wall "
-         "time on a steady clock, measured by the simulator around the whole run (data, forward, backward, "
-         "emulated casts, optimizer). Peak memory is VmHWM from /proc/self/status at the end of the process "
-         "(the high-water mark of resident memory over all runs, not per run). Cost per sample = price per hour "
-         "/ 3600 / samples per second, with the price from the scenario (" +
-         fmt("$%.4g", s.dollars_per_hour) +
-         " per hour). These are emulation speeds of this CPU, for comparing runs with each other; they are not "
-         "GPU speeds.</p>\n";
+  out +=
+      "<details><summary>How these are measured</summary><p>Method: samples/s is training samples (sequences or "
+      "examples) of a run divided by that run's wall "
+      "time on a steady clock, measured by the simulator around the whole run (data, forward, backward, "
+      "emulated casts, optimizer). Peak memory is VmHWM from /proc/self/status at the end of the process "
+      "(the high-water mark of resident memory over all runs, not per run). Cost per sample = price per hour "
+      "/ 3600 / samples per second, with the price from the scenario (" +
+      fmt("$%.4g", s.dollars_per_hour) +
+      " per hour). These are emulation speeds of this CPU, for comparing runs with each other; they are not "
+      "GPU speeds.</p></details>\n";
   return out;
 }
 
@@ -400,14 +428,19 @@ std::string render_html_report(const sim_summary& s) {
       html_escape(s.scenario) +
       "</title>\n<style>\nbody{font-family:sans-serif;margin:16px 24px;color:#222;max-width:1400px}\n"
       ".grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:8px 16px}\n"
-      ".grid3{display:grid;grid-template-columns:repeat(auto-fit,minmax(400px,1fr));gap:8px 12px}\n"
+      "p.checks{display:inline-block;margin:4px 12px 4px 0}\ndetails.checks{display:inline-block;margin-right:18px;"
+      "vertical-align:top}\ndetails.checks[open]{display:block}\n"
       "nav{background:#f7f7f7;border:1px solid #ddd;padding:6px 10px;font-size:13px}\nnav a{margin-right:14px}\n"
       ".why{border-left:4px solid #ccc;padding:0 10px;margin:6px 0}\n.why h3{margin:4px 0;font-size:15px}\n"
       ".why p{margin:4px 0 8px;font-size:14px}\nh2{font-size:20px;margin:18px 0 6px}\nh3{margin:10px 0 4px}\n"
       "p{margin:6px 0}\n"
       "table{border-collapse:collapse;margin:8px 0 16px}\nth,td{border:1px solid #ccc;padding:3px 8px;"
       "text-align:left;font-size:13px}\nth{background:#f2f2f2}\n.pass{color:#1a7f37;font-weight:bold}\n"
-      ".fail{color:#c62828;font-weight:bold}\n.inconclusive{color:#b26a00;font-weight:bold}\n.na{color:#777}\nsvg{display:block;margin:"
+      ".fail{color:#c62828;font-weight:bold}\n.inconclusive{color:#b26a00;font-weight:bold}\n.na{color:#777}\ntd.n{"
+      "white-space:nowrap}\n"
+      ".profile{display:grid;grid-template-columns:600px 1fr;gap:8px 16px}\n"
+      "@media (max-width:1100px){.profile{grid-template-columns:1fr}}\n"
+      "svg{display:block;margin:"
       "8px 0}\n</style>\n</head>\n<body>\n";
   h += "<h1>safeamp sim: " + html_escape(s.scenario) + "</h1>\n";
   if (!s.description.empty()) h += "<p>" + html_escape(s.description) + "</p>\n";

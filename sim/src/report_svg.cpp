@@ -14,6 +14,7 @@ constexpr double margin_left = 64.0;
 constexpr double margin_right = 230.0;  // legend
 constexpr double margin_top = 28.0;
 constexpr double margin_bottom = 40.0;
+constexpr double label_char_width = 6.5;  // width of a character of the 11 px sans-serif labels, a generous mean
 
 std::string num(double v) {
   char buf[32];
@@ -289,6 +290,11 @@ std::string render_bar_chart(const svg_bar_chart& c) {
   const double group_w = pw / static_cast<double>(c.groups.size());
   const double bar_w = group_w * 0.8 / static_cast<double>(c.bars.size());
   const auto py = [&](double v) { return margin_top + (1.0 - v / vmax) * ph; };
+  // Group labels wider than a group (at ~6.5 px per character of the 11 px font) would run into each other:
+  // then every other label sits one line lower.
+  std::size_t longest = 0;
+  for (const std::string& g : c.groups) longest = std::max(longest, g.size());
+  const bool stagger = static_cast<double>(longest) * label_char_width > group_w;
   for (const double t : nice_ticks(0.0, vmax, 5)) {
     svg += "<line x1=\"" + num(margin_left) + "\" x2=\"" + num(margin_left + pw) + "\" y1=\"" + num(py(t)) +
            "\" y2=\"" + num(py(t)) + "\" stroke=\"#dddddd\"/>\n<text x=\"" + num(margin_left - 6) + "\" y=\"" +
@@ -315,8 +321,9 @@ std::string render_bar_chart(const svg_bar_chart& c) {
              html_escape(c.bars[b] + " / " + c.groups[g]) + ": " + html_escape(c.limit_label) + " " + tick_label(lim) +
              "</title></line>\n";
     }
-    svg += "<text x=\"" + num(gx + group_w * 0.4) + "\" y=\"" + num(margin_top + ph + 14) +
-           "\" text-anchor=\"middle\">" + html_escape(c.groups[g]) + "</text>\n";
+    const double label_y = margin_top + ph + 14 + (stagger && g % 2 == 1 ? 12 : 0);
+    svg += "<text x=\"" + num(gx + group_w * 0.4) + "\" y=\"" + num(label_y) + "\" text-anchor=\"middle\">" +
+           html_escape(c.groups[g]) + "</text>\n";
   }
   svg += "<rect x=\"" + num(margin_left) + "\" y=\"" + num(margin_top) + "\" width=\"" + num(pw) + "\" height=\"" +
          num(ph) + "\" fill=\"none\" stroke=\"#444444\"/>\n";

@@ -202,6 +202,9 @@ TEST_CASE("INCONCLUSIVE: a slice too small to judge") {
   CHECK(r.reasons.empty());
   CHECK(check(r, "slice d accuracy").status == verdict::inconclusive);
   CHECK(check(r, "slice d accuracy").undecided.find("too small") != std::string::npos);
+  CHECK(check(r, "slice d accuracy").why_undecided == undecided_reason::too_few_samples);
+  CHECK(check(r, "slice d accuracy").tolerance_key == "slice_accuracy_abs");
+  CHECK(check(r, "slice c accuracy").why_undecided == undecided_reason::none);
   CHECK(check(r, "slice c accuracy").status == verdict::pass);
   REQUIRE(r.undecided.size() == 2);  // loss and accuracy of slice d
   // Beyond even its limit a small slice still fails.
@@ -218,6 +221,7 @@ TEST_CASE("INCONCLUSIVE: a slice too small to judge") {
   const parity_result nr = evaluate_parity(reference(), no_rows, fp16_gate());
   CHECK(nr.outcome == verdict::inconclusive);
   CHECK(check(nr, "held-out loss").undecided.find("per-prediction") != std::string::npos);
+  CHECK(check(nr, "held-out loss").why_undecided == undecided_reason::unpaired);
 }
 
 TEST_CASE("INCONCLUSIVE: a limit so wide that a candidate which lost half of what was learned passes") {
@@ -227,6 +231,10 @@ TEST_CASE("INCONCLUSIVE: a limit so wide that a candidate which lost half of wha
   const run_result same = fixtures::make_run("same", 40, 1.0, 0.0);
   parity_result r = evaluate_parity(reference(), same, gate_tolerances_for(safeamp::fp16, o));
   CHECK(check(r, "held-out accuracy").status == verdict::inconclusive);
+  CHECK(check(r, "held-out accuracy").why_undecided == undecided_reason::limit_too_wide);
+  CHECK(check(r, "held-out accuracy").source == limit_source::declared);
+  CHECK(check(r, "held-out accuracy").tolerance_key == "accuracy_abs");
+  CHECK(check(r, "held-out loss").source == limit_source::format);  // fp16's 0.0221 beats sampling's 0 (no noise)
   CHECK(r.outcome == verdict::inconclusive);
   o.accuracy_abs = 0.299;
   CHECK(check(evaluate_parity(reference(), same, gate_tolerances_for(safeamp::fp16, o)), "held-out accuracy").status ==
@@ -242,6 +250,7 @@ TEST_CASE("INCONCLUSIVE: a limit so wide that a candidate which lost half of wha
   // A reference no better than a uniform predictor (loss 2.0 > ln 5) cannot judge loss.
   r = evaluate_parity(reference(2.0), fixtures::make_run("same", 40, 2.0, 0.0), fp16_gate());
   CHECK(check(r, "held-out loss").status == verdict::inconclusive);
+  CHECK(check(r, "held-out loss").why_undecided == undecided_reason::reference_untrained);  // ln 5 - 2 < 0
   // Logits -2..2, rms sqrt 2: all-zero logits give max rel 2 / (2 + sqrt 2) = 0.5858, half 0.2929.
   o = {};
   o.logit_rel = 0.293;
@@ -261,8 +270,11 @@ TEST_CASE("INCONCLUSIVE: a limit so wide that a candidate which lost half of wha
   // The curve: a run stuck at its first loss has gap 0.79995 (moving average of 4), half 0.39998.
   o = {};
   o.curve_gap_rel = 0.4;
-  CHECK(check(evaluate_parity(reference(), same, gate_tolerances_for(safeamp::fp16, o)), "loss-curve gap").status ==
-        verdict::inconclusive);
+  const parity_result wide_curve = evaluate_parity(reference(), same, gate_tolerances_for(safeamp::fp16, o));
+  CHECK(check(wide_curve, "loss-curve gap").status == verdict::inconclusive);
+  CHECK(check(wide_curve, "loss-curve gap").tolerance_key == "curve_gap_rel");
+  CHECK(check(wide_curve, "loss-curve gap").source == limit_source::declared);
+  CHECK(check(wide_curve, "golden logits max abs").source == limit_source::format);
   o.curve_gap_rel = 0.3999;
   CHECK(check(evaluate_parity(reference(), same, gate_tolerances_for(safeamp::fp16, o)), "loss-curve gap").status ==
         verdict::pass);

@@ -111,16 +111,17 @@ TEST_CASE("profile section: a table and a chart with every phase for each timed 
   p.loss = 0.2;
   p.backward = 1.2;
   p.unscale_check = 0.1;
-  p.clip = 0.1;
-  p.optimizer = 0.4;  // 3.8 s timed: 0.2 s (0.05 s per step) is the untimed rest
+  p.clip = 0.004;
+  p.optimizer = 0.4;  // 3.704 s timed: 0.296 s (0.074 s per step) is the untimed rest
   s.candidates[1].run.phases = p;
   const std::string html = render_html_report(s);
   const auto at = html.find("id=\"profile\"");
   REQUIRE(at != std::string::npos);
   for (const phase_share& m : phase_means({})) CHECK(html.find(m.name, at) != std::string::npos);
   CHECK(html.find("<svg", at) != std::string::npos);
-  CHECK(html.find("250.000 (25%)", at) != std::string::npos);  // forward: 1.0 s / 4 steps of 1 s
-  CHECK(html.find("50.000 (5%)", at) != std::string::npos);    // the rest: 0.2 s / 4
+  CHECK(html.find(">250 (25%)<", at) != std::string::npos);   // forward: 1.0 s / 4 steps of 1 s, in ms
+  CHECK(html.find(">74 (7%)<", at) != std::string::npos);     // the rest: 0.296 s / 4
+  CHECK(html.find(">1 (&lt;1%)<", at) != std::string::npos);  // clip: 0.004 s / 4 = 1 ms, 0.1 % of the step
   const auto j = nlohmann::json::parse(render_summary_json(s));
   CHECK(j["candidates"][1]["profile_seconds_per_step"]["step"].get<double>() == Approx(1.0));
   CHECK(j["candidates"][1]["profile_seconds_per_step"]["backward"].get<double>() == Approx(0.3));

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "report_fixtures.hpp"
+#include "safeamp/format/format_names.hpp"
+#include "safeamp/policy/policy_string.hpp"
 #include "safeamp/sim/report.hpp"
 
 using namespace safeamp::sim;
@@ -22,35 +24,43 @@ run_result plain_run() {
   return r;
 }
 
+parity_check make_check(std::string name, double value, double limit, verdict status) {
+  parity_check c;
+  c.name = std::move(name);
+  c.value = value;
+  c.limit = limit;
+  c.status = status;
+  return c;
+}
+
+// A gate with a passing check, a failed one (FAIL only) and an undecided one (not PASS): slice a's accuracy, whose
+// declared limit would pass a candidate that lost half of what the reference learned.
 parity_result gate(verdict outcome) {
   parity_result p;
   p.outcome = outcome;
-  p.checks.push_back({.name = "non-finite losses",
-                      .value = 0,
-                      .limit = 0,
-                      .status = verdict::pass,
-                      .detail = {},
-                      .basis = {},
-                      .undecided = {}});
-  if (outcome == verdict::fail) {
-    p.checks.push_back({.name = "held-out loss (rel. increase)",
-                        .value = 0.3,
-                        .limit = 0.02,
-                        .status = verdict::fail,
-                        .detail = {},
-                        .basis = {},
-                        .undecided = {}});
-  }
+  p.checks.push_back(make_check("non-finite losses", 0, 0, verdict::pass));
+  if (outcome == verdict::fail)
+    p.checks.push_back(make_check("held-out loss (rel. increase)", 0.3, 0.02, verdict::fail));
   if (outcome != verdict::pass) {
-    p.checks.push_back({.name = "slice a accuracy (drop)",
-                        .value = 0.1,
-                        .limit = 0.2,
-                        .status = verdict::inconclusive,
-                        .detail = {},
-                        .basis = {},
-                        .undecided = "too small"});
+    parity_check c = make_check("slice a accuracy (drop)", 0.1, 0.2, verdict::inconclusive);
+    c.undecided = "limit 0.2 would pass a candidate that lost half of what the reference learned (0.15)";
+    c.why_undecided = undecided_reason::limit_too_wide;
+    c.source = limit_source::declared;
+    c.tolerance_key = "slice_accuracy_abs";
+    p.checks.push_back(c);
   }
   return p;
+}
+
+// The fixture's reference (5 classes, held-out loss 1.0, accuracy 0.8, four slices of 100) and the gate on a
+// candidate under fp16's limits and `declared` ones.
+locked_reference reference() {
+  return lock_reference(fixtures::make_run("reference fp32", 40, 1.0, 0.0), fixtures::make_manifest());
+}
+run_diagnosis diagnose_gate(const locked_reference& ref, const run_result& cand, const tolerance_overrides& declared) {
+  const parity_result p = evaluate_parity(ref, cand, gate_tolerances_for(coarsest_format(cand.policy), declared));
+  REQUIRE(p.outcome == verdict::inconclusive);
+  return diagnose_run({.run = cand, .parity = p, .scaler = scaler_kind::dynamic, .faults = {}});
 }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -141,7 +151,7 @@ TEST_CASE("skips at injected faults are diagnosed as overflow skips caused by th
 }
 
 TEST_CASE(
-    "no underflow, overflow or skip: a FAIL is rounding error, a PASS has no cause, INCONCLUSIVE names its check") {
+    "no underflow, overflow or skip: a FAIL is rounding error, a PASS has no cause, INCONCLUSIVE names the field") {
   const run_result r = plain_run();
   const run_diagnosis fail =
       diagnose_run({.run = r, .parity = gate(verdict::fail), .scaler = scaler_kind::none, .faults = {}});
@@ -155,7 +165,93 @@ TEST_CASE(
       diagnose_run({.run = r, .parity = gate(verdict::inconclusive), .scaler = scaler_kind::none, .faults = {}});
   CHECK(undecided.first_check == "slice a accuracy (drop)");
   CHECK(undecided.first_check_status == verdict::inconclusive);
+  // Nothing failed: the cause is the check that could not decide, and the field is its declared limit, not the
+  // policy's formats.
+  CHECK(undecided.cause == diagnosed_cause::undecided_checks);
+  CHECK(undecided.likely_field == "tolerances.slice_accuracy_abs");
+  REQUIRE(undecided.undecided.size() == 1);
+  CHECK(undecided.undecided[0].checks == std::vector<std::string>{"slice a accuracy (drop)"});
+  CHECK(has(undecided.text, "INCONCLUSIVE: no check failed, but 1 of 2 checks could not decide."));
+  CHECK(has(undecided.text, "declare a tighter tolerances.slice_accuracy_abs"));
+  CHECK_FALSE(has(undecided.text, "rounding"));
   CHECK(has(undecided.text, "First undecided check: slice a accuracy (drop)"));
+}
+
+TEST_CASE("INCONCLUSIVE from the gate itself: each reason names the field that would let the check decide") {
+  const run_result same = fixtures::make_run("same", 40, 1.0, 0.0, safeamp::presets::fp16_mixed);
+
+  SECTION("a slice too small to judge: data.eval_samples, with how many more") {
+    // Slice d keeps 12 of its 100 predictions (the rest move to c), in the reference and the candidate alike.
+    const auto shrink_d = [](run_result run) {
+      for (std::size_t i = 312; i < 400; ++i) run.final_eval.rows.slice[i] = 2;
+      fixtures::summarize(run.final_eval);
+      return run;
+    };
+    const locked_reference ref =
+        lock_reference(shrink_d(fixtures::make_run("reference fp32", 40, 1.0, 0.0)), fixtures::make_manifest());
+    const run_diagnosis d = diagnose_gate(ref, shrink_d(same), {});
+    CHECK(d.cause == diagnosed_cause::undecided_checks);
+    CHECK(d.likely_field == "data.eval_samples");
+    REQUIRE(d.undecided.size() == 1);
+    CHECK(d.undecided[0].checks == std::vector<std::string>{"slice d loss (rel. increase)", "slice d accuracy (drop)"});
+    CHECK(has(d.text, "slice d loss (rel. increase) and 1 more (12 predictions: too small to judge"));
+    CHECK(has(d.text, "about 2.5x as many"));  // 30 / 12
+  }
+  SECTION("a sampling term wider than half of what was learned: data.eval_samples") {
+    // Slice a's paired loss differences alternate +-1.1: mean 0, sd 1.1 * sqrt(100/99) = 1.1055, sampling term
+    // 3 * 1.1055 / sqrt(100) / 1.0 = 0.332, above half of (ln 5 - 1) / 1 = 0.305 and fp16's 0.0221.
+    run_result noisy = same;
+    fixtures::add_to_losses(noisy.final_eval, 0, 1.1f, -1.1f);
+    const run_diagnosis d = diagnose_gate(reference(), noisy, {});
+    CHECK(d.likely_field == "data.eval_samples");
+    CHECK(has(d.text, "slice a loss (rel. increase) (limit 0.33"));
+    CHECK(has(d.text, "the sampling term 3*s/sqrt(n)"));
+  }
+  SECTION("a declared limit too wide: that tolerances key; two reasons make two groups, in gate order") {
+    tolerance_overrides o;
+    o.logit_abs = 0.708;     // all-zero logits: 2 / sqrt 2 = 1.414, half 0.707
+    o.accuracy_abs = 0.301;  // half of 0.8 - 0.2
+    const run_diagnosis d = diagnose_gate(reference(), same, o);
+    CHECK(d.likely_field == "tolerances.accuracy_abs");  // the held-out checks come first
+    REQUIRE(d.undecided.size() == 2);
+    CHECK(d.undecided[1].field == "tolerances.logit_abs");
+    // held-out loss and accuracy, non-finite loss, skipped steps, curve, two logit checks, 4 slices x 2: 15
+    CHECK(has(d.text, "2 of 15 checks could not decide"));
+    CHECK(has(d.text, "declare a tighter tolerances.logit_abs"));
+  }
+  SECTION("a format term too wide: its tolerances key, naming the format") {
+    const run_result e2m1 =
+        fixtures::make_run("e2m1", 40, 1.0, 0.0, safeamp::parse_policy("preset=fp32,matmul=e2m1fn"));
+    const run_diagnosis d = diagnose_gate(reference(), e2m1, {});
+    CHECK(d.likely_field == "tolerances.loss_rel");  // sqrt(u) = 0.5 > 0.305, the first check's limit
+    CHECK(has(d.text, "the format term k*sqrt(u) of " + safeamp::format_name(safeamp::fp4_e2m1)));
+  }
+  SECTION("a reference no better than the trivial predictor: training.steps") {
+    // Reference and candidate loss 2.0, above ln 5 = 1.609: no loss limit could tell learning from none.
+    const locked_reference ref =
+        lock_reference(fixtures::make_run("reference fp32", 40, 2.0, 0.0), fixtures::make_manifest());
+    const run_diagnosis d =
+        diagnose_gate(ref, fixtures::make_run("same", 40, 2.0, 0.0, safeamp::presets::fp16_mixed), {});
+    CHECK(d.likely_field == "training.steps");
+    CHECK(has(d.text, "learned nothing measurable"));
+  }
+  SECTION("no per-prediction results: --relock") {
+    locked_reference ref = reference();
+    ref.final_eval.rows = {};
+    const run_diagnosis d = diagnose_gate(ref, same, {});
+    CHECK(d.likely_field == "--relock");
+  }
+}
+
+TEST_CASE("an INCONCLUSIVE run with underflow names the undecided field and reports the underflow beside it") {
+  run_result r = plain_run();
+  for (step_record& st : r.steps) st.grads[1].underflow = 20;  // w1: 20 % at every step
+  const run_diagnosis d =
+      diagnose_run({.run = r, .parity = gate(verdict::inconclusive), .scaler = scaler_kind::none, .faults = {}});
+  CHECK(d.cause == diagnosed_cause::undecided_checks);
+  CHECK(d.likely_field == "tolerances.slice_accuracy_abs");
+  CHECK(has(d.text, "Also seen: gradients underflowed in fp16"));
+  CHECK(has(d.text, "20% of w1"));
 }
 
 TEST_CASE("a non-finite loss at an applied step is its own cause; at a skipped step it is not") {
@@ -178,6 +274,7 @@ TEST_CASE("the diagnosis reaches the terminal summary, summary.json and the top 
   CHECK(j["candidates"][0]["diagnosis"]["cause"] == "gradient underflow");
   CHECK(j["candidates"][0]["diagnosis"]["likely_field"] == "scaler.kind");
   CHECK(j["candidates"][0]["diagnosis"]["worst_layers"][0]["fraction"].get<double>() == Approx(40.0 / 100.0));
+  CHECK(j["candidates"][0]["diagnosis"]["undecided"].empty());
   const std::string html = render_html_report(s);
   const auto why = html.find("id=\"why\"");
   REQUIRE(why != std::string::npos);

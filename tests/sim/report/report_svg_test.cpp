@@ -128,3 +128,21 @@ TEST_CASE("fixed y range (shared scales) and tolerance marks on bars") {
   CHECK(count(bars, "class=\"limit\"") == 2);  // one mark per candidate bar with a limit
   CHECK(bars.find("gate limit") != std::string::npos);
 }
+
+TEST_CASE("bar group labels wider than their group are staggered over two lines") {
+  // 880 - 64 - 230 = 586 units of plot, 8 groups of 73.25: "unscale_check" (13 x 6.5 = 84.5) is wider than a group.
+  svg_bar_chart b{.title = "t", .y_label = "y"};
+  b.groups = {"forward", "casts", "loss", "backward", "unscale_check", "clip", "optimizer", "other"};
+  b.bars = {"run"};
+  b.values = {std::vector<double>(8, 1.0)};
+  // The labels' baselines: 28 + 232 + 14 = 274 for every label, + 12 for every other one when staggered.
+  const std::string wide = render_bar_chart(b);
+  CHECK(count(wide, "y=\"274.0\" text-anchor=\"middle\">") == 4);
+  CHECK(count(wide, "y=\"286.0\" text-anchor=\"middle\">") == 4);
+  CHECK(wide.find("y=\"286.0\" text-anchor=\"middle\">casts<") != std::string::npos);
+  // Short labels fit: one line.
+  b.groups = {"a", "b", "c", "d", "e", "f", "g", "h"};
+  const std::string narrow = render_bar_chart(b);
+  CHECK(count(narrow, "y=\"274.0\" text-anchor=\"middle\">") == 8);
+  CHECK(count(narrow, "y=\"286.0\"") == 0);
+}

@@ -1,14 +1,17 @@
 // Telemetry lines, the terminal summary, the HTML report's self-containment and content, the cost formula,
 // peak memory, and the progress line (silent when not a terminal).
+#include "safeamp/sim/report.hpp"
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "report_fixtures.hpp"
 #include "safeamp/sim/progress.hpp"
-#include "safeamp/sim/report.hpp"
 #include "safeamp/sim/report_svg.hpp"
 
 using namespace safeamp::sim;
@@ -24,6 +27,41 @@ std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
   return n;
+}
+
+// The <svg> element of `html` whose title starts with `title` (empty when there is none).
+std::string chart(const std::string& html, const std::string& title) {
+  const auto at = html.find("<title>" + title);
+  if (at == std::string::npos) return {};
+  const auto begin = html.rfind("<svg", at);
+  return html.substr(begin, html.find("</svg>", at) + 6 - begin);
+}
+
+// The numbers of a chart's y tick labels (right-aligned text left of the plot), top to bottom as drawn.
+std::vector<double> y_ticks(const std::string& svg) {
+  std::vector<double> out;
+  const std::string tag = "text-anchor=\"end\">";
+  for (auto p = svg.find(tag); p != std::string::npos; p = svg.find(tag, p + 1)) {
+    out.push_back(std::stod(svg.substr(p + tag.size(), svg.find('<', p) - p - tag.size())));
+  }
+  return out;
+}
+
+// The stroke colour of the legend entry named `name` (the legend line drawn before its marker and text).
+std::string legend_colour(const std::string& svg, const std::string& name) {
+  const auto text = svg.find(">" + name + "</text>");
+  if (text == std::string::npos) return {};
+  const auto stroke = svg.find("stroke=\"", svg.rfind("<line", text));
+  return svg.substr(stroke + 8, 7);
+}
+
+// Every summary run's recorded losses times `factor` (as a scenario's training.loss_multiplier records them).
+void multiply_losses(sim_summary& s, double factor) {
+  for (double& l : s.reference.loss_curve) l *= factor;
+  for (candidate_outcome& k : s.candidates) {
+    for (step_record& st : k.run.steps) st.loss *= factor;
+  }
+  s.recorded_loss_factor = factor;
 }
 
 }  // namespace
@@ -112,7 +150,7 @@ TEST_CASE("the HTML report is self-contained and shows every section") {
   // chart: the fixture's runs timed no step).
   CHECK(count_of(h, "<svg") == 5);
   CHECK(count_of(h, "</svg>") == 5);
-  CHECK(h.find("Underflow fraction per layer: fp16 no scaling") != std::string::npos);
+  CHECK(h.find("Underflow per layer: fp16 no scaling (peak 40%)") != std::string::npos);  // 40 of w1's 100
   CHECK(h.find("No gradient underflow recorded in: fp16 dynamic.") != std::string::npos);
   CHECK(h.find("skipped step") != std::string::npos);
   CHECK(h.find("Reference manifest") != std::string::npos);
@@ -240,4 +278,89 @@ TEST_CASE("progress: the line's text, silence when not a terminal, drawing and e
   CHECK(count_of(text, "4/4 steps") == 1);
   CHECK(text.find('\r') == std::string::npos);
   CHECK(text.find('\033') == std::string::npos);
+}
+
+TEST_CASE("loss chart: the recorded losses' multiplier is divided out, the axis says so") {
+  // The fixture's losses run from 1.025 (the reference at step 39) to 2.6 (fp16 no scaling, 1.3 x 2 at step 0)
+  // nats: padded by 5 % of the span, round ticks 1, 1.5, 2, 2.5. Recorded times 1e-4 they would plot as
+  // 1e-4..2.6e-4 unless the chart divides the factor out.
+  sim_summary s = fixtures::make_summary();
+  multiply_losses(s, 1e-4);
+  const std::string h = render_html_report(s);
+  const std::string loss = chart(h, "Training loss per step");
+  REQUIRE_FALSE(loss.empty());
+  const std::vector<double> ticks = y_ticks(loss);
+  REQUIRE(ticks.size() >= 3);
+  CHECK(*std::max_element(ticks.begin(), ticks.end()) == Approx(2.5));  // the axis spans the losses in nats
+  CHECK(*std::min_element(ticks.begin(), ticks.end()) == Approx(1.0));
+  CHECK(loss.find("training loss (nats, multiplier divided out)") != std::string::npos);
+  CHECK(h.find("the scenario trains on 0.0001 x this loss") != std::string::npos);
+  // Without a factor the same chart holds the same ticks, and no word about a multiplier.
+  const std::string plain = chart(render_html_report(fixtures::make_summary()), "Training loss per step");
+  CHECK(y_ticks(plain) == ticks);
+  CHECK(plain.find("multiplier") == std::string::npos);
+}
+
+TEST_CASE("underflow charts: one y-scale for all, one colour per layer in every chart") {
+  // fp16 no scaling loses 40 % of w1; fp16 dynamic loses 10 % of w2 only. Each chart's top is the larger 40 %,
+  // and w2 has one colour in both (a chart's first series does not take the first colour).
+  sim_summary s = fixtures::make_summary();
+  for (step_record& st : s.candidates[0].run.steps) st.grads[1].underflow = 2;  // and 4 % of w2
+  for (step_record& st : s.candidates[1].run.steps) st.grads[1].underflow = 5;
+  const std::string h = render_html_report(s);
+  const std::string a = chart(h, "Underflow per layer: fp16 no scaling");
+  const std::string b = chart(h, "Underflow per layer: fp16 dynamic (peak 10%)");  // 5 of w2's 50
+  REQUIRE_FALSE(a.empty());
+  REQUIRE_FALSE(b.empty());
+  const std::vector<double> ticks_b = y_ticks(b);
+  CHECK(y_ticks(a) == ticks_b);
+  CHECK(*std::max_element(ticks_b.begin(), ticks_b.end()) >= 0.4);  // 10 % alone would end near 0.1
+  CHECK(legend_colour(a, "w2") == legend_colour(b, "w2"));
+  CHECK(legend_colour(a, "w1") != legend_colour(a, "w2"));
+  CHECK(b.find(">w1</text>") == std::string::npos);
+}
+
+TEST_CASE("scale chart: one legend entry per candidate and the skip marks, none for the reference") {
+  const std::string h = render_html_report(fixtures::make_summary());
+  const std::string scale = chart(h, "Loss scale per step");
+  REQUIRE_FALSE(scale.empty());
+  CHECK(count_of(h, "(reference") == 0);  // no "(reference: none)" entry that draws nothing
+  CHECK(scale.find(">fp16 no scaling</text>") != std::string::npos);
+  CHECK(scale.find(">fp16 dynamic</text>") != std::string::npos);
+  CHECK(scale.find(">skipped step</text>") != std::string::npos);
+  CHECK(scale.find(">reference fp32</text>") == std::string::npos);
+  // The candidates keep their loss-chart colours (the loss chart's series 0 is the reference).
+  const std::string loss = chart(h, "Training loss per step");
+  CHECK(legend_colour(scale, "fp16 dynamic") == legend_colour(loss, "fp16 dynamic"));
+}
+
+TEST_CASE("a regression's losses are labelled with its loss, not nats, and have no accuracy chart") {
+  // A regression (mse) whose trivial predictor has loss 4 overall and per slice; reference losses 0.01, so the
+  // relative loss checks divide by the floor 0.01 x 4 = 0.04 (a classifier's ln 5 would give 0.0161).
+  const regression_baseline mse{.loss = "mse", .trivial_loss = 4.0, .slice_trivial_loss = {4.0, 4.0, 4.0, 4.0}};
+  sim_summary s = fixtures::make_summary();
+  run_result ref = fixtures::make_run("reference fp32", 40, 0.01, 0.0);
+  ref.final_eval.regression = mse;
+  s.reference = lock_reference(ref, fixtures::make_manifest());
+  for (candidate_outcome& k : s.candidates) {
+    k.run = fixtures::make_run(k.name, 40, 0.01, 0.0, safeamp::presets::fp16_mixed);
+    k.run.final_eval.regression = mse;
+    k.parity = evaluate_parity(s.reference, k.run, gate_tolerances_for(safeamp::fp16));
+  }
+  const std::string h = render_html_report(s);
+  CHECK(count_of(h, "nats") == 0);
+  CHECK(chart(h, "Training loss per step").find("training loss (mse)") != std::string::npos);
+  CHECK_FALSE(chart(h, "Held-out loss per slice (mse)").empty());
+  CHECK(chart(h, "Held-out accuracy per slice").empty());
+  CHECK(h.find(">n/a</td>") != std::string::npos);  // the verdict table's accuracy column
+  // The slice limit marks: reference slice loss 0.01 + limit x 0.04, the gate's denominator.
+  CHECK(relative_loss_denominator(s.reference, 0) == Approx(0.04));
+  double limit = 0.0;
+  for (const parity_check& c : s.candidates[1].parity.checks) {
+    if (c.name == "slice a loss (rel. increase)") limit = c.limit;
+  }
+  REQUIRE(limit > 0.0);
+  char mark[64];
+  std::snprintf(mark, sizeof mark, "gate limit (highest) %.4g", 0.01 + limit * 0.04);
+  CHECK(h.find(mark) != std::string::npos);
 }

@@ -97,6 +97,23 @@ struct gate_tolerances {
 enum class verdict : std::uint8_t { pass, fail, inconclusive, not_applicable };
 [[nodiscard]] const char* verdict_name(verdict v) noexcept;  // "PASS" / "FAIL" / "INCONCLUSIVE" / "N/A"
 
+/// Why a check could not decide (INCONCLUSIVE), so the diagnosis can name the setting that would let it decide.
+enum class undecided_reason : std::uint8_t {
+  none,                 // the check decided (or does not apply)
+  unpaired,             // no per-prediction results to pair (a reference locked before they were kept)
+  too_few_samples,      // fewer than gate_min_samples predictions in the set or slice
+  reference_untrained,  // the reference is no better than the trivial predictor on this set
+  limit_too_wide,       // the limit would pass a candidate that lost half of what the reference learned
+};
+
+/// Where a check's limit comes from.
+enum class limit_source : std::uint8_t {
+  fixed,     // a rule of the gate (no non-finite loss, the default skip limit, matching shapes)
+  format,    // the format term k * sqrt(u)
+  sampling,  // the sampling term z * s / sqrt(n), larger than the format term
+  declared,  // declared in the scenario's (or the candidate's) tolerances
+};
+
 /// One check of the gate: measured value against its limit.
 struct parity_check {
   std::string name;     // "held-out loss (rel. increase)", "slice pos 0-7 accuracy (drop)", ...
@@ -106,6 +123,9 @@ struct parity_check {
   std::string detail;   // what was measured: "reference 1.83, candidate 2.41"
   std::string basis;    // where the limit comes from: "max(format 1*sqrt(u) = 0.0221, sampling 3*... = 0.047)"
   std::string undecided;  // why the check could not decide (INCONCLUSIVE only)
+  undecided_reason why_undecided = undecided_reason::none;  // the same, as a kind (INCONCLUSIVE only)
+  limit_source source = limit_source::fixed;
+  std::string tolerance_key;  // the `tolerances` key that declares this check's limit ("loss_rel"); empty: none
   // not_applicable (accuracy of a regression): value and limit are NaN, basis says why it does not apply.
   [[nodiscard]] bool passed() const noexcept { return status == verdict::pass; }
 };
@@ -132,6 +152,12 @@ struct parity_result {
 /// Runs every check of the gate. The caller has already refused mismatching manifests.
 [[nodiscard]] parity_result evaluate_parity(const locked_reference& ref, const run_result& candidate,
                                             const gate_tolerances& tol);
+
+/// The denominator of the relative loss checks, max(L_r, loss_floor_fraction * trivial loss), of the held-out set
+/// (slice < 0) or of slice `slice` of `ref` (trivial loss: ln C for a classifier of C classes, the regression
+/// baseline's of that set for a regression): a limit L on the relative increase allows losses up to
+/// L_r + L * denominator.
+[[nodiscard]] double relative_loss_denominator(const locked_reference& ref, std::int32_t slice);
 
 /// Short readable name of a policy: its preset name, else "param/compute/output/gradient" format names.
 [[nodiscard]] std::string policy_label(const precision_policy& p);

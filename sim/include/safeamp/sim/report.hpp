@@ -50,6 +50,9 @@ struct sim_summary {
   std::vector<manifest_difference> environment_notes;  // environment fields that differ from the lock
   std::vector<candidate_outcome> candidates;
   double dollars_per_hour = 0.0;
+  // What every recorded training loss is multiplied by: training.loss_weight x training.loss_multiplier (the
+  // multiplier is applied as a tiny_loss factor at every step). The report's loss chart divides it out.
+  double recorded_loss_factor = 1.0;
   std::uint64_t peak_rss_bytes = 0;                    // VmHWM of this process
   preflight_record preflight;
   double total_wall_seconds = 0.0;

@@ -26,8 +26,9 @@ enum class diagnosed_cause : std::uint8_t {
   overflow_skips,      // inf/NaN gradients made the scaler skip optimizer steps
   nonfinite_loss,      // the training loss itself became inf/NaN
   rounding_error,      // no underflow, overflow or skip: the formats' rounding moved the result
+  undecided_checks,    // INCONCLUSIVE: nothing failed, some checks could not decide (too few samples, ...)
 };
-/// "none", "gradient underflow", "overflow skips", "non-finite loss", "rounding error".
+/// "none", "gradient underflow", "overflow skips", "non-finite loss", "rounding error", "undecided checks".
 [[nodiscard]] const char* diagnosed_cause_name(diagnosed_cause c) noexcept;
 
 /// Underflow of one gradient (a parameter tensor, or loss_gradient_name) over a run.
@@ -35,6 +36,14 @@ struct layer_underflow {
   std::string name;
   double fraction = 0.0;         // underflowed / elements, summed over every step
   std::int64_t first_step = -1;  // first step whose own fraction reached significant_underflow_fraction (-1: none)
+};
+
+/// The checks of a run that could not decide for one reason, and the scenario field that would let them decide.
+struct undecided_group {
+  std::string field;                // "data.eval_samples", "tolerances.logit_abs", "training.steps", "--relock"
+  std::string advice;               // what to change there and why
+  std::vector<std::string> checks;  // the checks' names, in gate order
+  std::string why;                  // the first check's own reason (parity_check::undecided)
 };
 
 /// What the diagnosis reads beside the run: how its scaler was configured and what faults the scenario injects.
@@ -64,6 +73,7 @@ struct run_diagnosis {
   double first_check_value = 0.0;
   double first_check_limit = 0.0;
   verdict first_check_status = verdict::pass;
+  std::vector<undecided_group> undecided;  // INCONCLUSIVE checks by the field that would decide them
 };
 
 /// The diagnosis of one candidate (deterministic: a function of the recorded steps and checks only).

@@ -17,6 +17,12 @@ namespace safeamp::sim::report_text {
   return buf;
 }
 
+/// A fraction as a percentage: whole percents from about 10 % up ("42%"), two significant digits below ("2.7%",
+/// "0.0019%"), so a small share is not shown as 0 %.
+[[nodiscard]] inline std::string percent(double fraction) {
+  return fmt(fraction >= 0.0995 ? "%.0f%%" : "%.2g%%", fraction * 100.0);
+}
+
 /// A loss scale as "2^k" when it is a power of two, else as %g.
 [[nodiscard]] inline std::string scale_text(float s) {
   if (s > 0.0f && std::isfinite(s)) {
