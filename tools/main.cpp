@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "command_registry.hpp"
-#include "did_you_mean.hpp"
 #include "safeamp/config.hpp"
 #include "safeamp/error.hpp"
+#include "safeamp/sim/did_you_mean.hpp"
 #include "value_names.hpp"
 
 namespace {
@@ -31,7 +31,7 @@ std::vector<std::string> option_names(const CLI::App& app) {
 
 /// "; did you mean 'x'?" when `typed` is a likely typo of one of `known`, else empty.
 std::string suggestion(const std::string& typed, const std::vector<std::string>& known) {
-  const std::string guess = safeamp::tool::did_you_mean(typed, known);
+  const std::string guess = safeamp::sim::did_you_mean(typed, known);
   return guess.empty() ? std::string{} : "; did you mean '" + guess + "'?";
 }
 

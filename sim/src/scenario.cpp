@@ -15,6 +15,7 @@
 #include "safeamp/scaling/scaler_presets.hpp"
 #include "safeamp/scaling/scaler_validate.hpp"
 #include "data_parallel_json.hpp"
+#include "safeamp/sim/did_you_mean.hpp"
 #include "safeamp/sim/file_data.hpp"
 #include "safeamp/sim/npz.hpp"
 #include "safeamp/sim/json_input.hpp"
@@ -37,7 +38,7 @@ class object_reader {
     if (!j.is_object()) throw error(path_, summarize_json(j) + " (" + type_name(j) + ")", "a JSON object");
     for (const auto& [key, value] : j.items()) {
       if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-      const std::string guess = closest_match(key, keys);
+      const std::string guess = did_you_mean(key, keys);
       std::string accepted = guess.empty() ? "" : "did you mean '" + guess + "'? ";
       accepted += "known keys: ";
       for (std::size_t i = 0; i < keys.size(); ++i) accepted += (i ? ", " : "") + keys[i];
@@ -115,7 +116,7 @@ class object_reader {
       for (const auto& [n, e] : options) {
         if (n == v.get<std::string>()) return e;
       }
-      const std::string guess = closest_match(v.get<std::string>(), names);
+      const std::string guess = did_you_mean(v.get<std::string>(), names);
       if (!guess.empty()) accepted = "did you mean '" + guess + "'? one of " + accepted;
     }
     throw error(where(key), summarize_json(v), accepted);
@@ -472,36 +473,6 @@ bool meets_expectation(expectation e, verdict v) noexcept {
     case expectation::any: return true;
   }
   return false;
-}
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> prev(b.size() + 1);
-  std::vector<std::size_t> cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-std::string closest_match(std::string_view word, const std::vector<std::string>& known) {
-  std::string best;
-  std::size_t best_d = std::numeric_limits<std::size_t>::max();
-  for (const std::string& k : known) {
-    const std::size_t d = edit_distance(word, k);
-    if (d < best_d) {
-      best_d = d;
-      best = k;
-    }
-  }
-  // A likely typo: at most a third of the longer word edited (and at least 1 edit allowed, at most 3).
-  const std::size_t allowed = std::clamp<std::size_t>(std::max(word.size(), best.size()) / 3, 1, 3);
-  return best_d <= allowed ? best : std::string{};
 }
 
 scenario parse_scenario(std::string_view text, std::string_view source) {

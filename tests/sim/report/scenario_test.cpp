@@ -1,10 +1,12 @@
 // Scenario parsing: the embedded default, did-you-mean for unknown keys and values, malformed JSON and
 // impossible values named by their key path, and the run configurations a scenario produces.
+#include "safeamp/sim/scenario.hpp"
+
 #include <catch2/catch.hpp>
 
 #include "safeamp/error.hpp"
+#include "safeamp/sim/did_you_mean.hpp"
 #include "safeamp/sim/report_files.hpp"
-#include "safeamp/sim/scenario.hpp"
 
 using namespace safeamp::sim;
 
@@ -22,12 +24,16 @@ std::string with(const std::string& body) { return "{" + body + ", " + minimal_c
 }  // namespace
 
 TEST_CASE("edit distance and did-you-mean") {
-  CHECK(edit_distance("kitten", "sitting") == 3);  // the textbook example
-  CHECK(edit_distance("", "abc") == 3);
-  CHECK(edit_distance("same", "same") == 0);
-  CHECK(closest_match("learning_rat", {"momentum", "learning_rate", "beta1"}) == "learning_rate");
-  CHECK(closest_match("candidats", {"candidates", "baselines"}) == "candidates");
-  CHECK(closest_match("zzzzzzzz", {"steps", "seed"}).empty());
+  CHECK(typo_distance("kitten", "sitting") == 3);  // the textbook example
+  CHECK(typo_distance("", "abc") == 3);
+  CHECK(typo_distance("same", "same") == 0);
+  CHECK(typo_distance("lerning_rate", "learning_rate") == 1);
+  CHECK(typo_distance("laerning_rate", "learning_rate") == 1);  // a swap is one edit (Levenshtein: 2)
+  CHECK(did_you_mean("learning_rat", {"momentum", "learning_rate", "beta1"}) == "learning_rate");
+  CHECK(did_you_mean("candidats", {"candidates", "baselines"}) == "candidates");
+  CHECK(did_you_mean("zzzzzzzz", {"steps", "seed"}).empty());
+  // A swapped pair in a short key: one edit, within the one allowed for 5 letters (Levenshtein's two are not).
+  CHECK(did_you_mean("setps", {"steps", "seed"}) == "steps");
 }
 
 TEST_CASE("the embedded default scenario parses and says what it expects") {

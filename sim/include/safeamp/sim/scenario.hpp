@@ -70,9 +70,4 @@ void override_seed(scenario& s, std::uint64_t seed) noexcept;
 /// scenario, then by the candidate, replace the derived ones.
 [[nodiscard]] gate_tolerances tolerances_for(const scenario& s, const candidate_spec& c);
 
-/// Levenshtein edit distance (for did-you-mean suggestions).
-[[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);
-/// The closest of `known` to `word` when it is close enough to be a likely typo, else empty.
-[[nodiscard]] std::string closest_match(std::string_view word, const std::vector<std::string>& known);
-
 }  // namespace safeamp::sim

@@ -1,5 +1,6 @@
-// "Did you mean ...?" for mistyped command-line words (subcommands, options). Typos on a keyboard are mostly one
-// wrong, missing, extra or swapped letter, so the distance counts an adjacent swap as one edit ("plna" -> "plan").
+// "Did you mean ...?" for mistyped words: the tool's subcommands and options, and a scenario file's keys and
+// names. Typos on a keyboard are mostly one wrong, missing, extra or swapped letter, so the distance counts an
+// adjacent swap as one edit ("plna" -> "plan"). The one implementation both use.
 #pragma once
 
 #include <algorithm>
@@ -8,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
-namespace safeamp::tool {
+namespace safeamp::sim {
 
 /// Edits (insert, delete, substitute, swap two adjacent letters) that turn `typed` into `known`: the optimal
-/// string alignment distance, O(|typed| |known|) in time and memory (command-line words are short).
+/// string alignment distance, O(|typed| |known|) in time and memory (the words are short).
 [[nodiscard]] inline std::size_t typo_distance(std::string_view typed, std::string_view known) {
   const std::size_t rows = typed.size() + 1;
   const std::size_t cols = known.size() + 1;
@@ -53,4 +54,4 @@ namespace safeamp::tool {
   return best;
 }
 
-}  // namespace safeamp::tool
+}  // namespace safeamp::sim
