@@ -32,6 +32,15 @@ void remove_file(const fs::path& p) {
                 "an output folder whose files safeamp sim may remove");
 }
 
+void remove_tree(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  if (ec) {
+    throw error("output folder '" + p.string() + "'", "not removable (" + ec.message() + ")",
+                "a folder safeamp sim may replace");
+  }
+}
+
 std::string marker_text(const fs::path& out, const invocation_start& start) {
   return "safeamp sim started writing into " + out.string() + " at " + utc_now_iso8601() + " (scenario '" +
          start.scenario +
@@ -67,6 +76,12 @@ std::vector<fs::path> invocation_outputs(const fs::path& out) {
 invocation_cleanup begin_invocation(const fs::path& out, const invocation_start& start) {
   invocation_cleanup done;
   done.was_incomplete = invocation_incomplete(out);
+  // The outputs move into previous.new/, which then replaces previous/: a kill while they move leaves previous/
+  // as it was and every output either at its place or in previous.new/, never lost.
+  const fs::path staging = out / (std::string(previous_folder_name) + ".new");
+  std::error_code ec;
+  const bool interrupted_move = done.was_incomplete && fs::is_directory(staging, ec);
+  if (!done.was_incomplete) remove_tree(staging);  // a staging folder without the marker is no invocation's
   std::vector<fs::path> outputs = invocation_outputs(out);
   std::erase_if(outputs, [&start](const fs::path& p) {
     return p.parent_path() == "telemetry" && std::find(start.kept_telemetry.begin(), start.kept_telemetry.end(),
@@ -74,19 +89,23 @@ invocation_cleanup begin_invocation(const fs::path& out, const invocation_start&
   });
   // The marker first: from here on a kill leaves a marked folder.
   write_file_atomically(out / marker_file, marker_text(out, start), "the INCOMPLETE marker");
-  if (done.was_incomplete) {
+  if (done.was_incomplete && !interrupted_move) {
+    // An invocation that trained and did not finish: what it left at the top are its partial outputs.
     for (const fs::path& p : outputs) remove_file(out / p);
     done.removed = std::move(outputs);
     return done;
   }
-  if (!outputs.empty()) {
-    std::error_code ec;
-    fs::remove_all(out / previous_folder, ec);
+  // A finished invocation's outputs, or the rest of them when an earlier start was killed while moving them
+  // (nothing trains before the move is done, so the top still holds only the finished invocation's).
+  if (!outputs.empty() || interrupted_move) {
+    for (const fs::path& p : outputs) move_file(out / p, staging / p);
+    remove_tree(out / previous_folder);
+    fs::rename(staging, out / previous_folder, ec);
     if (ec) {
-      throw error("output folder '" + (out / previous_folder).string() + "'", "not removable (" + ec.message() + ")",
-                  "a folder safeamp sim may replace");
+      throw error("output folder '" + staging.string() + "'",
+                  "not renamable to '" + (out / previous_folder).string() + "' (" + ec.message() + ")",
+                  "an output folder whose files safeamp sim may move");
     }
-    for (const fs::path& p : outputs) move_file(out / p, out / previous_folder / p);
   }
   done.moved = std::move(outputs);
   return done;

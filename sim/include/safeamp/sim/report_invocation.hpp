@@ -34,8 +34,10 @@ struct invocation_cleanup {
 };
 
 /// Marks `out` INCOMPLETE. A finished folder's outputs (invocation_outputs, less `kept_telemetry`) move into
-/// previous/, which first loses what it held; a folder that was already marked has no finished outputs to keep:
-/// the unfinished invocation's partial outputs are removed and previous/ is left as it is. Call once every check
+/// previous.new/, which then replaces previous/ (so a kill while they move loses nothing: the next start finds
+/// the marker and previous.new/ and completes the move); a folder that was already marked after training began
+/// has no finished outputs to keep: the unfinished invocation's partial outputs are removed and previous/ is left
+/// as it is. Call once every check
 /// has passed, before the first run trains. Throws safeamp::error naming the path when a file cannot be moved,
 /// removed or written.
 invocation_cleanup begin_invocation(const std::filesystem::path& out, const invocation_start& start);
