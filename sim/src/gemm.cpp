@@ -2,10 +2,12 @@
 #include "safeamp/sim/gemm.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "gemm_views.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/format/block_names.hpp"
 #include "safeamp/format/block_quantize.hpp"
@@ -15,99 +17,122 @@
 namespace safeamp::sim {
 namespace {
 
+using detail::output_view;
+using detail::strided_view;
+
 std::string shape(Eigen::Index r, Eigen::Index c) { return std::to_string(r) + "x" + std::to_string(c); }
 
 // Work (multiply-adds) below which threads are not started: their start-up costs more than they save.
 constexpr double parallel_min_work = 1 << 18;
 
-// ---- fp32 accumulation: fixed-order register tiles ----------------------------------------------------
-// Every d(i, j) is acc = +0; acc = fl(acc + fl(a(i, k) * b(k, j))) for k = 0, 1, ..., K-1 in order, then the
-// epilogue below. A tile of tile_rows x tile_cols outputs keeps its accumulators in registers for the whole
-// k loop; the loop over the tile's columns is what the compiler vectorises, and a vector lane does exactly
-// the scalar operation of its column, so the vector width (SSE, AVX, AVX-512) cannot change a bit. The build
-// uses -ffp-contract=off (cmake/SafeampFloatingPoint.cmake): products and sums are never fused into an fma.
-constexpr Eigen::Index tile_rows = 4;
-constexpr Eigen::Index tile_cols = 8;
+// The calling thread's rounded operands and packed op(B), kept between calls so that a training step does not
+// allocate them again for every GEMM (the worker threads of one call only read them).
+struct gemm_buffers {
+  std::vector<float> a, b, packed_b;
+};
+gemm_buffers& thread_buffers() {
+  thread_local gemm_buffers buffers;
+  return buffers;
+}
 
-// op(B) (K, N) packed as panels of tile_cols columns, each panel K rows of tile_cols floats (zero-padded at the
-// right edge; padded columns are computed and discarded, so they cannot touch a kept column).
-template <class B>
-std::vector<float> pack_b(const B& b) {
-  const Eigen::Index k_len = b.rows();
-  const Eigen::Index panels = (b.cols() + tile_cols - 1) / tile_cols;
-  std::vector<float> packed(static_cast<std::size_t>(panels * k_len * tile_cols), 0.0f);
-  for (Eigen::Index p = 0; p < panels; ++p) {
-    float* panel = packed.data() + p * k_len * tile_cols;
-    const Eigen::Index cols = std::min(tile_cols, b.cols() - p * tile_cols);
-    for (Eigen::Index k = 0; k < k_len; ++k) {
-      for (Eigen::Index c = 0; c < cols; ++c) panel[k * tile_cols + c] = b(k, p * tile_cols + c);
+// v rounded to f (a conversion: round to nearest even) into `buffer`, returned as a view of the same orientation:
+// a view whose rows (or columns) are contiguous is rounded line by line with round_span, one call when the lines
+// are adjacent, so the kernels read the copy as they would have read v.
+strided_view rounded_copy(format_spec f, const strided_view& v, std::vector<float>& buffer) {
+  const auto size = static_cast<std::size_t>(v.rows * v.cols);
+  if (buffer.size() < size) buffer.resize(size);
+  float* out = buffer.data();
+  const bool by_rows = v.col_stride == 1;
+  if (by_rows || v.row_stride == 1) {
+    const std::int64_t lines = by_rows ? v.rows : v.cols;
+    const std::int64_t length = by_rows ? v.cols : v.rows;
+    const std::int64_t stride = by_rows ? v.row_stride : v.col_stride;
+    const auto line_span = [&](std::int64_t first, std::int64_t count) {
+      (void)round_span(f, std::span<const float>(v.data + first * stride, static_cast<std::size_t>(count * length)),
+                       std::span<float>(out + first * length, static_cast<std::size_t>(count * length)),
+                       round_options{}, philox_key{});
+    };
+    if (stride == length) {
+      line_span(0, lines);
+    } else {
+      for (std::int64_t line = 0; line < lines; ++line) line_span(line, 1);
     }
+    return by_rows ? strided_view{out, v.rows, v.cols, v.cols, 1} : strided_view{out, v.rows, v.cols, 1, v.rows};
   }
-  return packed;
+  for (std::int64_t i = 0; i < v.rows; ++i) {
+    for (std::int64_t j = 0; j < v.cols; ++j) out[i * v.cols + j] = v(i, j);
+  }
+  (void)round_span(f, std::span<float>(out, size), round_options{}, philox_key{});
+  return {out, v.rows, v.cols, v.cols, 1};
 }
 
-// acc(r, c) = sum over k = 0..K-1, in order, of a_tile(k, r) * b_panel(k, c); a_tile is (K, tile_rows).
-void tile_kernel(const float* a_tile, const float* b_panel, Eigen::Index k_len,
-                 float (&acc)[tile_rows][tile_cols]) noexcept {
-  for (auto& row : acc) {
-    for (float& v : row) v = 0.0f;
-  }
-  for (Eigen::Index k = 0; k < k_len; ++k) {
-    const float* bk = b_panel + k * tile_cols;
-    for (Eigen::Index r = 0; r < tile_rows; ++r) {
-      const float ark = a_tile[k * tile_rows + r];
-      for (Eigen::Index c = 0; c < tile_cols; ++c) acc[r][c] = acc[r][c] + ark * bk[c];
-    }
-  }
-}
+// Rows of D above which op(B) is packed even when its rows are contiguous: packing costs K x N once, reading
+// op(B) in place costs a strided stream per tile, which pays off only for few row blocks.
+constexpr std::int64_t pack_b_min_rows = 2 * gemm_row_block;
 
-// The epilogue shared by both paths: fl(alpha * acc), plus fl(beta * c) in one more rounding when beta != 0.
-inline float epilogue(float acc, float alpha, float beta, float c) noexcept {
-  return beta == 0.0f ? alpha * acc : alpha * acc + beta * c;
-}
-
-template <class A, class B>
-void tiled_fp32(const A& a, const B& b, matrix& d, float alpha, float beta, int threads) {
-  const Eigen::Index m = d.rows();
-  const Eigen::Index n = d.cols();
-  const Eigen::Index k_len = a.cols();
-  const std::vector<float> packed_b = pack_b(b);
-  const Eigen::Index panels = (n + tile_cols - 1) / tile_cols;
-  const std::int64_t blocks = (m + gemm_row_block - 1) / gemm_row_block;
-  auto run = [&](std::int64_t blk) {
-    const Eigen::Index r_end = std::min<Eigen::Index>(m, (blk + 1) * gemm_row_block);
-    std::vector<float> a_tile(static_cast<std::size_t>(k_len * tile_rows));
-    float acc[tile_rows][tile_cols];
-    for (Eigen::Index i0 = blk * gemm_row_block; i0 < r_end; i0 += tile_rows) {
-      const Eigen::Index rows = std::min(tile_rows, r_end - i0);
-      for (Eigen::Index k = 0; k < k_len; ++k) {  // (K, tile_rows), zero rows past the edge (discarded)
-        for (Eigen::Index r = 0; r < tile_rows; ++r)
-          a_tile[static_cast<std::size_t>(k * tile_rows + r)] = r < rows ? a(i0 + r, k) : 0.0f;
-      }
-      for (Eigen::Index p = 0; p < panels; ++p) {
-        tile_kernel(a_tile.data(), packed_b.data() + p * k_len * tile_cols, k_len, acc);
-        const Eigen::Index cols = std::min(tile_cols, n - p * tile_cols);
-        for (Eigen::Index r = 0; r < rows; ++r) {
-          for (Eigen::Index c = 0; c < cols; ++c) {
-            float& out = d(i0 + r, p * tile_cols + c);
-            out = epilogue(acc[r][c], alpha, beta, out);
-          }
-        }
+// ---- fp32 accumulation: fixed-order register tiles (gemm_kernels.hpp) ----------------------------------
+// For a compute format other than fp32, op(A) and op(B) are rounded once into copies; the kernels read op(A) in
+// place and op(B) in place or from packed panels; the (gemm_row_block x gemm_col_block) blocks of D are
+// independent tasks of whole tiles.
+void tiled_fp32(strided_view a, strided_view b, const output_view& d, format_spec compute, float alpha, float beta,
+                int threads) {
+  const cpu_path path = active_cpu_path();
+  const detail::tile_shape t = detail::tile_for(path);
+  const std::int64_t m = d.rows, n = d.cols, k_len = a.cols;
+  gemm_buffers& buffers = thread_buffers();
+  if (compute != fp32) {
+    a = rounded_copy(compute, a, buffers.a);
+    b = rounded_copy(compute, b, buffers.b);
+  }
+  // The portable kernel reads whole panels; the vector kernels read op(B) in place when its rows are contiguous.
+  const bool packed = path == cpu_path::portable || b.col_stride != 1 || m > pack_b_min_rows;
+  if (packed) detail::pack_b(b, t.nr, buffers.packed_b);
+  const float* b_base = packed ? buffers.packed_b.data() : b.data;  // the caller's buffers, not the workers'
+  const std::int64_t b_row_stride = packed ? t.nr : b.row_stride;
+  const std::int64_t row_blocks = (m + gemm_row_block - 1) / gemm_row_block;
+  const std::int64_t col_blocks = (n + gemm_col_block - 1) / gemm_col_block;
+  auto run = [&](std::int64_t task) {
+    const std::int64_t i_begin = task / col_blocks * gemm_row_block;
+    const std::int64_t j_begin = task % col_blocks * gemm_col_block;
+    const std::int64_t i_end = std::min(m, i_begin + gemm_row_block);
+    const std::int64_t j_end = std::min(n, j_begin + gemm_col_block);
+    for (std::int64_t i0 = i_begin; i0 < i_end; i0 += t.mr) {
+      for (std::int64_t j0 = j_begin; j0 < j_end; j0 += t.nr) {
+        detail::run_tile(path, {.a = a,
+                                .i0 = i0,
+                                .b = b_base + (packed ? j0 * k_len : j0),
+                                .b_row_stride = b_row_stride,
+                                .b_padded = packed,
+                                .d = &d(i0, j0),
+                                .d_row_stride = d.row_stride,
+                                .rows = std::min(t.mr, m - i0),
+                                .cols = std::min(t.nr, n - j0),
+                                .alpha = alpha,
+                                .beta = beta});
       }
     }
   };
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k_len);
-  parallel_for(work >= parallel_min_work ? threads : 1, blocks, run);
+  parallel_for(work >= parallel_min_work ? threads : 1, row_blocks * col_blocks, run);
+}
+
+// A copy of a view as a row-major matrix.
+matrix copy_of(const strided_view& v) {
+  matrix out(v.rows, v.cols);
+  for (std::int64_t i = 0; i < v.rows; ++i) {
+    for (std::int64_t j = 0; j < v.cols; ++j) out(i, j) = v(i, j);
+  }
+  return out;
 }
 
 // Any other accumulation format: the same order, the sum rounded to acc_format after every addition.
-template <class A, class B>
-void sequential_acc(format_spec acc_format, const A& a, const B& b, matrix& d, float alpha, float beta) {
-  for (Eigen::Index i = 0; i < d.rows(); ++i) {
-    for (Eigen::Index j = 0; j < d.cols(); ++j) {
+void sequential_acc(format_spec acc_format, const matrix& a, const matrix& b, const output_view& d, float alpha,
+                    float beta) {
+  for (Eigen::Index i = 0; i < d.rows; ++i) {
+    for (Eigen::Index j = 0; j < d.cols; ++j) {
       float acc = 0.0f;
       for (Eigen::Index k = 0; k < a.cols(); ++k) acc = round_scalar(acc_format, acc + a(i, k) * b(k, j));
-      d(i, j) = epilogue(acc, alpha, beta, d(i, j));
+      d(i, j) = beta == 0.0f ? alpha * acc : alpha * acc + beta * d(i, j);
     }
   }
 }
@@ -123,86 +148,84 @@ void quantize_operand(const block_format& blocks, matrix& m, block_axis axis) {
   (void)quantize_blocks(blocks, data, data, scales, {.rows = rows, .axis = axis});
 }
 
-}  // namespace
+// The output cast of D, element (i, j) keyed as index i * N + j. A D whose rows are not adjacent (a block of a
+// larger matrix) is gathered into the calling thread's buffer, cast in one call and scattered back: the same
+// keys and bits as row by row, in one round_span call instead of M short ones.
+cast_stats cast_output(const output_view& d, format_spec f, const round_options& opt, philox_key key) {
+  const auto size = static_cast<std::size_t>(d.rows * d.cols);
+  if (d.row_stride == d.cols || d.rows <= 1) return cast_span(std::span<float>(d.data, size), f, opt, key);
+  thread_local std::vector<float> gathered;
+  if (gathered.size() < size) gathered.resize(size);
+  const auto row_bytes = static_cast<std::size_t>(d.cols) * sizeof(float);
+  for (std::int64_t i = 0; i < d.rows; ++i)
+    std::memcpy(gathered.data() + i * d.cols, d.data + i * d.row_stride, row_bytes);
+  const cast_stats s = cast_span(std::span<float>(gathered.data(), size), f, opt, key);
+  for (std::int64_t i = 0; i < d.rows; ++i)
+    std::memcpy(d.data + i * d.row_stride, gathered.data() + i * d.cols, row_bytes);
+  return s;
+}
 
-cast_stats gemm(const gemm_formats& f, const matrix& a, const matrix& b, matrix& d, const gemm_options& opt) {
-  const bool ta = opt.trans_a == transpose::transposed;
-  const bool tb = opt.trans_b == transpose::transposed;
-  const Eigen::Index m = ta ? a.cols() : a.rows();
-  const Eigen::Index ka = ta ? a.rows() : a.cols();
-  const Eigen::Index kb = tb ? b.cols() : b.rows();
-  const Eigen::Index n = tb ? b.rows() : b.cols();
-  if (ka != kb) {
-    throw error("gemm op(B) rows", std::to_string(kb) + " (op(A) " + shape(m, ka) + ", op(B) " + shape(kb, n) + ")",
-                "the columns of op(A) (" + std::to_string(ka) + ")");
+void check_inner(const strided_view& a, const strided_view& b) {
+  if (a.cols != b.rows) {
+    throw error("gemm op(B) rows",
+                std::to_string(b.rows) + " (op(A) " + shape(a.rows, a.cols) + ", op(B) " + shape(b.rows, b.cols) + ")",
+                "the columns of op(A) (" + std::to_string(a.cols) + ")");
   }
-  if (opt.beta != 0.0f && (d.rows() != m || d.cols() != n)) {
-    throw error("gemm C shape", shape(d.rows(), d.cols()), shape(m, n) + " when beta != 0");
-  }
+}
+
+void check_formats(const gemm_formats& f) {
   if (!is_valid(f.compute) || !is_valid(f.accumulate) || !is_valid(f.output)) {
     throw error("gemm formats", format_name(f.compute) + "/" + format_name(f.accumulate) + "/" + format_name(f.output),
                 "valid formats");
   }
-  const bool blocked = is_block_scaled(f.input_blocks);
-  if (blocked && (!is_valid(f.input_blocks) || f.accumulate != fp32)) {
+  if (is_block_scaled(f.input_blocks) && (!is_valid(f.input_blocks) || f.accumulate != fp32)) {
     throw error("gemm block-scaled inputs",
                 block_format_name(f.input_blocks) + " accumulating in " + format_name(f.accumulate),
                 "a valid block format (mxfp8, mxfp8_e5m2, mxfp6, mxfp6_e3m2, mxfp4, nvfp4) with fp32 accumulation");
   }
-  if (opt.beta == 0.0f) d.resize(m, n);
+}
 
-  // Inputs in the compute format (a conversion: round to nearest), or block-quantized along K. Copies are
-  // made in op() layout.
-  matrix a_low, b_low;
-  const bool round_inputs = blocked || f.compute != fp32;
-  // op(x): a copy of x, transposed when the GEMM reads it transposed.
-  const auto op_copy = [](const matrix& x, bool transposed, matrix& out) {
-    if (transposed) {
-      out = x.transpose();
-    } else {
-      out = x;
-    }
-  };
-  if (blocked) {
-    op_copy(a, ta, a_low);
-    op_copy(b, tb, b_low);
-    quantize_operand(f.input_blocks, a_low, block_axis::rows);
-    quantize_operand(f.input_blocks, b_low, block_axis::columns);
-  } else if (round_inputs) {
-    if (ta) {
-      a_low = a.transpose();
-      (void)cast_in_place(a_low, f.compute, round_options{}, philox_key{});
-    } else {
-      (void)cast_copy(a, a_low, f.compute, round_options{}, philox_key{});
-    }
-    if (tb) {
-      b_low = b.transpose();
-      (void)cast_in_place(b_low, f.compute, round_options{}, philox_key{});
-    } else {
-      (void)cast_copy(b, b_low, f.compute, round_options{}, philox_key{});
-    }
+}  // namespace
+
+namespace detail {
+
+cast_stats gemm_views(const gemm_formats& f, const strided_view& a, const strided_view& b, const output_view& d,
+                      const gemm_options& opt) {
+  check_inner(a, b);
+  if (d.rows != a.rows || d.cols != b.cols) {
+    throw error("gemm D shape", shape(d.rows, d.cols), shape(a.rows, b.cols));
   }
-
-  if (f.accumulate == fp32) {
-    if (round_inputs) {
-      tiled_fp32(a_low, b_low, d, opt.alpha, opt.beta, opt.threads);
-    } else if (!ta && !tb) {
-      tiled_fp32(a, b, d, opt.alpha, opt.beta, opt.threads);
-    } else if (ta && !tb) {
-      tiled_fp32(a.transpose(), b, d, opt.alpha, opt.beta, opt.threads);
-    } else if (!ta && tb) {
-      tiled_fp32(a, b.transpose(), d, opt.alpha, opt.beta, opt.threads);
-    } else {
-      tiled_fp32(a.transpose(), b.transpose(), d, opt.alpha, opt.beta, opt.threads);
-    }
+  check_formats(f);
+  if (is_block_scaled(f.input_blocks)) {
+    // Block-quantized along K (in copies made in op() layout), then the fp32 path on the dequantized values.
+    matrix a_q = copy_of(a), b_q = copy_of(b);
+    quantize_operand(f.input_blocks, a_q, block_axis::rows);
+    quantize_operand(f.input_blocks, b_q, block_axis::columns);
+    tiled_fp32(view_of(a_q), view_of(b_q), d, fp32, opt.alpha, opt.beta, opt.threads);
+  } else if (f.accumulate == fp32) {
+    tiled_fp32(a, b, d, f.compute, opt.alpha, opt.beta, opt.threads);
   } else {
-    if (!round_inputs) {
-      op_copy(a, ta, a_low);
-      op_copy(b, tb, b_low);
-    }
+    // Inputs in the compute format (a conversion: round to nearest), in copies made in op() layout.
+    matrix a_low = copy_of(a), b_low = copy_of(b);
+    (void)cast_in_place(a_low, f.compute, round_options{}, philox_key{});
+    (void)cast_in_place(b_low, f.compute, round_options{}, philox_key{});
     sequential_acc(f.accumulate, a_low, b_low, d, opt.alpha, opt.beta);
   }
-  return cast_in_place(d, f.output, opt.rounding, opt.key);
+  return cast_output(d, f.output, opt.rounding, opt.key);
+}
+
+}  // namespace detail
+
+cast_stats gemm(const gemm_formats& f, const matrix& a, const matrix& b, matrix& d, const gemm_options& opt) {
+  const strided_view op_a = detail::view_of(a, opt.trans_a);
+  const strided_view op_b = detail::view_of(b, opt.trans_b);
+  check_inner(op_a, op_b);  // before d is resized
+  if (opt.beta != 0.0f && (d.rows() != op_a.rows || d.cols() != op_b.cols)) {
+    throw error("gemm C shape", shape(d.rows(), d.cols()), shape(op_a.rows, op_b.cols) + " when beta != 0");
+  }
+  check_formats(f);
+  if (opt.beta == 0.0f) d.resize(op_a.rows, op_b.cols);
+  return detail::gemm_views(f, op_a, op_b, {d.data(), d.rows(), d.cols(), d.cols()}, opt);
 }
 
 void plain_gemm(const matrix& a, const matrix& b, matrix& d) {

@@ -25,32 +25,47 @@ class cast_timer {
 };
 
 // Every cast is the core's round_span (one kernel family, chosen for the CPU at run time: cpu_path.hpp).
-cast_stats cast_in_place_untimed(matrix& m, format_spec f, const round_options& opt, philox_key key) {
+cast_stats cast_untimed(std::span<float> values, format_spec f, const round_options& opt, philox_key key) {
   if (f == fp32 && !opt.flush_subnormals) {
     // Every float is already an fp32 value (stochastic rounding to fp32 is the identity too); only the
     // NaN/inf counters are meaningful.
     cast_stats s;
-    s.elements = static_cast<std::uint64_t>(m.size());
-    const float* p = m.data();
-    for (Eigen::Index i = 0; i < m.size(); ++i) {
+    s.elements = values.size();
+    for (const float v : values) {
       std::uint32_t bits = 0;
-      std::memcpy(&bits, p + i, sizeof bits);
+      std::memcpy(&bits, &v, sizeof bits);
       bits &= 0x7FFFFFFFu;
       s.nan += bits > 0x7F800000u ? 1u : 0u;
       s.infinity += bits == 0x7F800000u ? 1u : 0u;
     }
     return s;
   }
-  return round_span(f, span_of(m), opt, key);
+  return round_span(f, values, opt, key);
 }
 
 }  // namespace
+
+namespace detail {
+
+// The named formats the ops use take round_to with a constant descriptor (the same routine, specialised).
+float round_scalar_narrow(format_spec f, float x) noexcept {
+  if (f == fp16) return round_to<fp16>(x);
+  if (f == bf16) return round_to<bf16>(x);
+  return round_to(f, x);
+}
+
+}  // namespace detail
 
 double cast_seconds_this_thread() noexcept { return cast_seconds_total; }
 
 cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, philox_key key) {
   const cast_timer timer;
-  return cast_in_place_untimed(m, f, opt, key);
+  return cast_untimed(span_of(m), f, opt, key);
+}
+
+cast_stats cast_span(std::span<float> values, format_spec f, const round_options& opt, philox_key key) {
+  const cast_timer timer;
+  return cast_untimed(values, f, opt, key);
 }
 
 cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_options& opt, philox_key key) {
@@ -58,7 +73,7 @@ cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_
   dst.resize(src.rows(), src.cols());
   if (f == fp32 && !opt.flush_subnormals) {
     dst = src;
-    return cast_in_place_untimed(dst, f, opt, key);
+    return cast_untimed(span_of(dst), f, opt, key);
   }
   return round_span(f, span_of(src), span_of(dst), opt, key);  // one pass: src is read once, dst written once
 }

@@ -160,3 +160,59 @@ TEST_CASE("the output cast uses the caller's rounding mode and key (directed and
              {.rounding = {.mode = rounding::stochastic}, .key = {.seed = 78, .stream = 5, .offset = 1000}});
   CHECK(d1 != d2);
 }
+
+TEST_CASE("every transpose, tile edge, block split and kernel path gives the documented order's bits") {
+  // Run once per kernel path (CTest sets SAFEAMP_CPU_PATH: sim_gemm_order_test_portable, _avx2, _avx512).
+  INFO("kernel path " << cpu_path_name(active_cpu_path()));
+  struct shape_case {
+    Eigen::Index m, n, k;
+    const char* what;
+  };
+  const shape_case shapes[] = {
+      // 131 rows: partial register tiles of every path (4, 8 rows); 19 columns: a partial vector of columns
+      // (masked loads of op(B) read in place).
+      {131, 19, 77, "partial tiles, op(B) read in place"},
+      // 300 rows: more than two row blocks (op(B) packed); 150 columns: two column blocks, a partial panel.
+      {300, 150, 40, "two row and column blocks, op(B) packed"},
+  };
+  for (const shape_case& sc : shapes) {
+    const matrix a = wide_range(sc.m, sc.k, 21);  // op(A) and op(B) as the oracle reads them
+    const matrix b = wide_range(sc.k, sc.n, 22);
+    const matrix c = wide_range(sc.m, sc.n, 23);
+    for (const format_spec compute : {fp32, fp16, bf16}) {
+      const gemm_formats f{compute, fp32, fp32};
+      // The oracle once per format (beta 0.375), then every transpose and thread count must give its bits.
+      matrix want(sc.m, sc.n);
+      for (Eigen::Index i = 0; i < sc.m; ++i) {
+        for (Eigen::Index j = 0; j < sc.n; ++j) want(i, j) = oracle(f, a, b, i, j, 0.75f, 0.375f, c(i, j));
+      }
+      for (const bool ta : {false, true}) {
+        for (const bool tb : {false, true}) {
+          for (const int threads : {1, 2}) {
+            INFO(sc.what << ", compute " << format_name(compute) << ", trans_a " << ta << ", trans_b " << tb
+                         << ", threads " << threads);
+            const matrix a_arg = ta ? matrix(a.transpose()) : a;  // stored so that op() gives a and b back
+            const matrix b_arg = tb ? matrix(b.transpose()) : b;
+            matrix d = c;
+            (void)gemm(f, a_arg, b_arg, d,
+                       {.alpha = 0.75f,
+                        .beta = 0.375f,
+                        .trans_a = ta ? transpose::transposed : transpose::none,
+                        .trans_b = tb ? transpose::transposed : transpose::none,
+                        .threads = threads});
+            std::int64_t mismatches = 0;
+            for (Eigen::Index i = 0; i < sc.m; ++i) {
+              for (Eigen::Index j = 0; j < sc.n; ++j) {
+                if (bits_of(d(i, j)) != bits_of(want(i, j)) && ++mismatches <= 3) {
+                  UNSCOPED_INFO("d(" << i << ", " << j << ") = " << hex(d(i, j)) << ", documented order "
+                                     << hex(want(i, j)));
+                }
+              }
+            }
+            CHECK(mismatches == 0);
+          }
+        }
+      }
+    }
+  }
+}

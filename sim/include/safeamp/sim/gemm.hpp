@@ -20,9 +20,12 @@
 // the GPU (safeamp::quantize_blocks, nearest even), and the dequantized values P X are multiplied with fp32
 // accumulation in the order above (accumulate must be fp32). Products of dequantized values are exact only for
 // MX; for NVFP4 P X carries one fp32 rounding of the tensor scale, as the GPU's scale product does.
-// The fp32 path computes tiles of outputs with their accumulators in registers and vectorises over j (each
-// lane does its column's scalar operation); the output rows are cut into blocks of gemm_row_block rows, the
-// unit of parallel work, which only decides which thread computes an element, never how.
+// The fp32 path packs op(A) and op(B) once (rounding the packed copies to the compute format), computes tiles of
+// outputs with their accumulators in registers and vectorises over j (each lane does its column's scalar
+// operations, as separate multiplies and adds); the tile kernel is chosen at run time for the CPU (portable,
+// AVX2 or AVX-512, as the rounding kernels: cpu_path.hpp, SAFEAMP_CPU_PATH), and every kernel gives the same
+// bits. D is cut into blocks of gemm_row_block x gemm_col_block elements, the unit of parallel work, which only
+// decides which thread computes an element, never how.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +39,9 @@
 
 namespace safeamp::sim {
 
-/// Output rows per independent block of the fp32-accumulation path (the unit of parallel work).
+/// Output rows and columns per independent block of the fp32-accumulation path (the unit of parallel work).
 inline constexpr std::int64_t gemm_row_block = 128;
+inline constexpr std::int64_t gemm_col_block = 128;
 
 struct gemm_formats {
   format_spec compute = fp32;                    // A and B are rounded here first

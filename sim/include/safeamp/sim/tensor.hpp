@@ -53,6 +53,9 @@ struct exec_context {
 /// the identity (only NaN/inf are counted).
 cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, philox_key key);
 
+/// The same on a span (element i keyed as index key.offset + i): the cast of a block of a larger matrix.
+cast_stats cast_span(std::span<float> values, format_spec f, const round_options& opt, philox_key key);
+
 /// dst = src rounded to f, in one pass (round_span from src into dst).
 cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_options& opt, philox_key key);
 
@@ -66,8 +69,16 @@ inline cast_stats cast_in_place(exec_context& ctx, matrix& m, format_spec f) {
   return cast_in_place(m, f, ctx.rounding, ctx.next_key());
 }
 
-/// Scalar round-to-nearest into f for op intermediates (identity for fp32).
-[[nodiscard]] inline float round_scalar(format_spec f, float x) noexcept { return f == fp32 ? x : round_to(f, x); }
+namespace detail {
+/// round_to(f, x), out of line: round_scalar's work for a format other than fp32.
+[[nodiscard]] float round_scalar_narrow(format_spec f, float x) noexcept;
+}  // namespace detail
+
+/// Scalar round-to-nearest into f for op intermediates (identity for fp32). The fp32 test is inline and the
+/// rounding is not, so the ops' fp32 loops are plain float loops and narrower formats make one call.
+[[nodiscard]] inline float round_scalar(format_spec f, float x) noexcept {
+  return f == fp32 ? x : detail::round_scalar_narrow(f, x);
+}
 
 /// True when every element of m is exactly representable in f (NaN and inf count as representable).
 [[nodiscard]] bool representable(const matrix& m, format_spec f) noexcept;

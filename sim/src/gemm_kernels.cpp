@@ -1,0 +1,87 @@
+// Packing and the portable back-end of the fixed-order GEMM tiles, and the choice of back-end (gemm_kernels.hpp).
+#include "gemm_kernels.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace safeamp::sim::detail {
+namespace {
+
+constexpr tile_shape portable_tile{.mr = 4, .nr = 8};
+constexpr tile_shape avx2_tile{.mr = 4, .nr = 16};
+constexpr tile_shape avx512_tile{.mr = 8, .nr = 32};
+
+// The portable tile: plain loops the compiler vectorises over the columns with the build's own flags (SSE2 in
+// a default x86-64 build); each lane does its column's scalar operations. It reads all nr columns of op(B), so
+// the caller hands it packed panels (gemm.cpp packs op(B) on this path).
+void run_tile_portable(const tile_args& t) noexcept {
+  constexpr std::int64_t mr = portable_tile.mr;
+  constexpr std::int64_t nr = portable_tile.nr;
+  const float* a_row[mr];
+  for (std::int64_t r = 0; r < mr; ++r) a_row[r] = t.a.data + std::min(t.i0 + r, t.a.rows - 1) * t.a.row_stride;
+  float acc[mr][nr];
+  for (auto& row : acc) {
+    for (float& v : row) v = 0.0f;
+  }
+  for (std::int64_t k = 0; k < t.a.cols; ++k) {
+    const float* bk = t.b + k * t.b_row_stride;
+    for (std::int64_t r = 0; r < mr; ++r) {
+      const float ark = a_row[r][k * t.a.col_stride];
+      for (std::int64_t c = 0; c < nr; ++c) acc[r][c] = acc[r][c] + ark * bk[c];
+    }
+  }
+  for (std::int64_t r = 0; r < t.rows; ++r) {
+    for (std::int64_t c = 0; c < t.cols; ++c) {
+      float& out = t.d[r * t.d_row_stride + c];
+      out = t.beta == 0.0f ? t.alpha * acc[r][c] : t.alpha * acc[r][c] + t.beta * out;
+    }
+  }
+}
+
+}  // namespace
+
+tile_shape tile_for(cpu_path p) noexcept {
+  switch (p) {
+    case cpu_path::avx512:
+      return avx512_tile;
+    case cpu_path::avx2:
+      return avx2_tile;
+    case cpu_path::portable:
+      return portable_tile;
+  }
+  return portable_tile;
+}
+
+void pack_b(const strided_view& b, std::int64_t nr, std::vector<float>& out) {
+  const std::int64_t k_len = b.rows;
+  const auto size = static_cast<std::size_t>((b.cols + nr - 1) / nr * nr * k_len);
+  if (out.size() < size) out.resize(size);
+  for (std::int64_t j0 = 0; j0 < b.cols; j0 += nr) {
+    float* panel = out.data() + j0 * k_len;  // panel j0 / nr follows j0 / nr panels of K * nr floats
+    const std::int64_t cols = std::min(nr, b.cols - j0);
+    if (b.col_stride == 1) {  // rows of op(B) contiguous: copy each panel row, zero its padding
+      for (std::int64_t k = 0; k < k_len; ++k) {
+        float* dst = panel + k * nr;
+        std::memcpy(dst, b.data + k * b.row_stride + j0, static_cast<std::size_t>(cols) * sizeof(float));
+        std::fill(dst + cols, dst + nr, 0.0f);
+      }
+    } else {  // e.g. op(B) = X^T of a row-major X: column j of op(B) is row j of X, read along k
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const float* src = b.data + (j0 + c) * b.col_stride;
+        for (std::int64_t k = 0; k < k_len; ++k) panel[k * nr + c] = src[k * b.row_stride];
+      }
+      for (std::int64_t k = 0; k < k_len; ++k) std::fill(panel + k * nr + cols, panel + (k + 1) * nr, 0.0f);
+    }
+  }
+}
+
+void run_tile(cpu_path p, const tile_args& t) noexcept {
+#if defined(SAFEAMP_X86_KERNELS)
+  if (p == cpu_path::avx512) return avx512::run_tile(t);
+  if (p == cpu_path::avx2) return avx2::run_tile(t);
+#endif
+  (void)p;
+  run_tile_portable(t);
+}
+
+}  // namespace safeamp::sim::detail

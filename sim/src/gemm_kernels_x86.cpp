@@ -1,0 +1,143 @@
+// The AVX2 and AVX-512 back-ends of the fixed-order GEMM tiles (gemm_kernels.hpp), compiled with target
+// attributes so that a build without -march has them; run only when active_cpu_path() selects them.
+//
+// Each k step broadcasts a(i, k) of the tile's rows and multiplies it with the row b(k, j0..j0+nr) of op(B),
+// then adds the products to the accumulators: _mm*_mul_ps then _mm*_add_ps, two roundings, exactly the scalar
+// acc = fl(acc + fl(a * b)) in every lane. The epilogue is the scalar one per lane too: fl(alpha * acc), and
+// when beta != 0 fl(fl(alpha * acc) + fl(beta * c)). Columns past `cols` are masked: not loaded from op(B)
+// (unless it is a zero-padded panel), not loaded from C and not stored.
+#include <algorithm>
+
+#include "gemm_kernels.hpp"
+
+#if defined(SAFEAMP_X86_KERNELS)
+
+#include <immintrin.h>
+
+namespace safeamp::sim::detail {
+
+// ---- AVX2: 4 rows x 16 columns (8 ymm accumulators) ----------------------------------------------------
+
+namespace avx2 {
+namespace {
+
+constexpr int mr = 4;
+constexpr int nr = 16;
+
+// Lane c is all ones when c < n (n may be <= 0 or >= 8).
+[[gnu::target("avx2")]] inline __m256i lanes_below(std::int64_t n) noexcept {
+  const int kept = static_cast<int>(std::clamp<std::int64_t>(n, 0, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(kept), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+[[gnu::target("avx2")]] inline void store(float* d, __m256 acc, __m256i keep, bool full, float alpha,
+                                          float beta) noexcept {
+  __m256 e = _mm256_mul_ps(_mm256_set1_ps(alpha), acc);
+  if (full) {
+    if (beta != 0.0f) e = _mm256_add_ps(e, _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(d)));
+    _mm256_storeu_ps(d, e);
+  } else {
+    if (beta != 0.0f) e = _mm256_add_ps(e, _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_maskload_ps(d, keep)));
+    _mm256_maskstore_ps(d, keep, e);
+  }
+}
+
+template <bool Masked>
+[[gnu::target("avx2")]] void tile(const tile_args& t) noexcept {
+  const float* a_row[mr];
+  for (int r = 0; r < mr; ++r) a_row[r] = t.a.data + std::min<std::int64_t>(t.i0 + r, t.a.rows - 1) * t.a.row_stride;
+  const std::int64_t a_step = t.a.col_stride;
+  const __m256i keep0 = lanes_below(t.cols), keep1 = lanes_below(t.cols - 8);
+  __m256 acc[mr][2];
+  for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+  for (std::int64_t k = 0; k < t.a.cols; ++k) {
+    const float* bk = t.b + k * t.b_row_stride;
+    const __m256 b0 = Masked ? _mm256_maskload_ps(bk, keep0) : _mm256_loadu_ps(bk);
+    const __m256 b1 = Masked ? _mm256_maskload_ps(bk + 8, keep1) : _mm256_loadu_ps(bk + 8);
+#pragma GCC unroll 4
+    for (int r = 0; r < mr; ++r) {
+      const __m256 ar = _mm256_broadcast_ss(a_row[r] + k * a_step);
+      acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(ar, b0));
+      acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(ar, b1));
+    }
+  }
+  for (int r = 0; r < mr && r < t.rows; ++r) {
+    float* dr = t.d + r * t.d_row_stride;
+    store(dr, acc[r][0], keep0, t.cols >= 8, t.alpha, t.beta);
+    if (t.cols > 8) store(dr + 8, acc[r][1], keep1, t.cols >= 16, t.alpha, t.beta);
+  }
+}
+
+}  // namespace
+
+[[gnu::target("avx2")]] void run_tile(const tile_args& t) noexcept {
+  if (t.cols >= nr || t.b_padded) {
+    tile<false>(t);
+  } else {
+    tile<true>(t);
+  }
+}
+
+}  // namespace avx2
+
+// ---- AVX-512: 8 rows x 32 columns (16 zmm accumulators) ------------------------------------------------
+
+namespace avx512 {
+namespace {
+
+constexpr int mr = 8;
+constexpr int nr = 32;
+
+// Bit c set when c < n (n may be <= 0 or >= 16).
+inline __mmask16 lanes_below(std::int64_t n) noexcept {
+  const auto kept = static_cast<unsigned>(std::clamp<std::int64_t>(n, 0, 16));
+  return static_cast<__mmask16>((1u << kept) - 1u);
+}
+
+[[gnu::target("avx512f")]] inline void store(float* d, __m512 acc, __mmask16 keep, float alpha, float beta) noexcept {
+  __m512 e = _mm512_mul_ps(_mm512_set1_ps(alpha), acc);
+  if (beta != 0.0f) e = _mm512_add_ps(e, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(keep, d)));
+  _mm512_mask_storeu_ps(d, keep, e);
+}
+
+template <bool Masked>
+[[gnu::target("avx512f")]] void tile(const tile_args& t) noexcept {
+  const float* a_row[mr];
+  for (int r = 0; r < mr; ++r) a_row[r] = t.a.data + std::min<std::int64_t>(t.i0 + r, t.a.rows - 1) * t.a.row_stride;
+  const std::int64_t a_step = t.a.col_stride;
+  const __mmask16 keep0 = lanes_below(t.cols), keep1 = lanes_below(t.cols - 16);
+  __m512 acc[mr][2];
+  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
+  for (std::int64_t k = 0; k < t.a.cols; ++k) {
+    const float* bk = t.b + k * t.b_row_stride;
+    const __m512 b0 = Masked ? _mm512_maskz_loadu_ps(keep0, bk) : _mm512_loadu_ps(bk);
+    const __m512 b1 = Masked ? _mm512_maskz_loadu_ps(keep1, bk + 16) : _mm512_loadu_ps(bk + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; ++r) {
+      const __m512 ar = _mm512_set1_ps(a_row[r][k * a_step]);
+      acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_mul_ps(ar, b0));
+      acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_mul_ps(ar, b1));
+    }
+  }
+  for (int r = 0; r < mr && r < t.rows; ++r) {
+    float* dr = t.d + r * t.d_row_stride;
+    store(dr, acc[r][0], keep0, t.alpha, t.beta);
+    if (t.cols > 16) store(dr + 16, acc[r][1], keep1, t.alpha, t.beta);
+  }
+}
+
+}  // namespace
+
+[[gnu::target("avx512f")]] void run_tile(const tile_args& t) noexcept {
+  if (t.cols >= nr || t.b_padded) {
+    tile<false>(t);
+  } else {
+    tile<true>(t);
+  }
+}
+
+}  // namespace avx512
+
+}  // namespace safeamp::sim::detail
+
+#endif  // SAFEAMP_X86_KERNELS

@@ -1,0 +1,36 @@
+// Internal to safeamp::sim: the emulated GEMM on strided views, so that callers holding blocks of larger
+// matrices (attention's per-head Q, K, V and outputs) neither copy their operands nor their results. Same
+// semantics, order and bits as gemm() (gemm.hpp), which is this on whole matrices.
+#pragma once
+
+#include "gemm_kernels.hpp"
+#include "safeamp/sim/gemm.hpp"
+
+namespace safeamp::sim::detail {
+
+/// d = alpha a b + beta d, where a is op(A) (M, K), b is op(B) (K, N) and d (M, N) holds C on entry when
+/// beta != 0. Transposition is in the views (strided_view::transposed); opt.trans_a and opt.trans_b are ignored.
+/// The output cast keys element (i, j) as index i * N + j from opt.key, as for a contiguous d. Throws
+/// safeamp::error on mismatched shapes or invalid formats.
+cast_stats gemm_views(const gemm_formats& formats, const strided_view& a, const strided_view& b, const output_view& d,
+                      const gemm_options& opt);
+
+/// A whole row-major matrix as a view, transposed when asked.
+[[nodiscard]] inline strided_view view_of(const matrix& x, transpose t = transpose::none) noexcept {
+  const strided_view v{x.data(), x.rows(), x.cols(), x.cols(), 1};
+  return t == transpose::transposed ? v.transposed() : v;
+}
+
+/// rows x cols of x from (row, col) on, as a view.
+[[nodiscard]] inline strided_view block_of(const matrix& x, Eigen::Index row, Eigen::Index col, Eigen::Index rows,
+                                           Eigen::Index cols) noexcept {
+  return {x.data() + row * x.cols() + col, rows, cols, x.cols(), 1};
+}
+
+/// rows x cols of x from (row, col) on, writable.
+[[nodiscard]] inline output_view output_block(matrix& x, Eigen::Index row, Eigen::Index col, Eigen::Index rows,
+                                              Eigen::Index cols) noexcept {
+  return {x.data() + row * x.cols() + col, rows, cols, x.cols()};
+}
+
+}  // namespace safeamp::sim::detail
