@@ -5,41 +5,51 @@
 #include <limits>
 #include <string>
 
+#include "gemm_views.hpp"
 #include "safeamp/error.hpp"
-#include "safeamp/sim/gemm.hpp"
 #include "safeamp/sim/parallel.hpp"
+#include "scalar_round.hpp"
 
 namespace safeamp::sim {
 
 void softmax_rows(format_spec f, const matrix& s, matrix& p, bool causal) {
   p.setZero(s.rows(), s.cols());
-  for (Eigen::Index r = 0; r < s.rows(); ++r) {
-    const Eigen::Index limit = causal ? std::min<Eigen::Index>(r + 1, s.cols()) : s.cols();
-    float m = -std::numeric_limits<float>::infinity();
-    bool any_nan = false;
-    for (Eigen::Index j = 0; j < limit; ++j) {
-      const float x = s(r, j);
-      any_nan = any_nan || std::isnan(x);
-      m = x > m ? x : m;
+  detail::with_round(f, [&](auto rf) {  // rf(v) == round_scalar(f, v)
+    for (Eigen::Index r = 0; r < s.rows(); ++r) {
+      const float* sr = s.data() + r * s.cols();
+      float* pr = p.data() + r * p.cols();
+      const Eigen::Index limit = causal ? std::min<Eigen::Index>(r + 1, s.cols()) : s.cols();
+      float m = -std::numeric_limits<float>::infinity();
+      bool any_nan = false;
+      for (Eigen::Index j = 0; j < limit; ++j) {
+        const float x = sr[j];
+        any_nan = any_nan || std::isnan(x);
+        m = x > m ? x : m;
+      }
+      if (any_nan) m = std::numeric_limits<float>::quiet_NaN();
+      float sum = 0.0f;
+      for (Eigen::Index j = 0; j < limit; ++j) {
+        const float e = rf(std::exp(rf(sr[j] - m)));
+        pr[j] = e;
+        sum = rf(sum + e);
+      }
+      for (Eigen::Index j = 0; j < limit; ++j) pr[j] = rf(pr[j] / sum);
     }
-    if (any_nan) m = std::numeric_limits<float>::quiet_NaN();
-    float sum = 0.0f;
-    for (Eigen::Index j = 0; j < limit; ++j) {
-      const float e = round_scalar(f, std::exp(round_scalar(f, s(r, j) - m)));
-      p(r, j) = e;
-      sum = round_scalar(f, sum + e);
-    }
-    for (Eigen::Index j = 0; j < limit; ++j) p(r, j) = round_scalar(f, p(r, j) / sum);
-  }
+  });
 }
 
 void softmax_rows_backward(format_spec f, const matrix& p, const matrix& dp, matrix& ds) {
   ds.resize(p.rows(), p.cols());
-  for (Eigen::Index r = 0; r < p.rows(); ++r) {
-    float dot = 0.0f;
-    for (Eigen::Index j = 0; j < p.cols(); ++j) dot = round_scalar(f, dot + round_scalar(f, dp(r, j) * p(r, j)));
-    for (Eigen::Index j = 0; j < p.cols(); ++j) ds(r, j) = round_scalar(f, p(r, j) * round_scalar(f, dp(r, j) - dot));
-  }
+  detail::with_round(f, [&](auto rf) {  // rf(v) == round_scalar(f, v)
+    for (Eigen::Index r = 0; r < p.rows(); ++r) {
+      const float* pr = p.data() + r * p.cols();
+      const float* dpr = dp.data() + r * dp.cols();
+      float* dsr = ds.data() + r * ds.cols();
+      float dot = 0.0f;
+      for (Eigen::Index j = 0; j < p.cols(); ++j) dot = rf(dot + rf(dpr[j] * pr[j]));
+      for (Eigen::Index j = 0; j < p.cols(); ++j) dsr[j] = rf(pr[j] * rf(dpr[j] - dot));
+    }
+  });
 }
 
 namespace {
@@ -47,6 +57,16 @@ namespace {
 philox_key task_key(philox_key base, std::int64_t task, std::int64_t elements_per_task) {
   base.offset = static_cast<std::uint64_t>(task) * static_cast<std::uint64_t>(elements_per_task);
   return base;
+}
+
+// The per-head GEMMs take their operands already rounded to the matmul format (compute fp32 on rounded values is
+// the same as compute fm on the raw ones: rounding to nearest is idempotent), so each operand is rounded once per
+// call instead of once per head and per use. `scratch` holds the copy; x itself is returned when fm is fp32.
+const matrix& in_matmul_format(format_spec fm, const matrix& x, matrix& scratch) {
+  if (fm == fp32) return x;
+  scratch.resize(x.rows(), x.cols());
+  (void)round_span(fm, span_of(x), span_of(scratch), round_options{}, philox_key{});
+  return scratch;
 }
 
 }  // namespace
@@ -60,7 +80,8 @@ void attention_op::forward(exec_context& ctx, const precision_policy& pol, const
   qkv = qkv_in;
   out.resize(sequences * context, width);
   const std::int64_t tasks = sequences * heads;
-  probs.assign(static_cast<std::size_t>(tasks), matrix());
+  // P of every (b, h) is kept for the backward; between steps of the same shape the matrices keep their memory.
+  if (probs.size() != static_cast<std::size_t>(tasks)) probs.assign(static_cast<std::size_t>(tasks), matrix());
   std::vector<cast_stats> stats(static_cast<std::size_t>(tasks));
   const format_spec fs = pol.format_for(op_class::softmax);
   const format_spec fm = pol.format_for(op_class::matmul);
@@ -69,24 +90,27 @@ void attention_op::forward(exec_context& ctx, const precision_policy& pol, const
   const philox_key k_probs = ctx.next_key();
   const philox_key k_out = ctx.next_key();
   const std::int64_t tt = context * context;
+  thread_local matrix qkv_scratch;  // the caller's; the tasks reach it through `low` only
+  const matrix& low = in_matmul_format(fm, qkv, qkv_scratch);
   auto run = [&](std::int64_t task) {
     const std::int64_t b = task / heads;
     const std::int64_t h = task % heads;
-    const matrix q = qkv.block(b * context, h * head_dim, context, head_dim);
-    const matrix k = qkv.block(b * context, width + h * head_dim, context, head_dim);
-    const matrix v = qkv.block(b * context, 2 * width + h * head_dim, context, head_dim);
-    matrix s;
+    // Q, K, V of this head are read in place, and O is written in place into `out`.
+    const detail::strided_view q = detail::block_of(low, b * context, h * head_dim, context, head_dim);
+    const detail::strided_view k = detail::block_of(low, b * context, width + h * head_dim, context, head_dim);
+    const detail::strided_view v = detail::block_of(low, b * context, 2 * width + h * head_dim, context, head_dim);
+    thread_local matrix s, p_low;  // scores (T, T) and P in the matmul format, reused by this thread's tasks
+    s.resize(context, context);
     cast_stats& st = stats[static_cast<std::size_t>(task)];
-    st += gemm({fm, pol.accumulate, fs}, q, k, s,
-               {.alpha = alpha, .trans_b = transpose::transposed, .rounding = ctx.rounding,
-                .key = task_key(k_scores, task, tt), .threads = 1});
+    st += detail::gemm_views(
+        {fp32, pol.accumulate, fs}, q, k.transposed(), detail::output_block(s, 0, 0, context, context),
+        {.alpha = alpha, .rounding = ctx.rounding, .key = task_key(k_scores, task, tt), .threads = 1});
     matrix& p = probs[static_cast<std::size_t>(task)];
     softmax_rows(fs, s, p, true);
     (void)cast_in_place(p, pol.output, ctx.rounding, task_key(k_probs, task, tt));
-    matrix o;
-    (void)gemm({fm, pol.accumulate, pol.output}, p, v, o,
-               {.rounding = ctx.rounding, .key = task_key(k_out, task, tt), .threads = 1});
-    out.block(b * context, h * head_dim, context, head_dim) = o;
+    (void)detail::gemm_views({fp32, pol.accumulate, pol.output}, detail::view_of(in_matmul_format(fm, p, p_low)), v,
+                             detail::output_block(out, b * context, h * head_dim, context, head_dim),
+                             {.rounding = ctx.rounding, .key = task_key(k_out, task, tt), .threads = 1});
   };
   parallel_for(ctx.threads, tasks, run);
   score_stats = cast_stats{};
@@ -103,33 +127,43 @@ void attention_op::backward(exec_context& ctx, const precision_policy& pol, cons
   dqkv.resize(sequences * context, 3 * width);
   const format_spec fs = pol.format_for(op_class::softmax);
   const format_spec fm = pol.format_for(op_class::matmul);
-  const gemm_formats fg{fm, pol.accumulate, pol.gradient};
+  const gemm_formats fg{fp32, pol.accumulate, pol.gradient};  // operands rounded to fm beforehand
   const float alpha = 1.0f / std::sqrt(static_cast<float>(head_dim));
   philox_key keys[5];
   for (philox_key& k : keys) k = ctx.next_key();
   const std::int64_t tt = context * context;
+  thread_local matrix qkv_scratch, dout_scratch;  // the caller's; the tasks reach them through the references
+  const matrix& qkv_low = in_matmul_format(fm, qkv, qkv_scratch);
+  const matrix& dout_low = in_matmul_format(fm, dout, dout_scratch);
   auto run = [&](std::int64_t task) {
     const std::int64_t b = task / heads;
     const std::int64_t h = task % heads;
-    const matrix q = qkv.block(b * context, h * head_dim, context, head_dim);
-    const matrix k = qkv.block(b * context, width + h * head_dim, context, head_dim);
-    const matrix v = qkv.block(b * context, 2 * width + h * head_dim, context, head_dim);
-    const matrix dout_h = dout.block(b * context, h * head_dim, context, head_dim);
+    const std::int64_t row = b * context;
+    // Operands read in place; dQ, dK, dV written in place into dqkv (each task its own blocks, which no task reads).
+    const detail::strided_view q = detail::block_of(qkv_low, row, h * head_dim, context, head_dim);
+    const detail::strided_view k = detail::block_of(qkv_low, row, width + h * head_dim, context, head_dim);
+    const detail::strided_view v = detail::block_of(qkv_low, row, 2 * width + h * head_dim, context, head_dim);
+    const detail::strided_view dout_h = detail::block_of(dout_low, row, h * head_dim, context, head_dim);
     const matrix& p = probs[static_cast<std::size_t>(task)];
-    matrix dp, dv, ds, dq, dk;
-    (void)gemm(fg, dout_h, v, dp,
-               {.trans_b = transpose::transposed, .rounding = ctx.rounding, .key = task_key(keys[0], task, tt), .threads = 1});
-    (void)gemm(fg, p, dout_h, dv,
-               {.trans_a = transpose::transposed, .rounding = ctx.rounding, .key = task_key(keys[1], task, tt), .threads = 1});
+    thread_local matrix dp, ds, p_low, ds_low;  // (T, T), reused by the tasks this thread runs
+    dp.resize(context, context);
+    const auto opts = [&](int key, float a) {
+      return gemm_options{.alpha = a, .rounding = ctx.rounding, .key = task_key(keys[key], task, tt), .threads = 1};
+    };
+    (void)detail::gemm_views(fg, dout_h, v.transposed(), detail::output_block(dp, 0, 0, context, context),
+                             opts(0, 1.0f));  // dP = dO V^T
+    (void)detail::gemm_views(fg, detail::view_of(in_matmul_format(fm, p, p_low), transpose::transposed), dout_h,
+                             detail::output_block(dqkv, row, 2 * width + h * head_dim, context, head_dim),
+                             opts(1, 1.0f));  // dV = P^T dO
     softmax_rows_backward(fs, p, dp, ds);
     if (pol.gradient != fs) (void)cast_in_place(ds, pol.gradient, ctx.rounding, task_key(keys[2], task, tt));
-    (void)gemm(fg, ds, k, dq, {.alpha = alpha, .rounding = ctx.rounding, .key = task_key(keys[3], task, tt), .threads = 1});
-    (void)gemm(fg, ds, q, dk,
-               {.alpha = alpha, .trans_a = transpose::transposed, .rounding = ctx.rounding,
-                .key = task_key(keys[4], task, tt), .threads = 1});
-    dqkv.block(b * context, h * head_dim, context, head_dim) = dq;
-    dqkv.block(b * context, width + h * head_dim, context, head_dim) = dk;
-    dqkv.block(b * context, 2 * width + h * head_dim, context, head_dim) = dv;
+    const matrix& ds_m = in_matmul_format(fm, ds, ds_low);
+    (void)detail::gemm_views(fg, detail::view_of(ds_m), k,
+                             detail::output_block(dqkv, row, h * head_dim, context, head_dim),
+                             opts(3, alpha));  // dQ = alpha dS K
+    (void)detail::gemm_views(fg, detail::view_of(ds_m, transpose::transposed), q,
+                             detail::output_block(dqkv, row, width + h * head_dim, context, head_dim),
+                             opts(4, alpha));  // dK = alpha dS^T Q
   };
   parallel_for(ctx.threads, sequences * heads, run);
 }

@@ -1,33 +1,39 @@
-// Linear, activation, layer norm, embedding and residual layers (see layers.hpp).
+// Linear, layer norm, embedding and residual layers (see layers.hpp; the activations are in activation.cpp).
 #include "safeamp/sim/layers.hpp"
 
 #include <cmath>
 #include <numbers>
 #include <string>
 
+#include "layer_common.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/sim/gemm.hpp"
+#include "scalar_round.hpp"
 
 namespace safeamp::sim {
 namespace {
 
 gemm_options gemm_opts(exec_context& ctx, float beta = 0.0f, transpose ta = transpose::none,
                        transpose tb = transpose::none) {
-  return gemm_options{.alpha = 1.0f, .beta = beta, .trans_a = ta, .trans_b = tb, .rounding = ctx.rounding,
-                      .key = ctx.next_key(), .threads = ctx.threads};
+  return gemm_options{.alpha = 1.0f,
+                      .beta = beta,
+                      .trans_a = ta,
+                      .trans_b = tb,
+                      .rounding = ctx.rounding,
+                      .key = ctx.next_key(),
+                      .threads = ctx.threads};
 }
 
 // out(0, j) = sum_i in(i, j), left to right over rows, each addition rounded to f.
 void column_sums(format_spec f, const matrix& in, matrix& out) {
   out.setZero(1, in.cols());
-  for (Eigen::Index i = 0; i < in.rows(); ++i) {
-    for (Eigen::Index j = 0; j < in.cols(); ++j) out(0, j) = round_scalar(f, out(0, j) + in(i, j));
-  }
-}
-
-// Casts an activation to the storage format when it differs from the op's format.
-void store_activation(exec_context& ctx, const precision_policy& pol, matrix& y, format_spec op_format) {
-  if (pol.output != op_format) ctx.activation_stats += cast_in_place(ctx, y, pol.output);
+  float* sum = out.data();
+  detail::with_round(f, [&](auto round) {
+    for (Eigen::Index i = 0; i < in.rows(); ++i) {
+      const float* row = in.data() + i * in.cols();
+      for (Eigen::Index j = 0; j < in.cols(); ++j) sum[j] = round(sum[j] + row[j]);
+    }
+  });
 }
 
 void check_cols(const char* field, Eigen::Index got, Eigen::Index expected) {
@@ -67,71 +73,9 @@ void linear_layer::backward(exec_context& ctx, const precision_policy& pol, para
   check_cols("linear output-gradient columns", dy.cols(), w.value.cols());
   const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, pol.gradient, pol.matmul_blocks};
   w.grad_stats += gemm(f, input, dy, w.grad, gemm_opts(ctx, 0.0f, transpose::transposed));  // dW = x^T dy
-  column_sums(pol.format_for(op_class::reduction), dy, b.grad);                               // db = 1^T dy
+  column_sums(pol.format_for(op_class::reduction), dy, b.grad);                             // db = 1^T dy
   cast_gradient(ctx, pol, b);
   if (dx != nullptr) (void)gemm(f, dy, w.value, *dx, gemm_opts(ctx, 0.0f, transpose::none, transpose::transposed));
-}
-
-// ---- activations ---------------------------------------------------------------------------------------
-
-namespace {
-constexpr float gelu_c = 0.7978845608028654f;  // sqrt(2/pi)
-constexpr float gelu_a = 0.044715f;
-}  // namespace
-
-float gelu(float x) noexcept {
-  const float u = gelu_c * (x + gelu_a * x * x * x);
-  return 0.5f * x * (1.0f + std::tanh(u));
-}
-
-float gelu_derivative(float x) noexcept {
-  const float u = gelu_c * (x + gelu_a * x * x * x);
-  const float t = std::tanh(u);
-  const float du = gelu_c * (1.0f + 3.0f * gelu_a * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
-}
-
-void activation_layer::forward(exec_context& ctx, const precision_policy& pol, const matrix& x, matrix& y) {
-  input = x;
-  activation_forward(ctx, pol, fn, x, y);
-}
-
-void activation_layer::backward(exec_context& ctx, const precision_policy& pol, const matrix& dy, matrix& dx) {
-  activation_backward(ctx, pol, fn, input, dy, dx);
-}
-
-void activation_forward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& x,
-                        matrix& y) {
-  y.resize(x.rows(), x.cols());
-  const float* in = x.data();
-  float* out = y.data();
-  if (fn == activation_fn::gelu) {
-    for (Eigen::Index i = 0; i < x.size(); ++i) out[i] = gelu(in[i]);
-  } else {
-    for (Eigen::Index i = 0; i < x.size(); ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
-  }
-  const format_spec fe = pol.format_for(op_class::elementwise);
-  ctx.activation_stats += cast_in_place(ctx, y, fe);
-  store_activation(ctx, pol, y, fe);
-}
-
-void activation_backward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& input,
-                         const matrix& dy, matrix& dx) {
-  if (dy.rows() != input.rows() || dy.cols() != input.cols()) {
-    throw error("activation gradient shape", std::to_string(dy.rows()) + "x" + std::to_string(dy.cols()),
-                std::to_string(input.rows()) + "x" + std::to_string(input.cols()));
-  }
-  dx.resize(dy.rows(), dy.cols());
-  const float* in = input.data();
-  const float* g = dy.data();
-  float* out = dx.data();
-  if (fn == activation_fn::gelu) {
-    for (Eigen::Index i = 0; i < dy.size(); ++i) out[i] = g[i] * gelu_derivative(in[i]);
-  } else {
-    for (Eigen::Index i = 0; i < dy.size(); ++i) out[i] = in[i] > 0.0f ? g[i] : 0.0f;
-  }
-  (void)cast_in_place(ctx, dx, pol.format_for(op_class::elementwise));
-  if (pol.gradient != pol.format_for(op_class::elementwise)) (void)cast_in_place(ctx, dx, pol.gradient);
 }
 
 // ---- layer norm ----------------------------------------------------------------------------------------
@@ -154,8 +98,8 @@ void layer_norm_layer::backward(exec_context& ctx, const precision_policy& pol, 
   layer_norm_backward(ctx, pol, params[gain], params[bias], saved, dy, dx);
 }
 
-void layer_norm_forward(exec_context& ctx, const precision_policy& pol, const matrix& g, const matrix& b,
-                        float epsilon, const matrix& x, matrix& y, layer_norm_saved& saved) {
+void layer_norm_forward(exec_context& ctx, const precision_policy& pol, const matrix& g, const matrix& b, float epsilon,
+                        const matrix& x, matrix& y, layer_norm_saved& saved) {
   check_cols("layer norm input columns", x.cols(), g.cols());
   check_cols("layer norm bias columns", b.cols(), g.cols());
   std::vector<float>& rstd = saved.rstd;
@@ -166,25 +110,30 @@ void layer_norm_forward(exec_context& ctx, const precision_policy& pol, const ma
   normalized.resize(x.rows(), width);
   rstd.assign(static_cast<std::size_t>(x.rows()), 0.0f);
   y.resize(x.rows(), width);
-  for (Eigen::Index r = 0; r < x.rows(); ++r) {
-    float sum = 0.0f;
-    for (Eigen::Index j = 0; j < width; ++j) sum = round_scalar(f, sum + round_scalar(f, x(r, j)));
-    const float mean = round_scalar(f, sum * inv_width);
-    float sq = 0.0f;
-    for (Eigen::Index j = 0; j < width; ++j) {
-      const float d = round_scalar(f, round_scalar(f, x(r, j)) - mean);
-      sq = round_scalar(f, sq + round_scalar(f, d * d));
+  detail::with_round(f, [&](auto rf) {  // rf(v) == round_scalar(f, v)
+    for (Eigen::Index r = 0; r < x.rows(); ++r) {
+      const float* xr = x.data() + r * width;
+      float sum = 0.0f;
+      for (Eigen::Index j = 0; j < width; ++j) sum = rf(sum + rf(xr[j]));
+      const float mean = rf(sum * inv_width);
+      float sq = 0.0f;
+      for (Eigen::Index j = 0; j < width; ++j) {
+        const float d = rf(rf(xr[j]) - mean);
+        sq = rf(sq + rf(d * d));
+      }
+      const float var = rf(sq * inv_width);
+      const float rs = rf(1.0f / std::sqrt(rf(var + epsilon)));
+      rstd[static_cast<std::size_t>(r)] = rs;
+      float* nr = normalized.data() + r * width;
+      float* yr = y.data() + r * width;
+      for (Eigen::Index j = 0; j < width; ++j) {
+        const float xh = rf(rf(rf(xr[j]) - mean) * rs);
+        nr[j] = xh;
+        yr[j] = rf(rf(xh * g.data()[j]) + b.data()[j]);
+      }
     }
-    const float var = round_scalar(f, sq * inv_width);
-    const float rs = round_scalar(f, 1.0f / std::sqrt(round_scalar(f, var + epsilon)));
-    rstd[static_cast<std::size_t>(r)] = rs;
-    for (Eigen::Index j = 0; j < width; ++j) {
-      const float xh = round_scalar(f, round_scalar(f, round_scalar(f, x(r, j)) - mean) * rs);
-      normalized(r, j) = xh;
-      y(r, j) = round_scalar(f, round_scalar(f, xh * g(0, j)) + b(0, j));
-    }
-  }
-  store_activation(ctx, pol, y, f);
+  });
+  detail::store_activation(ctx, pol, y, f);
 }
 
 void layer_norm_backward(exec_context& ctx, const precision_policy& pol, parameter& g, parameter& b,
@@ -203,26 +152,36 @@ void layer_norm_backward(exec_context& ctx, const precision_policy& pol, paramet
   b.grad.setZero(1, width);
   dx.resize(dy.rows(), width);
   std::vector<float> dxhat(static_cast<std::size_t>(width));
-  for (Eigen::Index r = 0; r < dy.rows(); ++r) {
-    float s1 = 0.0f;
-    float s2 = 0.0f;
-    for (Eigen::Index j = 0; j < width; ++j) {
-      const float xh = normalized(r, j);
-      g.grad(0, j) = round_scalar(fr, g.grad(0, j) + dy(r, j) * xh);
-      b.grad(0, j) = round_scalar(fr, b.grad(0, j) + dy(r, j));
-      const float d = round_scalar(f, dy(r, j) * g.value(0, j));
-      dxhat[static_cast<std::size_t>(j)] = d;
-      s1 = round_scalar(f, s1 + d);
-      s2 = round_scalar(f, s2 + round_scalar(f, d * xh));
-    }
-    const float m1 = round_scalar(f, s1 * inv_width);
-    const float m2 = round_scalar(f, s2 * inv_width);
-    const float rs = rstd[static_cast<std::size_t>(r)];
-    for (Eigen::Index j = 0; j < width; ++j) {
-      const float inner = round_scalar(f, dxhat[static_cast<std::size_t>(j)] - m1 - normalized(r, j) * m2);
-      dx(r, j) = round_scalar(f, rs * inner);
-    }
-  }
+  float* gg = g.grad.data();
+  float* bg = b.grad.data();
+  const float* gv = g.value.data();
+  detail::with_round(f, [&](auto rf) {  // rf(v) == round_scalar(f, v), rr(v) == round_scalar(fr, v)
+    detail::with_round(fr, [&](auto rr) {
+      for (Eigen::Index r = 0; r < dy.rows(); ++r) {
+        const float* dyr = dy.data() + r * width;
+        const float* nr = normalized.data() + r * width;
+        float s1 = 0.0f;
+        float s2 = 0.0f;
+        for (Eigen::Index j = 0; j < width; ++j) {
+          const float xh = nr[j];
+          gg[j] = rr(gg[j] + dyr[j] * xh);
+          bg[j] = rr(bg[j] + dyr[j]);
+          const float d = rf(dyr[j] * gv[j]);
+          dxhat[static_cast<std::size_t>(j)] = d;
+          s1 = rf(s1 + d);
+          s2 = rf(s2 + rf(d * xh));
+        }
+        const float m1 = rf(s1 * inv_width);
+        const float m2 = rf(s2 * inv_width);
+        const float rs = rstd[static_cast<std::size_t>(r)];
+        float* dxr = dx.data() + r * width;
+        for (Eigen::Index j = 0; j < width; ++j) {
+          const float inner = rf(dxhat[static_cast<std::size_t>(j)] - m1 - nr[j] * m2);
+          dxr[j] = rf(rs * inner);
+        }
+      }
+    });
+  });
   cast_gradient(ctx, pol, g);
   cast_gradient(ctx, pol, b);
   if (pol.gradient != f) (void)cast_in_place(ctx, dx, pol.gradient);
@@ -257,9 +216,11 @@ void embedding_layer::forward(exec_context& ctx, const precision_policy& pol, co
     }
     const auto row = static_cast<Eigen::Index>(r);
     const Eigen::Index pos = row % context;
-    for (Eigen::Index j = 0; j < te.cols(); ++j) y(row, j) = round_scalar(fe, te(t, j) + pe(pos, j));
+    for (Eigen::Index j = 0; j < te.cols(); ++j) y(row, j) = te(t, j) + pe(pos, j);
   }
-  store_activation(ctx, pol, y, fe);
+  // Each sum rounded to the elementwise format (round_scalar's nearest even, no counters, no key), in one pass.
+  if (fe != fp32) (void)round_span(fe, span_of(y), round_options{}, philox_key{});
+  detail::store_activation(ctx, pol, y, fe);
 }
 
 void embedding_layer::backward(exec_context& ctx, const precision_policy& pol, parameter_list& params,
@@ -270,15 +231,19 @@ void embedding_layer::backward(exec_context& ctx, const precision_policy& pol, p
   check_cols("embedding gradient columns", dy.cols(), te.value.cols());
   te.grad.setZero();
   pe.grad.setZero();
-  for (std::size_t r = 0; r < tokens.size(); ++r) {
-    const auto row = static_cast<Eigen::Index>(r);
-    const Eigen::Index t = tokens[r];
-    const Eigen::Index pos = row % context;
-    for (Eigen::Index j = 0; j < dy.cols(); ++j) {
-      te.grad(t, j) = round_scalar(fr, te.grad(t, j) + dy(row, j));
-      pe.grad(pos, j) = round_scalar(fr, pe.grad(pos, j) + dy(row, j));
+  const Eigen::Index width = dy.cols();
+  detail::with_round(fr, [&](auto rr) {  // rr(v) == round_scalar(fr, v)
+    for (std::size_t r = 0; r < tokens.size(); ++r) {
+      const auto row = static_cast<Eigen::Index>(r);
+      const float* g = dy.data() + row * width;
+      float* tg = te.grad.data() + tokens[r] * width;
+      float* pg = pe.grad.data() + (row % context) * width;
+      for (Eigen::Index j = 0; j < width; ++j) {
+        tg[j] = rr(tg[j] + g[j]);
+        pg[j] = rr(pg[j] + g[j]);
+      }
     }
-  }
+  });
   cast_gradient(ctx, pol, te);
   cast_gradient(ctx, pol, pe);
 }
@@ -293,7 +258,7 @@ void residual_add(exec_context& ctx, const precision_policy& pol, const matrix& 
   y = a + b;
   const format_spec fe = pol.format_for(op_class::elementwise);
   ctx.activation_stats += cast_in_place(ctx, y, fe);
-  store_activation(ctx, pol, y, fe);
+  detail::store_activation(ctx, pol, y, fe);
 }
 
 }  // namespace safeamp::sim

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "safeamp/error.hpp"
+#include "safeamp/format.hpp"
 #include "safeamp/policy.hpp"
 #include "safeamp/sim/attention.hpp"
 #include "safeamp/sim/layers.hpp"
@@ -109,6 +110,42 @@ TEST_CASE("GELU and ReLU backward match finite differences") {
   }
   // GELU(1) = 0.5 (1 + tanh(sqrt(2/pi) 1.044715)) = 0.841192 (tanh approximation, hand-computed).
   CHECK(gelu(1.0f) == Approx(0.841192).epsilon(1e-5));
+}
+
+TEST_CASE("GELU of every fp16 and bf16 value has the bits of gelu() and gelu_derivative() (the tanh tables)") {
+  // Under a mixed policy the GELU layer takes tanh from a table of the policy's 16-bit format and its backward
+  // reuses the forward's tanh; gelu() and gelu_derivative() call tanh themselves. Every code of the format, with
+  // subnormals, zeros, infinities and NaNs, must come out with the same bits.
+  struct format_case {
+    format_spec format;
+    precision_policy policy;
+  };
+  for (const format_case& fc : {format_case{fp16, presets::fp16_mixed}, format_case{bf16, presets::bf16_mixed}}) {
+    INFO(format_name(fc.format));
+    matrix x(256, 256);
+    for (std::uint32_t c = 0; c < 65536u; ++c) x.data()[c] = decode(fc.format, c);
+    exec_context ctx;
+    ctx.threads = 2;  // the forward's chunks on two threads
+    activation_layer a{.fn = activation_fn::gelu, .input = {}};
+    matrix y, dx;
+    a.forward(ctx, fc.policy, x, y);
+    a.backward(ctx, fc.policy, matrix::Ones(256, 256), dx);
+    std::int64_t mismatches = 0;
+    const auto same = [](float u, float v) {
+      return (std::isnan(u) && std::isnan(v)) ||
+             safeamp::bit_cast<std::uint32_t>(u) == safeamp::bit_cast<std::uint32_t>(v);
+    };
+    for (std::uint32_t c = 0; c < 65536u; ++c) {
+      const float v = x.data()[c];
+      const float want_y = round_to(fc.format, gelu(v));  // the elementwise (and storage) format of the policy
+      const float want_dx = round_to(fc.format, 1.0f * gelu_derivative(v));
+      if ((!same(y.data()[c], want_y) || !same(dx.data()[c], want_dx)) && ++mismatches <= 3) {
+        UNSCOPED_INFO("code 0x" << std::hex << c << std::dec << " (x = " << v << "): y " << y.data()[c] << " want "
+                                << want_y << ", dx " << dx.data()[c] << " want " << want_dx);
+      }
+    }
+    CHECK(mismatches == 0);
+  }
 }
 
 TEST_CASE("layer norm backward matches finite differences") {

@@ -36,6 +36,7 @@ enum class activation_fn : std::uint8_t { gelu, relu };
 struct activation_layer {
   activation_fn fn = activation_fn::gelu;
   matrix input;
+  matrix gelu_tanh{};  // GELU: the forward's tanh(sqrt(2/pi) (x + 0.044715 x^3)) per element, reused by the backward
   void forward(exec_context& ctx, const precision_policy& pol, const matrix& x, matrix& y);
   void backward(exec_context& ctx, const precision_policy& pol, const matrix& dy, matrix& dx);
 };
