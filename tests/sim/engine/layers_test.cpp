@@ -11,6 +11,7 @@
 #include "safeamp/format.hpp"
 #include "safeamp/policy.hpp"
 #include "safeamp/sim/attention.hpp"
+#include "safeamp/sim/gemm.hpp"
 #include "safeamp/sim/layers.hpp"
 #include "safeamp/sim/loss.hpp"
 #include "safeamp/sim/parameter.hpp"
@@ -115,27 +116,33 @@ TEST_CASE("GELU and ReLU backward match finite differences") {
 TEST_CASE("GELU of every fp16 and bf16 value has the bits of gelu() and gelu_derivative() (the tanh tables)") {
   // Under a mixed policy the GELU layer takes tanh from a table of the policy's 16-bit format and its backward
   // reuses the forward's tanh; gelu() and gelu_derivative() call tanh themselves. Every code of the format, with
-  // subnormals, zeros, infinities and NaNs, must come out with the same bits.
+  // subnormals, zeros, infinities and NaNs, and floats just off those values must come out with the same bits.
   struct format_case {
     format_spec format;
     precision_policy policy;
   };
   for (const format_case& fc : {format_case{fp16, presets::fp16_mixed}, format_case{bf16, presets::bf16_mixed}}) {
     INFO(format_name(fc.format));
-    matrix x(256, 256);
-    for (std::uint32_t c = 0; c < 65536u; ++c) x.data()[c] = decode(fc.format, c);
+    // Every code of the format, then as many floats that are not values of it (no table entry may be taken for
+    // them): each a code's value with one of the low 16 mantissa bits set.
+    matrix x(512, 256);
+    for (std::uint32_t c = 0; c < 65536u; ++c) {
+      x.data()[c] = decode(fc.format, c);
+      const std::uint32_t bits = safeamp::bit_cast<std::uint32_t>(decode(fc.format, c)) | (1u << (c % 16));
+      x.data()[65536u + c] = safeamp::bit_cast<float>(bits);
+    }
     exec_context ctx;
     ctx.threads = 2;  // the forward's chunks on two threads
     activation_layer a{.fn = activation_fn::gelu, .input = {}};
     matrix y, dx;
     a.forward(ctx, fc.policy, x, y);
-    a.backward(ctx, fc.policy, matrix::Ones(256, 256), dx);
+    a.backward(ctx, fc.policy, matrix::Ones(512, 256), dx);
     std::int64_t mismatches = 0;
     const auto same = [](float u, float v) {
       return (std::isnan(u) && std::isnan(v)) ||
              safeamp::bit_cast<std::uint32_t>(u) == safeamp::bit_cast<std::uint32_t>(v);
     };
-    for (std::uint32_t c = 0; c < 65536u; ++c) {
+    for (std::uint32_t c = 0; c < 2 * 65536u; ++c) {
       const float v = x.data()[c];
       const float want_y = round_to(fc.format, gelu(v));  // the elementwise (and storage) format of the policy
       const float want_dx = round_to(fc.format, 1.0f * gelu_derivative(v));
@@ -196,6 +203,119 @@ TEST_CASE("causal attention backward matches finite differences, and the mask ho
   }
   att.backward(ctx, fp32_policy, w, dqkv);
   check_gradient("dqkv", qkv, dqkv, loss, 1e-2f, 60);
+}
+
+TEST_CASE("attention has the bits of its per-head GEMMs on copies, with matmuls narrower than storage") {
+  // The heads read Q, K, V in place from operands rounded to the matmul format once per call; the reference does
+  // what each head means with the public gemm() on copied blocks (inputs rounded per GEMM). fp32 storage and
+  // gradients with fp16 matmuls, so those roundings are not the identity; nearest rounding, so keys do not matter.
+  const precision_policy pol = presets::fp32.with_op(op_class::matmul, fp16);
+  const gemm_formats fg{fp16, fp32, fp32};
+  exec_context ctx;
+  attention_op att;
+  att.sequences = 2;
+  att.context = 6;
+  att.heads = 2;
+  att.head_dim = 8;
+  const Eigen::Index t = att.context, dh = att.head_dim, width = att.heads * dh;
+  const matrix qkv = random_matrix(2 * t, 3 * width, 13);
+  const matrix dout = random_matrix(2 * t, width, 14);
+  matrix out, dqkv;
+  att.forward(ctx, pol, qkv, out);
+  att.backward(ctx, pol, dout, dqkv);
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(dh));
+  std::int64_t mismatches = 0;
+  const auto compare = [&](const char* what, const matrix& got, const matrix& want) {
+    for (Eigen::Index i = 0; i < got.size(); ++i) {
+      if (safeamp::bit_cast<std::uint32_t>(got.data()[i]) != safeamp::bit_cast<std::uint32_t>(want.data()[i]) &&
+          ++mismatches <= 3) {
+        UNSCOPED_INFO(what << " element " << i << ": " << got.data()[i] << ", reference " << want.data()[i]);
+      }
+    }
+  };
+  for (Eigen::Index b = 0; b < 2; ++b) {
+    for (Eigen::Index h = 0; h < att.heads; ++h) {
+      const matrix q = qkv.block(b * t, h * dh, t, dh);
+      const matrix k = qkv.block(b * t, width + h * dh, t, dh);
+      const matrix v = qkv.block(b * t, 2 * width + h * dh, t, dh);
+      const matrix dout_h = dout.block(b * t, h * dh, t, dh);
+      matrix s, p, o, dp, dv, ds, dq, dk;
+      (void)gemm(fg, q, k, s, {.alpha = alpha, .trans_b = transpose::transposed});
+      softmax_rows(fp32, s, p, true);
+      (void)gemm(fg, p, v, o);
+      compare("O", out.block(b * t, h * dh, t, dh), o);
+      (void)gemm(fg, dout_h, v, dp, {.trans_b = transpose::transposed});
+      (void)gemm(fg, p, dout_h, dv, {.trans_a = transpose::transposed});
+      softmax_rows_backward(fp32, p, dp, ds);
+      (void)gemm(fg, ds, k, dq, {.alpha = alpha});
+      (void)gemm(fg, ds, q, dk, {.alpha = alpha, .trans_a = transpose::transposed});
+      compare("dQ", dqkv.block(b * t, h * dh, t, dh), dq);
+      compare("dK", dqkv.block(b * t, width + h * dh, t, dh), dk);
+      compare("dV", dqkv.block(b * t, 2 * width + h * dh, t, dh), dv);
+    }
+  }
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("ops round their scalar steps to a narrow op format (sums stagnate, the fp16 variance overflows)") {
+  // Hand-derived: bf16 has 8 significant bits, so 256 + 1 rounds back to 256 (spacing 2, tie to even); fp16 has
+  // 11, so 2048 + 1 rounds to 2048; fp16's largest value is 65504, below 300^2.
+  exec_context ctx;
+  SECTION("linear bias gradient summed in bf16") {
+    parameter_list params;
+    linear_layer l = make_linear(params, "fc", 1, 2);
+    const precision_policy pol = presets::fp32.with_op(op_class::reduction, bf16);
+    const matrix x = matrix::Ones(300, 1);
+    matrix y;
+    l.forward(ctx, pol, params, x, y, fp32);
+    l.backward(ctx, pol, params, matrix::Ones(300, 2), nullptr);
+    CHECK(params[l.bias].grad(0, 0) == 256.0f);  // 300 in fp32
+    CHECK(params[l.bias].grad(0, 1) == 256.0f);
+  }
+  SECTION("embedding gradient summed in bf16") {
+    parameter_list params;
+    embedding_layer e = make_embedding(params, "embed", 3, 300, 2);
+    const precision_policy pol = presets::fp32.with_op(op_class::reduction, bf16);
+    matrix y;
+    e.forward(ctx, pol, params, std::vector<std::int32_t>(300, 1), y);  // token 1 at every position
+    e.backward(ctx, pol, params, matrix::Ones(300, 2));
+    CHECK(params[e.tokens_table].grad(1, 0) == 256.0f);
+    CHECK(params[e.positions_table].grad(7, 1) == 1.0f);
+  }
+  SECTION("embedding rows added in fp32 and rounded to the elementwise format") {
+    parameter_list params;
+    embedding_layer e = make_embedding(params, "embed", 5, 4, 6);
+    params[e.tokens_table].value = random_matrix(5, 6, 15);  // fp32 values, most of them not fp16 values
+    params[e.positions_table].value = random_matrix(4, 6, 16);
+    const std::vector<std::int32_t> tokens = {3, 0, 4, 4, 1, 2, 0, 3};
+    matrix y;
+    e.forward(ctx, presets::fp16_mixed, params, tokens, y);
+    for (Eigen::Index r = 0; r < 8; ++r) {
+      for (Eigen::Index j = 0; j < 6; ++j) {
+        const float sum = params[e.tokens_table].value(tokens[static_cast<std::size_t>(r)], j) +
+                          params[e.positions_table].value(r % 4, j);
+        CHECK(y(r, j) == round_to(fp16, sum));
+        CHECK(y(r, j) != sum);  // random values: the rounding shows
+      }
+    }
+  }
+  SECTION("softmax summed in fp16") {
+    matrix p;
+    softmax_rows(fp16, matrix::Zero(1, 3000), p, false);  // 3000 terms exp(0) = 1; the sum stops at 2048
+    CHECK(p(0, 0) == 0x1p-11f);
+  }
+  SECTION("layer norm variance in fp16") {
+    parameter_list params;
+    layer_norm_layer ln = make_layer_norm(params, "ln", 4);
+    params[ln.bias].value << 0.25f, 0.5f, 0.75f, 1.0f;
+    matrix x(1, 4);
+    x << 300.0f, -300.0f, 300.0f, -300.0f;
+    matrix y;
+    ln.forward(ctx, presets::fp32.with_op(op_class::normalization, fp16), params, x, y);
+    CHECK(y == params[ln.bias].value);  // 300^2 overflows, 1/sqrt(inf) = 0, so x_hat = 0
+    ln.forward(ctx, presets::fp32, params, x, y);
+    CHECK(y(0, 0) != 0.25f);
+  }
 }
 
 TEST_CASE("embedding backward matches finite differences") {
