@@ -59,16 +59,6 @@ philox_key task_key(philox_key base, std::int64_t task, std::int64_t elements_pe
   return base;
 }
 
-// The per-head GEMMs take their operands already rounded to the matmul format (compute fp32 on rounded values is
-// the same as compute fm on the raw ones: rounding to nearest is idempotent), so each operand is rounded once per
-// call instead of once per head and per use. `scratch` holds the copy; x itself is returned when fm is fp32.
-const matrix& in_matmul_format(format_spec fm, const matrix& x, matrix& scratch) {
-  if (fm == fp32) return x;
-  scratch.resize(x.rows(), x.cols());
-  (void)round_span(fm, span_of(x), span_of(scratch), round_options{}, philox_key{});
-  return scratch;
-}
-
 }  // namespace
 
 void attention_op::forward(exec_context& ctx, const precision_policy& pol, const matrix& qkv_in, matrix& out) {
@@ -90,8 +80,10 @@ void attention_op::forward(exec_context& ctx, const precision_policy& pol, const
   const philox_key k_probs = ctx.next_key();
   const philox_key k_out = ctx.next_key();
   const std::int64_t tt = context * context;
+  // The head GEMMs' operands are rounded to the matmul format before them (QKV once per call, P once per head).
+  const detail::prerounded both{.a = true, .b = true};
   thread_local matrix qkv_scratch;  // the caller's; the tasks reach it through `low` only
-  const matrix& low = in_matmul_format(fm, qkv, qkv_scratch);
+  const matrix& low = detail::round_operand(fm, qkv, qkv_scratch);
   auto run = [&](std::int64_t task) {
     const std::int64_t b = task / heads;
     const std::int64_t h = task % heads;
@@ -103,14 +95,14 @@ void attention_op::forward(exec_context& ctx, const precision_policy& pol, const
     s.resize(context, context);
     cast_stats& st = stats[static_cast<std::size_t>(task)];
     st += detail::gemm_views(
-        {fp32, pol.accumulate, fs}, q, k.transposed(), detail::output_block(s, 0, 0, context, context),
-        {.alpha = alpha, .rounding = ctx.rounding, .key = task_key(k_scores, task, tt), .threads = 1});
+        {fm, pol.accumulate, fs}, q, k.transposed(), detail::output_block(s, 0, 0, context, context),
+        {.alpha = alpha, .rounding = ctx.rounding, .key = task_key(k_scores, task, tt), .threads = 1}, both);
     matrix& p = probs[static_cast<std::size_t>(task)];
     softmax_rows(fs, s, p, true);
     (void)cast_in_place(p, pol.output, ctx.rounding, task_key(k_probs, task, tt));
-    (void)detail::gemm_views({fp32, pol.accumulate, pol.output}, detail::view_of(in_matmul_format(fm, p, p_low)), v,
+    (void)detail::gemm_views({fm, pol.accumulate, pol.output}, detail::view_of(detail::round_operand(fm, p, p_low)), v,
                              detail::output_block(out, b * context, h * head_dim, context, head_dim),
-                             {.rounding = ctx.rounding, .key = task_key(k_out, task, tt), .threads = 1});
+                             {.rounding = ctx.rounding, .key = task_key(k_out, task, tt), .threads = 1}, both);
   };
   parallel_for(ctx.threads, tasks, run);
   score_stats = cast_stats{};
@@ -127,14 +119,15 @@ void attention_op::backward(exec_context& ctx, const precision_policy& pol, cons
   dqkv.resize(sequences * context, 3 * width);
   const format_spec fs = pol.format_for(op_class::softmax);
   const format_spec fm = pol.format_for(op_class::matmul);
-  const gemm_formats fg{fp32, pol.accumulate, pol.gradient};  // operands rounded to fm beforehand
+  const gemm_formats fg{fm, pol.accumulate, pol.gradient};
   const float alpha = 1.0f / std::sqrt(static_cast<float>(head_dim));
   philox_key keys[5];
   for (philox_key& k : keys) k = ctx.next_key();
   const std::int64_t tt = context * context;
-  thread_local matrix qkv_scratch, dout_scratch;  // the caller's; the tasks reach them through the references
-  const matrix& qkv_low = in_matmul_format(fm, qkv, qkv_scratch);
-  const matrix& dout_low = in_matmul_format(fm, dout, dout_scratch);
+  const detail::prerounded both{.a = true, .b = true};  // as in the forward: QKV, dO, P and dS rounded beforehand
+  thread_local matrix qkv_scratch, dout_scratch;        // the caller's; the tasks reach them through the references
+  const matrix& qkv_low = detail::round_operand(fm, qkv, qkv_scratch);
+  const matrix& dout_low = detail::round_operand(fm, dout, dout_scratch);
   auto run = [&](std::int64_t task) {
     const std::int64_t b = task / heads;
     const std::int64_t h = task % heads;
@@ -151,19 +144,19 @@ void attention_op::backward(exec_context& ctx, const precision_policy& pol, cons
       return gemm_options{.alpha = a, .rounding = ctx.rounding, .key = task_key(keys[key], task, tt), .threads = 1};
     };
     (void)detail::gemm_views(fg, dout_h, v.transposed(), detail::output_block(dp, 0, 0, context, context),
-                             opts(0, 1.0f));  // dP = dO V^T
-    (void)detail::gemm_views(fg, detail::view_of(in_matmul_format(fm, p, p_low), transpose::transposed), dout_h,
+                             opts(0, 1.0f), both);  // dP = dO V^T
+    (void)detail::gemm_views(fg, detail::view_of(detail::round_operand(fm, p, p_low), transpose::transposed), dout_h,
                              detail::output_block(dqkv, row, 2 * width + h * head_dim, context, head_dim),
-                             opts(1, 1.0f));  // dV = P^T dO
+                             opts(1, 1.0f), both);  // dV = P^T dO
     softmax_rows_backward(fs, p, dp, ds);
     if (pol.gradient != fs) (void)cast_in_place(ds, pol.gradient, ctx.rounding, task_key(keys[2], task, tt));
-    const matrix& ds_m = in_matmul_format(fm, ds, ds_low);
+    const matrix& ds_m = detail::round_operand(fm, ds, ds_low);
     (void)detail::gemm_views(fg, detail::view_of(ds_m), k,
-                             detail::output_block(dqkv, row, h * head_dim, context, head_dim),
-                             opts(3, alpha));  // dQ = alpha dS K
+                             detail::output_block(dqkv, row, h * head_dim, context, head_dim), opts(3, alpha),
+                             both);  // dQ = alpha dS K
     (void)detail::gemm_views(fg, detail::view_of(ds_m, transpose::transposed), q,
-                             detail::output_block(dqkv, row, width + h * head_dim, context, head_dim),
-                             opts(4, alpha));  // dK = alpha dS^T Q
+                             detail::output_block(dqkv, row, width + h * head_dim, context, head_dim), opts(4, alpha),
+                             both);  // dK = alpha dS^T Q
   };
   parallel_for(ctx.threads, sequences * heads, run);
 }

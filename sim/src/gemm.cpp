@@ -75,15 +75,13 @@ constexpr std::int64_t pack_b_min_rows = 2 * gemm_row_block;
 // place and op(B) in place or from packed panels; the (gemm_row_block x gemm_col_block) blocks of D are
 // independent tasks of whole tiles.
 void tiled_fp32(strided_view a, strided_view b, const output_view& d, format_spec compute, float alpha, float beta,
-                int threads) {
+                int threads, detail::prerounded done) {
   const cpu_path path = active_cpu_path();
-  const detail::tile_shape t = detail::tile_for(path);
+  const detail::tile_shape t = detail::tile_for(path, d.cols);
   const std::int64_t m = d.rows, n = d.cols, k_len = a.cols;
   gemm_buffers& buffers = thread_buffers();
-  if (compute != fp32) {
-    a = rounded_copy(compute, a, buffers.a);
-    b = rounded_copy(compute, b, buffers.b);
-  }
+  if (compute != fp32 && !done.a) a = rounded_copy(compute, a, buffers.a);
+  if (compute != fp32 && !done.b) b = rounded_copy(compute, b, buffers.b);
   // The portable kernel reads whole panels; the vector kernels read op(B) in place when its rows are contiguous.
   const bool packed = path == cpu_path::portable || b.col_stride != 1 || m > pack_b_min_rows;
   if (packed) detail::pack_b(b, t.nr, buffers.packed_b);
@@ -96,19 +94,21 @@ void tiled_fp32(strided_view a, strided_view b, const output_view& d, format_spe
     const std::int64_t j_begin = task % col_blocks * gemm_col_block;
     const std::int64_t i_end = std::min(m, i_begin + gemm_row_block);
     const std::int64_t j_end = std::min(n, j_begin + gemm_col_block);
+    // Tiles stop at the block's edges (128 rows are no multiple of 6), so each element has one task.
     for (std::int64_t i0 = i_begin; i0 < i_end; i0 += t.mr) {
       for (std::int64_t j0 = j_begin; j0 < j_end; j0 += t.nr) {
-        detail::run_tile(path, {.a = a,
-                                .i0 = i0,
-                                .b = b_base + (packed ? j0 * k_len : j0),
-                                .b_row_stride = b_row_stride,
-                                .b_padded = packed,
-                                .d = &d(i0, j0),
-                                .d_row_stride = d.row_stride,
-                                .rows = std::min(t.mr, m - i0),
-                                .cols = std::min(t.nr, n - j0),
-                                .alpha = alpha,
-                                .beta = beta});
+        detail::run_tile(path, t,
+                         {.a = a,
+                          .i0 = i0,
+                          .b = b_base + (packed ? j0 * k_len : j0),
+                          .b_row_stride = b_row_stride,
+                          .b_padded = packed,
+                          .d = &d(i0, j0),
+                          .d_row_stride = d.row_stride,
+                          .rows = std::min(t.mr, i_end - i0),
+                          .cols = std::min(t.nr, j_end - j0),
+                          .alpha = alpha,
+                          .beta = beta});
       }
     }
   };
@@ -189,8 +189,15 @@ void check_formats(const gemm_formats& f) {
 
 namespace detail {
 
+const matrix& round_operand(format_spec f, const matrix& x, matrix& scratch) {
+  if (f == fp32) return x;
+  scratch.resize(x.rows(), x.cols());
+  (void)round_span(f, span_of(x), span_of(scratch), round_options{}, philox_key{});
+  return scratch;
+}
+
 cast_stats gemm_views(const gemm_formats& f, const strided_view& a, const strided_view& b, const output_view& d,
-                      const gemm_options& opt) {
+                      const gemm_options& opt, prerounded done) {
   check_inner(a, b);
   if (d.rows != a.rows || d.cols != b.cols) {
     throw error("gemm D shape", shape(d.rows, d.cols), shape(a.rows, b.cols));
@@ -201,14 +208,14 @@ cast_stats gemm_views(const gemm_formats& f, const strided_view& a, const stride
     matrix a_q = copy_of(a), b_q = copy_of(b);
     quantize_operand(f.input_blocks, a_q, block_axis::rows);
     quantize_operand(f.input_blocks, b_q, block_axis::columns);
-    tiled_fp32(view_of(a_q), view_of(b_q), d, fp32, opt.alpha, opt.beta, opt.threads);
+    tiled_fp32(view_of(a_q), view_of(b_q), d, fp32, opt.alpha, opt.beta, opt.threads, {});
   } else if (f.accumulate == fp32) {
-    tiled_fp32(a, b, d, f.compute, opt.alpha, opt.beta, opt.threads);
+    tiled_fp32(a, b, d, f.compute, opt.alpha, opt.beta, opt.threads, done);
   } else {
     // Inputs in the compute format (a conversion: round to nearest), in copies made in op() layout.
     matrix a_low = copy_of(a), b_low = copy_of(b);
-    (void)cast_in_place(a_low, f.compute, round_options{}, philox_key{});
-    (void)cast_in_place(b_low, f.compute, round_options{}, philox_key{});
+    if (!done.a) (void)cast_in_place(a_low, f.compute, round_options{}, philox_key{});
+    if (!done.b) (void)cast_in_place(b_low, f.compute, round_options{}, philox_key{});
     sequential_acc(f.accumulate, a_low, b_low, d, opt.alpha, opt.beta);
   }
   return cast_output(d, f.output, opt.rounding, opt.key);
@@ -225,7 +232,7 @@ cast_stats gemm(const gemm_formats& f, const matrix& a, const matrix& b, matrix&
   }
   check_formats(f);
   if (opt.beta == 0.0f) d.resize(op_a.rows, op_b.cols);
-  return detail::gemm_views(f, op_a, op_b, {d.data(), d.rows(), d.cols(), d.cols()}, opt);
+  return detail::gemm_views(f, op_a, op_b, detail::output_of(d), opt);
 }
 
 void plain_gemm(const matrix& a, const matrix& b, matrix& d) {

@@ -9,7 +9,8 @@ namespace {
 
 constexpr tile_shape portable_tile{.mr = 4, .nr = 8};
 constexpr tile_shape avx2_tile{.mr = 4, .nr = 16};
-constexpr tile_shape avx512_tile{.mr = 8, .nr = 32};
+constexpr tile_shape avx512_wide_tile{.mr = 6, .nr = 64};
+constexpr tile_shape avx512_narrow_tile{.mr = 8, .nr = 32};
 
 // The portable tile: plain loops the compiler vectorises over the columns with the build's own flags (SSE2 in
 // a default x86-64 build); each lane does its column's scalar operations. It reads all nr columns of op(B), so
@@ -40,10 +41,10 @@ void run_tile_portable(const tile_args& t) noexcept {
 
 }  // namespace
 
-tile_shape tile_for(cpu_path p) noexcept {
+tile_shape tile_for(cpu_path p, std::int64_t n) noexcept {
   switch (p) {
     case cpu_path::avx512:
-      return avx512_tile;
+      return n > avx512_narrow_tile.nr ? avx512_wide_tile : avx512_narrow_tile;
     case cpu_path::avx2:
       return avx2_tile;
     case cpu_path::portable:
@@ -75,12 +76,13 @@ void pack_b(const strided_view& b, std::int64_t nr, std::vector<float>& out) {
   }
 }
 
-void run_tile(cpu_path p, const tile_args& t) noexcept {
+void run_tile(cpu_path p, const tile_shape& s, const tile_args& t) noexcept {
 #if defined(SAFEAMP_X86_KERNELS)
-  if (p == cpu_path::avx512) return avx512::run_tile(t);
+  if (p == cpu_path::avx512) return avx512::run_tile(t, s.nr);
   if (p == cpu_path::avx2) return avx2::run_tile(t);
 #endif
   (void)p;
+  (void)s;
   run_tile_portable(t);
 }
 

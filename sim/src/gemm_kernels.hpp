@@ -45,8 +45,8 @@ struct tile_shape {
   std::int64_t nr = 8;
 };
 
-/// The tile of path p (portable 4 x 8, AVX2 4 x 16, AVX-512 8 x 32).
-[[nodiscard]] tile_shape tile_for(cpu_path p) noexcept;
+/// The tile of path p for a D of n columns (portable 4 x 8, AVX2 4 x 16, AVX-512 6 x 64, or 8 x 32 when n <= 32).
+[[nodiscard]] tile_shape tile_for(cpu_path p, std::int64_t n) noexcept;
 
 /// What one tile reads and writes. Rows of op(A) are read in place through the view (row r of the tile is row
 /// min(i0 + r, M - 1), so the tile's rows past M repeat the last row and are computed and never stored); the
@@ -70,14 +70,15 @@ struct tile_args {
 /// `out` only when it is too small (buffers are reused between calls).
 void pack_b(const strided_view& b, std::int64_t nr, std::vector<float>& out);
 
-/// One tile on path p: acc = +0, acc = fl(acc + fl(a(i, k) * b(k, j))) for k = 0..K-1, then the epilogue.
-void run_tile(cpu_path p, const tile_args& t) noexcept;
+/// One tile of shape s (tile_for(p, n)) on path p: acc = +0, acc = fl(acc + fl(a(i, k) * b(k, j))) for
+/// k = 0..K-1, then the epilogue.
+void run_tile(cpu_path p, const tile_shape& s, const tile_args& t) noexcept;
 
 namespace avx2 {
 void run_tile(const tile_args& t) noexcept;
 }
 namespace avx512 {
-void run_tile(const tile_args& t) noexcept;
+void run_tile(const tile_args& t, std::int64_t nr) noexcept;
 }
 
 }  // namespace safeamp::sim::detail

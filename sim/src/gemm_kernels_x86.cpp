@@ -80,13 +80,10 @@ template <bool Masked>
 
 }  // namespace avx2
 
-// ---- AVX-512: 8 rows x 32 columns (16 zmm accumulators) ------------------------------------------------
+// ---- AVX-512: 8 rows x 32 columns (16 zmm accumulators) or 6 rows x 64 columns (24) ------------------
 
 namespace avx512 {
 namespace {
-
-constexpr int mr = 8;
-constexpr int nr = 32;
 
 // Bit c set when c < n (n may be <= 0 or >= 16).
 inline __mmask16 lanes_below(std::int64_t n) noexcept {
@@ -100,39 +97,52 @@ inline __mmask16 lanes_below(std::int64_t n) noexcept {
   _mm512_mask_storeu_ps(d, keep, e);
 }
 
-template <bool Masked>
+// mr rows x nv vectors of 16 columns. The wide tile (6 x 64) broadcasts one a(i, k) per 4 vector products, the
+// narrow one (8 x 32) per 2, for op(B) of at most 32 columns.
+template <int mr, int nv, bool Masked>
 [[gnu::target("avx512f")]] void tile(const tile_args& t) noexcept {
   const float* a_row[mr];
   for (int r = 0; r < mr; ++r) a_row[r] = t.a.data + std::min<std::int64_t>(t.i0 + r, t.a.rows - 1) * t.a.row_stride;
   const std::int64_t a_step = t.a.col_stride;
-  const __mmask16 keep0 = lanes_below(t.cols), keep1 = lanes_below(t.cols - 16);
-  __m512 acc[mr][2];
-  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
+  __mmask16 keep[nv];
+  for (int v = 0; v < nv; ++v) keep[v] = lanes_below(t.cols - 16 * v);
+  __m512 acc[mr][nv];
+  for (auto& row : acc) {
+    for (__m512& x : row) x = _mm512_setzero_ps();
+  }
   for (std::int64_t k = 0; k < t.a.cols; ++k) {
     const float* bk = t.b + k * t.b_row_stride;
-    const __m512 b0 = Masked ? _mm512_maskz_loadu_ps(keep0, bk) : _mm512_loadu_ps(bk);
-    const __m512 b1 = Masked ? _mm512_maskz_loadu_ps(keep1, bk + 16) : _mm512_loadu_ps(bk + 16);
+    __m512 b[nv];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; ++v)
+      b[v] = Masked ? _mm512_maskz_loadu_ps(keep[v], bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v);
 #pragma GCC unroll 8
     for (int r = 0; r < mr; ++r) {
       const __m512 ar = _mm512_set1_ps(a_row[r][k * a_step]);
-      acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_mul_ps(ar, b0));
-      acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_mul_ps(ar, b1));
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_mul_ps(ar, b[v]));
     }
   }
   for (int r = 0; r < mr && r < t.rows; ++r) {
     float* dr = t.d + r * t.d_row_stride;
-    store(dr, acc[r][0], keep0, t.alpha, t.beta);
-    if (t.cols > 16) store(dr + 16, acc[r][1], keep1, t.alpha, t.beta);
+    for (int v = 0; v < nv && 16 * v < t.cols; ++v) store(dr + 16 * v, acc[r][v], keep[v], t.alpha, t.beta);
   }
 }
 
 }  // namespace
 
-[[gnu::target("avx512f")]] void run_tile(const tile_args& t) noexcept {
-  if (t.cols >= nr || t.b_padded) {
-    tile<false>(t);
+[[gnu::target("avx512f")]] void run_tile(const tile_args& t, std::int64_t nr) noexcept {
+  const bool full = t.cols >= nr || t.b_padded;
+  if (nr == 64) {
+    if (full) {
+      tile<6, 4, false>(t);
+    } else {
+      tile<6, 4, true>(t);
+    }
+  } else if (full) {
+    tile<8, 2, false>(t);
   } else {
-    tile<true>(t);
+    tile<8, 2, true>(t);
   }
 }
 

@@ -8,12 +8,33 @@
 
 namespace safeamp::sim::detail {
 
+/// Operands the caller has already rounded to formats.compute as the GEMM would (round_operand), so the GEMM reads
+/// them as they are: an operand used by several GEMMs is rounded once. Rounding to nearest is idempotent, so this
+/// gives the bits of rounding in the GEMM. Ignored for block-scaled inputs (always quantized in the GEMM).
+struct prerounded {
+  bool a = false;
+  bool b = false;
+};
+
 /// d = alpha a b + beta d, where a is op(A) (M, K), b is op(B) (K, N) and d (M, N) holds C on entry when
 /// beta != 0. Transposition is in the views (strided_view::transposed); opt.trans_a and opt.trans_b are ignored.
 /// The output cast keys element (i, j) as index i * N + j from opt.key, as for a contiguous d. Throws
 /// safeamp::error on mismatched shapes or invalid formats.
 cast_stats gemm_views(const gemm_formats& formats, const strided_view& a, const strided_view& b, const output_view& d,
-                      const gemm_options& opt);
+                      const gemm_options& opt, prerounded done = {});
+
+/// x rounded to f as the GEMM rounds its operands (a conversion: nearest even), into `scratch`; x itself when f is
+/// fp32. For operands passed as prerounded.
+const matrix& round_operand(format_spec f, const matrix& x, matrix& scratch);
+
+/// Whether a GEMM in these formats rounds its operands element by element to formats.compute (so that prerounded
+/// operands apply): a compute format other than fp32 and no block scaling.
+[[nodiscard]] inline bool rounds_operands(const gemm_formats& f) noexcept {
+  return f.compute != fp32 && !is_block_scaled(f.input_blocks);
+}
+
+/// The whole of x as the output of a GEMM.
+[[nodiscard]] inline output_view output_of(matrix& x) noexcept { return {x.data(), x.rows(), x.cols(), x.cols()}; }
 
 /// A whole row-major matrix as a view, transposed when asked.
 [[nodiscard]] inline strided_view view_of(const matrix& x, transpose t = transpose::none) noexcept {

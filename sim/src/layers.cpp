@@ -5,6 +5,7 @@
 #include <numbers>
 #include <string>
 
+#include "gemm_views.hpp"
 #include "layer_common.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/sim/gemm.hpp"
@@ -63,7 +64,19 @@ void linear_layer::forward(exec_context& ctx, const precision_policy& pol, const
   y.resize(x.rows(), w.cols());
   y.rowwise() = params[bias].value.row(0);  // bias epilogue: D = x W + 1 b, added in fp32 before rounding
   const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, out_format, pol.matmul_blocks};
-  ctx.activation_stats += gemm(f, x, w, y, gemm_opts(ctx, 1.0f));
+  const gemm_options opt = gemm_opts(ctx, 1.0f);
+  input_low_format = fp32;
+  if (!detail::rounds_operands(f)) {
+    ctx.activation_stats += gemm(f, x, w, y, opt);
+    return;
+  }
+  // x rounded here once, for this GEMM and for the backward's dW, which would round `input` to the same bits.
+  thread_local matrix w_scratch;
+  const matrix& x_low = detail::round_operand(f.compute, x, input_low);
+  input_low_format = f.compute;
+  const matrix& w_low = detail::round_operand(f.compute, w, w_scratch);
+  ctx.activation_stats += detail::gemm_views(f, detail::view_of(x_low), detail::view_of(w_low), detail::output_of(y),
+                                             opt, {.a = true, .b = true});
 }
 
 void linear_layer::backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, const matrix& dy,
@@ -72,10 +85,29 @@ void linear_layer::backward(exec_context& ctx, const precision_policy& pol, para
   parameter& b = params[bias];
   check_cols("linear output-gradient columns", dy.cols(), w.value.cols());
   const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, pol.gradient, pol.matmul_blocks};
-  w.grad_stats += gemm(f, input, dy, w.grad, gemm_opts(ctx, 0.0f, transpose::transposed));  // dW = x^T dy
-  column_sums(pol.format_for(op_class::reduction), dy, b.grad);                             // db = 1^T dy
+  if (!detail::rounds_operands(f)) {
+    w.grad_stats += gemm(f, input, dy, w.grad, gemm_opts(ctx, 0.0f, transpose::transposed));  // dW = x^T dy
+    column_sums(pol.format_for(op_class::reduction), dy, b.grad);                             // db = 1^T dy
+    cast_gradient(ctx, pol, b);
+    if (dx != nullptr) (void)gemm(f, dy, w.value, *dx, gemm_opts(ctx, 0.0f, transpose::none, transpose::transposed));
+    return;
+  }
+  // The same GEMMs with dy rounded once for both, and x as the forward rounded it (when it did, to this format).
+  const bool x_kept =
+      input_low_format == f.compute && input_low.rows() == input.rows() && input_low.cols() == input.cols();
+  thread_local matrix dy_scratch;
+  const matrix& dy_low = detail::round_operand(f.compute, dy, dy_scratch);
+  w.grad.resize(input.cols(), dy.cols());
+  w.grad_stats += detail::gemm_views(f, detail::view_of(x_kept ? input_low : input, transpose::transposed),
+                                     detail::view_of(dy_low), detail::output_of(w.grad),
+                                     gemm_opts(ctx, 0.0f, transpose::transposed), {.a = x_kept, .b = true});
+  column_sums(pol.format_for(op_class::reduction), dy, b.grad);
   cast_gradient(ctx, pol, b);
-  if (dx != nullptr) (void)gemm(f, dy, w.value, *dx, gemm_opts(ctx, 0.0f, transpose::none, transpose::transposed));
+  if (dx == nullptr) return;
+  dx->resize(dy.rows(), w.value.rows());
+  (void)detail::gemm_views(f, detail::view_of(dy_low), detail::view_of(w.value, transpose::transposed),
+                           detail::output_of(*dx), gemm_opts(ctx, 0.0f, transpose::none, transpose::transposed),
+                           {.a = true, .b = false});
 }
 
 // ---- layer norm ----------------------------------------------------------------------------------------

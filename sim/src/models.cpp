@@ -28,11 +28,12 @@ struct block_layer {
   linear_layer qkv, proj, fc1, fc2;
   attention_op attention;
   activation_layer act{.fn = activation_fn::gelu, .input = {}};
+  // The intermediates, kept between steps so that a step does not allocate (and page in) them again.
+  matrix a, qkv_out, o, p, h, g, da, dbranch, dh, dg, dqkv, dout;
 
   void forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params, matrix& x,
                std::int64_t sequences) {
     attention.sequences = sequences;
-    matrix a, qkv_out, o, p, h, g;
     ln1.forward(ctx, pol, params, x, a);
     qkv.forward(ctx, pol, params, a, qkv_out, pol.output);
     attention.forward(ctx, pol, qkv_out, o);
@@ -47,7 +48,6 @@ struct block_layer {
 
   // dx: the gradient of the block's output on entry, of its input on return.
   void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, matrix& dx) {
-    matrix da, dbranch, dh, dg, dqkv, dout;
     const format_spec fe = pol.format_for(op_class::elementwise);
     auto join = [&](matrix& residual, const matrix& branch) {  // gradient of a residual sum
       residual += branch;
@@ -155,7 +155,8 @@ class stack_model final : public model {
   }
 
   void forward(exec_context& ctx, const precision_policy& pol, const batch& b, matrix& logits) override {
-    matrix x, y;
+    matrix& x = x_;
+    matrix& y = y_;
     std::size_t first = 0;
     if (auto* e = std::get_if<embedding_layer>(&layers_.front())) {
       e->forward(ctx, pol, params_, b.tokens, x);
@@ -193,7 +194,8 @@ class stack_model final : public model {
   }
 
   void backward(exec_context& ctx, const precision_policy& pol, const matrix& dlogits) override {
-    matrix dx, dy;
+    matrix& dx = dx_;
+    matrix& dy = dy_;
     const std::size_t head = layers_.size() - 1;
     std::get<linear_layer>(layers_[head]).backward(ctx, pol, params_, dlogits, head == 0 ? nullptr : &dx);
     for (std::size_t i = head; i-- > 0;) {
@@ -228,6 +230,7 @@ class stack_model final : public model {
   }
 
   std::vector<any_layer> layers_;
+  matrix x_, y_, dx_, dy_;  // the activations between layers and their gradients, kept between steps
   std::int64_t input_dim_ = 0;
   std::int64_t context_ = 0;
 };

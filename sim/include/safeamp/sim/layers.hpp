@@ -19,6 +19,9 @@ struct linear_layer {
   std::size_t weight = 0;
   std::size_t bias = 0;
   matrix input;  // cached forward input
+  // The input rounded to the matmul format by the forward's GEMM, kept for the backward's dW (fp32: none kept).
+  matrix input_low{};
+  format_spec input_low_format = fp32;
 
   /// out_format: the format y is written in (policy.output, or a wider consumer format such as the loss's).
   void forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params, const matrix& x,
