@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "scalar_round.hpp"
+
 namespace safeamp::sim {
 
 optimizer::optimizer(const optimizer_config& cfg, const precision_policy& pol, bool master_weights,
@@ -21,7 +23,8 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
   lost_updates_ = 0;
   const format_spec fu = pol_.format_for(op_class::optimizer_update);
   const round_options write_back{.mode = cfg_.stochastic_write_back ? rounding::stochastic : rounding::nearest_even,
-                                 .on_overflow = overflow::to_infinity, .flush_subnormals = false};
+                                 .on_overflow = overflow::to_infinity,
+                                 .flush_subnormals = false};
   const auto lr = static_cast<float>(cfg_.learning_rate);
   const auto mu = static_cast<float>(cfg_.momentum);
   const auto b1 = static_cast<float>(cfg_.beta1);
@@ -49,43 +52,52 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
     const float* g = p.grad.data();
     const float* w = weights.data();
     float* out = updated.data();
-    for (Eigen::Index k = 0; k < weights.size(); ++k) {
-      float upd = 0.0f;
-      float base = w[k];  // what the rounded update is added to
+    const Eigen::Index n = weights.size();
+    // One loop per kind, each with the kind's rounding of the update chosen once (detail::with_round): the fp32
+    // loops are plain float loops the compiler vectorises. Every element's operations and their order are the
+    // ones written here (the build has -ffp-contract=off and no reassociation), so the bits do not depend on it.
+    detail::with_round(fu, [&](auto round_update) {
       switch (cfg_.kind) {
         case optimizer_kind::sgd_momentum:
-          m[k] = mu * m[k] + g[k];
-          upd = -lr * m[k];
+          for (Eigen::Index k = 0; k < n; ++k) {
+            m[k] = mu * m[k] + g[k];
+            out[k] = w[k] + round_update(-lr * m[k]);
+          }
           break;
         case optimizer_kind::adamw:
-          m[k] = b1 * m[k] + (1.0f - b1) * g[k];
-          v[k] = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
-          upd = -lr * ((m[k] * c1) / (std::sqrt(v[k] * c2) + eps) + wd * w[k]);
+          for (Eigen::Index k = 0; k < n; ++k) {
+            m[k] = b1 * m[k] + (1.0f - b1) * g[k];
+            v[k] = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
+            out[k] = w[k] + round_update(-lr * ((m[k] * c1) / (std::sqrt(v[k] * c2) + eps) + wd * w[k]));
+          }
           break;
         case optimizer_kind::adamw_torch:
           // param.mul_(1 - lr*wd); exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad,
           // 1 - beta2); denom = exp_avg_sq.sqrt() / sqrt(bias_correction2) + eps;
           // param.addcdiv_(exp_avg, denom, -lr / bias_correction1). lerp with weight < 0.5 is a + w (b - a).
-          base = w[k] * torch_decay;
-          m[k] =
-              one_minus_b1 < 0.5f ? m[k] + one_minus_b1 * (g[k] - m[k]) : g[k] - (g[k] - m[k]) * (1.0f - one_minus_b1);
-          v[k] = v[k] * b2 + one_minus_b2 * g[k] * g[k];  // addcmul: self + (value * t1) * t2
-          upd = -torch_step_size * m[k] / (std::sqrt(v[k]) / torch_bc2_sqrt + eps);  // addcdiv: (value * t1) / t2
+          for (Eigen::Index k = 0; k < n; ++k) {
+            m[k] = one_minus_b1 < 0.5f ? m[k] + one_minus_b1 * (g[k] - m[k])
+                                       : g[k] - (g[k] - m[k]) * (1.0f - one_minus_b1);
+            v[k] = v[k] * b2 + one_minus_b2 * g[k] * g[k];  // addcmul: self + (value * t1) * t2
+            // addcdiv: (value * t1) / t2, added to the decayed weight
+            out[k] =
+                w[k] * torch_decay + round_update(-torch_step_size * m[k] / (std::sqrt(v[k]) / torch_bc2_sqrt + eps));
+          }
           break;
-        case optimizer_kind::sgd_torch: {
+        case optimizer_kind::sgd_torch:
           // d_p = grad + wd*param; buf = d_p on the first step, else buf*momentum + (1 - dampening)*d_p;
           // nesterov: d_p += momentum*buf, else d_p = buf; param.add_(d_p, alpha=-lr).
-          float d = wd != 0.0f ? g[k] + wd * w[k] : g[k];
-          if (mu != 0.0f) {
-            m[k] = first_update ? d : m[k] * mu + one_minus_damp * d;
-            d = cfg_.nesterov ? d + mu * m[k] : m[k];
+          for (Eigen::Index k = 0; k < n; ++k) {
+            float d = wd != 0.0f ? g[k] + wd * w[k] : g[k];
+            if (mu != 0.0f) {
+              m[k] = first_update ? d : m[k] * mu + one_minus_damp * d;
+              d = cfg_.nesterov ? d + mu * m[k] : m[k];
+            }
+            out[k] = w[k] + round_update(-lr * d);
           }
-          upd = -lr * d;
           break;
-        }
       }
-      out[k] = base + round_scalar(fu, upd);
-    }
+    });
     if (keeps_master()) {
       weights = updated;  // fp32 master: the update is kept exactly as fp32 arithmetic gave it
       p.value = weights;
