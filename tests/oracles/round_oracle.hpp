@@ -172,30 +172,103 @@ struct prepared_format {
 };
 inline prepared_format prepare(const format& f) { return {f, f.max_finite(), f.emin()}; }
 
-/// Fast reference for nearest-even from float (for the exhaustive 2^32 sweeps): binary64 arithmetic and one
-/// std::nearbyint (ties to even in the default rounding mode) on |x| / Q, overflow decided after rounding.
-inline std::uint32_t round_nearest_fast(const prepared_format& p, float x) {
+/// Fast reference for every mode from float (for the exhaustive and dense sweeps, called billions of times):
+/// binary64 arithmetic instead of cpp_int, which is exact here: t = |x| / Q is a power-of-two scaling of a 24-bit
+/// significand (no under/overflow), floor(t) and t - floor(t) are exact, and so is the 32-bit fraction
+/// floor(2^32 (t - floor(t))) (t has at most 24 significant bits). The rules are round_bits' (sign, NaN, fnuz,
+/// no-NaN formats, saturation, flush after rounding, overflow decided after rounding); the source is float only.
+inline std::uint32_t round_fast(const prepared_format& p, float x, const options& o = {}) {
+  const format& f = p.f;
   const std::uint32_t u = float_bits(x);
+  const bool negative = (u >> 31) != 0;
   const std::uint32_t sign = u & 0x80000000u;
-  const int M = p.f.mantissa_bits;
-  if (std::isnan(x)) {
-    const std::uint32_t payload_mask = ((1u << M) - 1u) << (23 - M);
-    return sign | 0x7FC00000u | (p.f.finite_nan ? payload_mask : (u & payload_mask));
-  }
+  const int M = f.mantissa_bits;
+  const std::uint32_t payload_mask = ((1u << M) - 1u) << (23 - M);
+  const std::uint32_t nan_result = f.fnuz     ? 0x7FC00000u
+                                   : f.no_nan ? sign | 0x7FC00000u
+                                              : sign | 0x7FC00000u | payload_mask;  // fn: the all-ones NaN
+  if (std::isnan(x)) return f.ieee() ? sign | 0x7FC00000u | (u & payload_mask) : nan_result;
+  const bool away = o.rounding == mode::nearest_even || o.rounding == mode::stochastic ||
+                    (o.rounding == mode::toward_pos_inf && !negative) ||
+                    (o.rounding == mode::toward_neg_inf && negative);
+  // What overflow (and an infinite input, when not saturating) becomes: inf, the NaN, or max for no-NaN formats.
+  const std::uint32_t inf_result = f.ieee()   ? sign | 0x7F800000u
+                                   : f.no_nan ? sign | float_bits(static_cast<float>(p.max_finite))
+                                              : nan_result;
+  const std::uint32_t max_result = sign | float_bits(static_cast<float>(p.max_finite));
+  if (std::isinf(x)) return o.saturate ? max_result : inf_result;
   const double ax = std::fabs(static_cast<double>(x));
   double r = 0.0;
-  if (std::isinf(ax)) {
-    r = ax;
-  } else if (ax != 0.0) {
+  if (ax != 0.0) {
     const int log2x = std::ilogb(ax);
     const int qe = (log2x > p.emin ? log2x : p.emin) - M;
-    r = std::nearbyint(ax * pow2(-qe)) * pow2(qe);  // both products exact: powers of two, no under/overflow
+    const double t = ax * pow2(-qe);  // exact: a power of two, no under/overflow
+    const double whole = std::floor(t), frac = t - whole;
+    bool up = false;
+    switch (o.rounding) {
+      case mode::nearest_even:
+        up = frac > 0.5 || (frac == 0.5 && (static_cast<std::uint64_t>(whole) & 1u) != 0);  // whole < 2^25
+        break;
+      case mode::toward_zero:
+        break;
+      case mode::toward_pos_inf:
+        up = frac != 0.0 && !negative;
+        break;
+      case mode::toward_neg_inf:
+        up = frac != 0.0 && negative;
+        break;
+      case mode::stochastic:
+        up = static_cast<double>(o.random_bits) + std::floor(frac * 0x1p32) >= 0x1p32;
+        break;
+    }
+    r = (whole + (up ? 1.0 : 0.0)) * pow2(qe);
   }
-  if (r > p.max_finite) {
-    if (p.f.finite_nan) return sign | 0x7FC00000u | (((1u << M) - 1u) << (23 - M));
-    r = INFINITY;
-  }
+  if (r > p.max_finite) return o.saturate || !away || f.no_nan ? max_result : inf_result;
+  if (o.flush_subnormals && r < f.min_normal()) r = 0.0;
+  if (r == 0.0 && f.fnuz) return 0u;  // no -0
   return sign | float_bits(static_cast<float>(r));
+}
+
+/// Nearest even (the exhaustive suites' common case).
+inline std::uint32_t round_nearest_fast(const prepared_format& p, float x) { return round_fast(p, x); }
+
+/// Reference for the unsigned exponent-only E8M0 (OCP MX v1.0 section 5.4.1: 2^(field - 127) for fields 0..254,
+/// 0xFF NaN; no sign, no zero), from float, by its definition: x = 2^e (1 + r), 0 <= r < 1, lies between 2^e and
+/// 2^(e+1); nearest goes up when 2^(e+1) is at least as close (ties up: the one kept significand bit, the
+/// implicit 1, is odd), stochastic with probability floor(2^32 r) / 2^32. Negative, zero and NaN inputs give NaN;
+/// results below 2^-127 give 2^-127 (there is no zero); above 2^127 (and +inf) NaN, or 2^127 when saturating or
+/// when the mode rounds toward zero. Returns the float bits of the value (NaN: +qNaN).
+inline std::uint32_t round_e8m0(float x, const options& o = {}) {
+  const std::uint32_t nan = 0x7FC00000u, max_bits = float_bits(std::ldexp(1.0f, 127));
+  if (std::isnan(x) || std::signbit(x) || x == 0.0f) return nan;
+  if (std::isinf(x)) return o.saturate ? max_bits : nan;
+  int e2 = 0;
+  const double m = std::frexp(static_cast<double>(x), &e2);  // x = m 2^e2, m in [0.5, 1)
+  const int e = e2 - 1;
+  const double r = 2.0 * m - 1.0;  // exact
+  bool up = false;
+  switch (o.rounding) {
+    case mode::nearest_even:
+      up = r >= 0.5;
+      break;
+    case mode::toward_zero:
+    case mode::toward_neg_inf:
+      break;
+    case mode::toward_pos_inf:
+      up = r != 0.0;
+      break;
+    case mode::stochastic:
+      up = static_cast<double>(o.random_bits) + std::floor(r * 0x1p32) >= 0x1p32;
+      break;
+  }
+  const int result = e + (up ? 1 : 0);
+  if (result < -127) return float_bits(std::ldexp(1.0f, -127));
+  if (result > 127) {
+    const bool away =
+        o.rounding == mode::nearest_even || o.rounding == mode::stochastic || o.rounding == mode::toward_pos_inf;
+    return o.saturate || !away ? max_bits : nan;
+  }
+  return float_bits(std::ldexp(1.0f, result));
 }
 
 }  // namespace oracle

@@ -53,21 +53,30 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), noinline)) inline s
 #endif
 }  // namespace detail
 
-/// g[i] *= inv_scale in place; true when any result is inf or NaN. The result is checked (not the input),
-/// so a finite gradient that overflows when unscaled by a scale below 1 also counts as an overflow.
-/// Runs the copy of the loop compiled for the CPU's kernel path (format/cpu_path.hpp).
-[[nodiscard]] inline bool unscale_and_check(std::span<float> g, float inv_scale) noexcept {
+namespace detail {
+/// unscale_and_check on a given kernel path (every path gives the same bits; the tests compare them). The caller
+/// makes sure the CPU runs the path (cpu_path_supported).
+[[nodiscard]] inline bool unscale_and_check_on(cpu_path path, std::span<float> g, float inv_scale) noexcept {
 #if defined(SAFEAMP_X86_KERNELS)
-  switch (detail::kernel_path()) {
+  switch (path) {
     case cpu_path::avx512:
-      return detail::unscale_avx512(g.data(), g.size(), inv_scale) != 0;
+      return unscale_avx512(g.data(), g.size(), inv_scale) != 0;
     case cpu_path::avx2:
-      return detail::unscale_avx2(g.data(), g.size(), inv_scale) != 0;
+      return unscale_avx2(g.data(), g.size(), inv_scale) != 0;
     case cpu_path::portable:
       break;
   }
 #endif
-  return detail::unscale_loop(g.data(), g.size(), inv_scale) != 0;
+  (void)path;
+  return unscale_loop(g.data(), g.size(), inv_scale) != 0;
+}
+}  // namespace detail
+
+/// g[i] *= inv_scale in place; true when any result is inf or NaN. The result is checked (not the input),
+/// so a finite gradient that overflows when unscaled by a scale below 1 also counts as an overflow.
+/// Runs the copy of the loop compiled for the CPU's kernel path (format/cpu_path.hpp).
+[[nodiscard]] inline bool unscale_and_check(std::span<float> g, float inv_scale) noexcept {
+  return detail::unscale_and_check_on(detail::kernel_path(), g, inv_scale);
 }
 
 /// True when any element is inf or NaN (the separate check pass).

@@ -1,15 +1,20 @@
 // Shared driver of the exhaustive tests: every one of the 2^32 float bit patterns, in 65536 chunks of
-// 65536, split over two std::threads; each chunk is checked by a callback that returns its disagreements.
+// 65536, split over two std::threads; each chunk is checked by a callback that returns its disagreements. Also
+// the dense sweep of the narrow formats (for_dense_floats) and the counters round_span must report (count_of).
 #pragma once
 
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "safeamp/format/cpu_path.hpp"
+#include "safeamp/format/round_span.hpp"
 
 namespace exhaustive {
 
@@ -49,22 +54,98 @@ struct report {
       samples.emplace_back(line);
     }
   }
+
+  /// A counter of round_span that differs from the count of the correct results, for the chunk starting at
+  /// input bits `first`.
+  void add_counts(const std::string& what, std::uint32_t first, const safeamp::cast_stats& want,
+                  const safeamp::cast_stats& got) {
+    if (want == got) return;
+    std::lock_guard<std::mutex> guard(lock);
+    ++disagreements;
+    if (samples.size() < 16) {
+      char line[320];
+      std::snprintf(line, sizeof line,
+                    "%s: chunk from 0x%08X counters (elements, overflow, underflow, subnormal, nan, infinity) expected "
+                    "%llu %llu %llu %llu %llu %llu got %llu %llu %llu %llu %llu %llu",
+                    what.c_str(), first, static_cast<unsigned long long>(want.elements),
+                    static_cast<unsigned long long>(want.overflow), static_cast<unsigned long long>(want.underflow),
+                    static_cast<unsigned long long>(want.subnormal), static_cast<unsigned long long>(want.nan),
+                    static_cast<unsigned long long>(want.infinity), static_cast<unsigned long long>(got.elements),
+                    static_cast<unsigned long long>(got.overflow), static_cast<unsigned long long>(got.underflow),
+                    static_cast<unsigned long long>(got.subnormal), static_cast<unsigned long long>(got.nan),
+                    static_cast<unsigned long long>(got.infinity));
+      samples.emplace_back(line);
+    }
+  }
 };
 
-/// Calls check(chunk_index, inputs) for the 65536 chunks; inputs[i] = bits (chunk_index << 16 | i).
-template <class Check>
-void for_all_floats(Check check, unsigned threads = 2) {
+/// The counters round_span must return (cast_stats, format/round_span.hpp) for inputs in[0..n) whose correct
+/// results, as float bits, are result[0..n), counted from their definitions: underflow, finite nonzero inputs
+/// with a zero result; subnormal, nonzero results below min_normal; nan and infinity, the results. overflow[i]
+/// says whether element i overflowed; with overflow == nullptr an overflow is a finite input with a non-finite
+/// result, which is exact for nearest even without saturation into a format with inf or NaN.
+inline safeamp::cast_stats count_of(const float* in, const std::uint32_t* result, const bool* overflow, std::size_t n,
+                                    float min_normal) {
+  safeamp::cast_stats c;
+  c.elements = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    float y = 0.0f;
+    std::memcpy(&y, &result[i], sizeof y);
+    const float ax = std::fabs(in[i]), ay = std::fabs(y);
+    const bool finite_in = std::isfinite(in[i]);
+    c.overflow += (overflow != nullptr ? overflow[i] : finite_in && !std::isfinite(y)) ? 1u : 0u;
+    c.underflow += finite_in && ax != 0.0f && ay == 0.0f ? 1u : 0u;
+    c.subnormal += ay != 0.0f && ay < min_normal ? 1u : 0u;
+    c.nan += std::isnan(y) ? 1u : 0u;
+    c.infinity += std::isinf(y) ? 1u : 0u;
+  }
+  return c;
+}
+
+/// Calls check(c, inputs) for chunks c = 0 .. chunks - 1 split over std::threads, inputs[j] = input(c, j) for
+/// the 65536 inputs j of a chunk.
+template <class Input, class Check>
+void for_chunks(std::uint32_t chunks, Input input, Check check, unsigned threads = 2) {
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t) {
-    pool.emplace_back([t, threads, &check] {
+    pool.emplace_back([t, threads, chunks, &input, &check] {
       std::vector<std::uint32_t> inputs(65536);
-      for (std::uint32_t hi = t; hi < 65536; hi += threads) {
-        for (std::uint32_t lo = 0; lo < 65536; ++lo) inputs[lo] = hi << 16 | lo;
-        check(hi, inputs);
+      for (std::uint32_t c = t; c < chunks; c += threads) {
+        for (std::uint32_t j = 0; j < 65536; ++j) inputs[j] = input(c, j);
+        check(c, inputs);
       }
     });
   }
   for (auto& th : pool) th.join();
+}
+
+/// Calls check(chunk_index, inputs) for the 65536 chunks; inputs[i] = bits (chunk_index << 16 | i).
+template <class Check>
+void for_all_floats(Check check, unsigned threads = 2) {
+  for_chunks(
+      65536, [](std::uint32_t c, std::uint32_t j) { return c << 16 | j; }, check, threads);
+}
+
+/// The patterns of bits 0..11 in the dense sweep: zero and all ones (so every bit takes both values), the
+/// lowest and the highest bit alone, their neighbours, alternating and blocky ones.
+inline constexpr std::uint32_t dense_low_bits[16] = {0x000u, 0xFFFu, 0x001u, 0x800u, 0x7FFu, 0x801u, 0x555u, 0xAAAu,
+                                                     0x0F0u, 0xF0Fu, 0x100u, 0x3C3u, 0x012u, 0xFEDu, 0x400u, 0xBFEu};
+inline constexpr std::uint32_t dense_chunks = 256;  // of 65536 inputs: 2^20 upper parts x 16 low patterns
+
+/// The dense sweep: every float whose bits 12..31 take each of their 2^20 values and whose bits 0..11 are one of
+/// dense_low_bits, 2^24 inputs in dense_chunks chunks of 65536 over two std::threads; calls check(chunk, inputs).
+/// For a format with at most 3 mantissa bits (and E8M0) that is every case the rounding can tell apart: the cut
+/// lies at float bit 20 or above (23 - M, higher in the target's subnormal range) and the half bit just below it,
+/// at bit 19 or above, so bits 0..11 are always part of the remainder below its top bit and enter the result only
+/// through "is the remainder zero" (directed modes), "is it exactly half" (ties) and the low bits of the 32-bit
+/// fraction that stochastic rounding compares with its random word; the patterns give each of those bits both
+/// values, alone and together. Bits 12..31 (sign, exponent, kept mantissa, the half bit and at least 7 more
+/// remainder bits) are exhaustive.
+template <class Check>
+void for_dense_floats(Check check, unsigned threads = 2) {
+  for_chunks(
+      dense_chunks, [](std::uint32_t c, std::uint32_t j) { return (c << 12 | j >> 4) << 12 | dense_low_bits[j & 15u]; },
+      check, threads);
 }
 
 }  // namespace exhaustive

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "oracle_mode.hpp"
 #include "oracles/round_oracle.hpp"
 #include "safeamp/format.hpp"
 
@@ -41,21 +42,7 @@ const safeamp::format_spec sweep_formats[] = {
 const rounding all_modes[] = {rounding::nearest_even, rounding::toward_zero, rounding::toward_pos_inf,
                               rounding::toward_neg_inf, rounding::stochastic};
 
-oracle::mode to_oracle(rounding m) {
-  switch (m) {
-    case rounding::nearest_even:
-      return oracle::mode::nearest_even;
-    case rounding::toward_zero:
-      return oracle::mode::toward_zero;
-    case rounding::toward_pos_inf:
-      return oracle::mode::toward_pos_inf;
-    case rounding::toward_neg_inf:
-      return oracle::mode::toward_neg_inf;
-    case rounding::stochastic:
-      return oracle::mode::stochastic;
-  }
-  return oracle::mode::nearest_even;
-}
+using oracle::to_oracle;
 
 // Random bit patterns, biased towards the interesting binades of format f (around its range, and ties).
 float random_float(std::mt19937_64& rng, safeamp::format_spec f) {

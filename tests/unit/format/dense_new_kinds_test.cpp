@@ -1,0 +1,113 @@
+// The format kinds of issue 16 on the dense sweep (exhaustive::for_dense_floats: bits 12..31 of the float take all
+// 2^20 values, bits 0..11 sixteen patterns, which for formats of at most 3 mantissa bits is every case the rounding
+// can tell apart): the fnuz FP8 formats (e4m3fnuz, e5m2fnuz, e4m3b11fnuz), the all-finite OCP MX elements (e2m1fn,
+// e2m3fn, e3m2fn) and the unsigned scale e8m0fnu, in every rounding mode, once with overflow to inf/NaN and no
+// flush and once saturating with flush to zero. In one pass: the binary64 reference (oracle::round_fast, and
+// oracle::round_e8m0 for E8M0, written from the definitions), the scalar round_to and round_span on every kernel
+// path this machine runs agree bit for bit, and round_span's counters equal those counted from the scalar results
+// (overflow: the scalar routine's own flag). Stochastic bits: stochastic_bits(seed, stream, index) per element.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exhaustive_check.hpp"
+#include "oracle_mode.hpp"
+#include "oracles/round_oracle.hpp"
+#include "safeamp/format.hpp"
+
+namespace {
+
+using safeamp::overflow;
+using safeamp::rounding;
+
+struct case_format {
+  const char* name;
+  safeamp::format_spec spec;
+  oracle::format ref;  // written out from the definition (ignored for E8M0, which has its own reference)
+};
+// oracle::format{E, M, finite_nan, fnuz, no_nan, bias_offset}
+const case_format formats[] = {
+    {"e4m3fnuz", safeamp::fp8_e4m3fnuz, {4, 3, false, true, false, 1}},
+    {"e5m2fnuz", safeamp::fp8_e5m2fnuz, {5, 2, false, true, false, 1}},
+    {"e4m3b11fnuz", safeamp::fp8_e4m3b11fnuz, {4, 3, false, true, false, 4}},
+    {"e2m1fn", safeamp::fp4_e2m1, {2, 1, false, false, true, 0}},
+    {"e2m3fn", safeamp::fp6_e2m3, {2, 3, false, false, true, 0}},
+    {"e3m2fn", safeamp::fp6_e3m2, {3, 2, false, false, true, 0}},
+    {"e8m0fnu", safeamp::e8m0, {8, 1, false, false, false, 0}},
+};
+
+const rounding all_modes[] = {rounding::nearest_even, rounding::toward_zero, rounding::toward_pos_inf,
+                              rounding::toward_neg_inf, rounding::stochastic};
+
+using oracle::to_oracle;
+
+std::string label(const case_format& c, const safeamp::round_options& o, const char* what) {
+  return std::string(c.name) + " mode " + std::to_string(static_cast<int>(o.mode)) +
+         (o.on_overflow == overflow::saturate ? " saturate" : "") + (o.flush_subnormals ? " flush" : "") + ": " + what;
+}
+
+}  // namespace
+
+TEST_CASE("fnuz, all-finite MX and E8M0 formats: oracle, scalar and every round_span path on the dense sweep") {
+  const std::vector<safeamp::cpu_path> paths = exhaustive::paths_to_check();
+  std::vector<oracle::prepared_format> refs;
+  for (const case_format& c : formats) refs.push_back(oracle::prepare(c.ref));
+  constexpr std::uint64_t seed = 0x5AFEA3B5EEDull;
+  constexpr std::uint32_t stream = 16;
+  exhaustive::report oracle_vs_scalar, scalar_vs_span, counters;
+
+  exhaustive::for_dense_floats([&](std::uint32_t chunk, const std::vector<std::uint32_t>& bits) {
+    const std::size_t n = bits.size();
+    thread_local std::vector<float> in(65536), out(65536);
+    thread_local std::vector<std::uint32_t> words(65536), scalar(65536);
+    thread_local std::unique_ptr<bool[]> overflowed(new bool[65536]);
+    const safeamp::philox_key key{.seed = seed, .stream = stream, .offset = std::uint64_t{chunk} * 65536u};
+    for (std::size_t i = 0; i < n; ++i) {
+      in[i] = oracle::bits_float(bits[i]);
+      words[i] = safeamp::stochastic_bits(key.seed, key.stream, key.offset + i);
+    }
+    for (std::size_t fi = 0; fi < std::size(formats); ++fi) {
+      const case_format& c = formats[fi];
+      const bool exponent_only = c.spec.mantissa_bits == 0;
+      for (const rounding m : all_modes) {
+        for (const bool strict : {false, true}) {  // strict: saturate and flush subnormals
+          const safeamp::round_options opt{.mode = m,
+                                           .on_overflow = strict ? overflow::saturate : overflow::to_infinity,
+                                           .flush_subnormals = strict};
+          for (std::size_t i = 0; i < n; ++i) {
+            const oracle::options oo{to_oracle(m), strict, strict, words[i]};
+            const std::uint32_t want =
+                exponent_only ? oracle::round_e8m0(in[i], oo) : oracle::round_fast(refs[fi], in[i], oo);
+            scalar[i] = oracle::float_bits(safeamp::round_to(c.spec, in[i], opt, words[i]));
+            overflowed[i] = safeamp::detail::encode_impl<float>(c.spec, in[i], opt, words[i]).overflowed;
+            if (scalar[i] != want) oracle_vs_scalar.add(label(c, opt, "oracle vs round_to"), bits[i], want, scalar[i]);
+          }
+          const safeamp::cast_stats want_counts =
+              exhaustive::count_of(in.data(), scalar.data(), overflowed.get(), n, safeamp::min_normal(c.spec));
+          for (const safeamp::cpu_path path : paths) {
+            const safeamp::cast_stats got = safeamp::detail::round_span_on(path, c.spec, in, out, opt, key);
+            counters.add_counts(exhaustive::on_path(label(c, opt, "round_span counters").c_str(), path), bits[0],
+                                want_counts, got);
+            for (std::size_t i = 0; i < n; ++i) {
+              const std::uint32_t span = oracle::float_bits(out[i]);
+              if (span != scalar[i]) {
+                scalar_vs_span.add(exhaustive::on_path(label(c, opt, "round_to vs round_span").c_str(), path), bits[i],
+                                   scalar[i], span);
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+
+  for (auto* r : {&oracle_vs_scalar, &scalar_vs_span, &counters}) {
+    for (const auto& s : r->samples) UNSCOPED_INFO(s);
+  }
+  CHECK(oracle_vs_scalar.disagreements == 0);
+  CHECK(scalar_vs_span.disagreements == 0);
+  CHECK(counters.disagreements == 0);
+}
