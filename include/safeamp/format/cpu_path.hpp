@@ -15,13 +15,29 @@
     (defined(__GNUC__) || defined(__clang__))
 #define SAFEAMP_X86_KERNELS 1  // the AVX2 and AVX-512 back-ends are compiled (with target attributes, no -march)
 #include <cpuid.h>
+
+// Opening and closing a region of functions compiled for one back-end's instruction set whatever the build's
+// -march (round_avx2.hpp, round_avx512*.hpp, philox_avx*.hpp): callers reach them only through the run-time
+// dispatch of this header. The AVX-512 set includes AVX2 and F16C, which every AVX-512 CPU has. No FMA: g++
+// would contract a * b + c into one rounding, and the kernels' float arithmetic must round each step.
+#define SAFEAMP_DETAIL_STR(x) #x
+#if defined(__clang__)
+#define SAFEAMP_DETAIL_TARGET_BEGIN(isa) \
+  _Pragma(SAFEAMP_DETAIL_STR(clang attribute push(__attribute__((target(isa))), apply_to = function)))
+#define SAFEAMP_DETAIL_TARGET_END _Pragma("clang attribute pop")
+#else
+#define SAFEAMP_DETAIL_TARGET_BEGIN(isa) _Pragma("GCC push_options") _Pragma(SAFEAMP_DETAIL_STR(GCC target(isa)))
+#define SAFEAMP_DETAIL_TARGET_END _Pragma("GCC pop_options")
+#endif
+#define SAFEAMP_DETAIL_AVX2_BEGIN SAFEAMP_DETAIL_TARGET_BEGIN("avx2,f16c,bmi2")
+#define SAFEAMP_DETAIL_AVX512_BEGIN SAFEAMP_DETAIL_TARGET_BEGIN("avx512f,avx512bw,avx512dq,avx512vl,f16c,avx2,bmi2")
 #endif
 
 namespace safeamp {
 
 enum class cpu_path : std::uint8_t {
   portable,  // plain C++ loops (whatever the build's own flags let the compiler vectorise)
-  avx2,      // AVX2 + F16C (Haswell and later, every AMD Zen)
+  avx2,      // AVX2 + BMI2 + F16C (Haswell and later, every AMD Zen)
   avx512,    // AVX-512 F/BW/DQ/VL (Skylake-SP and later, AMD Zen 4 and later)
 };
 inline constexpr cpu_path all_cpu_paths[] = {cpu_path::portable, cpu_path::avx2, cpu_path::avx512};
@@ -53,7 +69,7 @@ inline unsigned detect_cpu_paths() noexcept {
   __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
   if ((xcr0_low & 0x6u) != 0x6u) return paths;
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return paths;
-  const bool avx2 = (ebx >> 5) & 1u;
+  const bool avx2 = ((ebx >> 5) & 1u) && ((ebx >> 8) & 1u);  // AVX2 and BMI2 (the kernels use shlx/shrx)
   const bool avx512 =
       ((ebx >> 16) & 1u) && ((ebx >> 17) & 1u) && ((ebx >> 30) & 1u) && ((ebx >> 31) & 1u);  // F DQ BW VL
   if (avx2 && f16c) paths |= 1u << static_cast<unsigned>(cpu_path::avx2);

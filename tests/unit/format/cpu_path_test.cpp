@@ -37,9 +37,10 @@ TEST_CASE("the supported paths are those the CPU's flags name") {
     return;
   }
   const auto has = [&](const char* f) { return flags.count(f) != 0; };
-  CHECK(safeamp::cpu_path_supported(safeamp::cpu_path::avx2) == (has("avx2") && has("f16c")));
+  CHECK(safeamp::cpu_path_supported(safeamp::cpu_path::avx2) == (has("avx2") && has("bmi2") && has("f16c")));
   CHECK(safeamp::cpu_path_supported(safeamp::cpu_path::avx512) ==
-        (has("avx2") && has("f16c") && has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl")));
+        (has("avx2") && has("bmi2") && has("f16c") && has("avx512f") && has("avx512bw") && has("avx512dq") &&
+         has("avx512vl")));
 #else
   CHECK_FALSE(safeamp::cpu_path_supported(safeamp::cpu_path::avx2));
   CHECK_FALSE(safeamp::cpu_path_supported(safeamp::cpu_path::avx512));
