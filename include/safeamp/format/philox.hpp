@@ -23,9 +23,9 @@ inline constexpr std::uint32_t philox_w1 = 0xBB67AE85u;
 
 /// Philox4x32 with 10 rounds: counter (c0..c3), key (k0, k1) -> four 32-bit words.
 [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr philox4x32_block philox4x32_10(std::uint32_t c0, std::uint32_t c1,
-                                                                          std::uint32_t c2, std::uint32_t c3,
-                                                                          std::uint32_t k0,
-                                                                          std::uint32_t k1) noexcept {
+                                                                           std::uint32_t c2, std::uint32_t c3,
+                                                                           std::uint32_t k0,
+                                                                           std::uint32_t k1) noexcept {
   for (int round = 0; round < 10; ++round) {
     const std::uint64_t p0 = static_cast<std::uint64_t>(detail::philox_m0) * c0;
     const std::uint64_t p1 = static_cast<std::uint64_t>(detail::philox_m1) * c2;
@@ -47,15 +47,15 @@ inline constexpr std::uint32_t philox_w1 = 0xBB67AE85u;
 /// They depend only on (seed, stream, offset + i): never on threads, chunking or call order.
 struct philox_key {
   std::uint64_t seed = 0;
-  std::uint32_t stream = 0;   // e.g. one stream per tensor or per step
-  std::uint64_t offset = 0;   // logical index of the span's first element
+  std::uint32_t stream = 0;  // e.g. one stream per tensor or per step
+  std::uint64_t offset = 0;  // logical index of the span's first element
 
   friend constexpr bool operator==(const philox_key&, const philox_key&) = default;
 };
 
 /// The 32 random bits used for logical element `index` under (seed, stream).
 [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr std::uint32_t stochastic_bits(std::uint64_t seed, std::uint32_t stream,
-                                                                         std::uint64_t index) noexcept {
+                                                                          std::uint64_t index) noexcept {
   const std::uint64_t n = index >> 2;
   const philox4x32_block b =
       philox4x32_10(static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(n >> 32), stream, 0u,

@@ -165,6 +165,69 @@ struct local_counts {
   }
 };
 
+/// Chooses, block by block, whether a vector kernel tests each vector for the all-normal shortcut (round_avx2.hpp,
+/// round_avx512.hpp, block_avx512.hpp). A block in which more than 1 vector in 8 needed the exact path (wide-range
+/// data, or E4M3's narrow normal range on Gaussian data: 1.2% of N(0,1) values lie below its min normal, so 18% of
+/// 16-lane vectors hold one) is followed by seven blocks without the test and its unpredictable branch, then the
+/// test runs for one block again. Counters: any type with a special_vectors count.
+struct path_choice {
+  bool always = false;
+  unsigned left = 0;
+  std::size_t before = 0;
+
+  template <class Counters>
+  void start(const Counters& acc) noexcept {
+    before = acc.special_vectors;
+  }
+  template <class Counters>
+  void finish(const Counters& acc, std::size_t vectors) noexcept {
+    if (always) {
+      if (--left == 0) always = false;
+    } else if ((acc.special_vectors - before) * 8 > vectors) {
+      always = true;
+      left = 7;
+    }
+  }
+};
+
+/// The layout of the vector kernels' stochastic chunk (round_avx2.hpp, round_avx512.hpp): `start` elements with
+/// buffered words first, up to the first element whose logical index is a multiple of 4 (word 0 of a Philox block)
+/// and, to stream, that lies at the vector-aligned output `head` elements in; then `steps` steps of `step` elements
+/// whose words the generator makes in registers; then the rest with buffered words. in_registers is false where
+/// the low word of the block counter wraps inside the chunk (once per 2^34 elements; the vector generators do not
+/// carry into the high word): there every step takes buffered words.
+struct stochastic_layout {
+  std::size_t start = 0, steps = 0;
+  std::uint64_t first_block = 0;
+  bool stream = false, in_registers = true;
+
+  constexpr stochastic_layout(std::uint64_t offset, std::size_t n, bool streamed, std::size_t head,
+                              std::size_t step) noexcept
+      : start(static_cast<std::size_t>((4u - offset % 4u) % 4u)), stream(streamed) {
+    if (stream && (offset + head) % 4u == 0) {
+      start = head;
+    } else {
+      stream = false;  // no element is both 4-aligned in index and vector-aligned in memory
+    }
+    start = start < n ? start : n;
+    first_block = (offset + start) / 4;
+    steps = (n - start) / step;
+    in_registers = (first_block & 0xFFFFFFFFu) + step / 4 * (steps + 1) <= (std::uint64_t{1} << 32);
+  }
+};
+
+/// f.template operator()<Ftz, Sat>() with ftz and ov == overflow::saturate as compile-time values: the vector
+/// kernels are instantiated for each of the four.
+template <class Fn>
+SAFEAMP_DETAIL_ALWAYS_INLINE void with_flush_and_saturate(bool ftz, overflow ov, const Fn& f) noexcept {
+  const bool sat = ov == overflow::saturate;
+  if (ftz) {
+    sat ? f.template operator()<true, true>() : f.template operator()<true, false>();
+  } else {
+    sat ? f.template operator()<false, true>() : f.template operator()<false, false>();
+  }
+}
+
 // The loop of round_floats; k by value so that its fields stay in registers (or fold as constants).
 template <rounding R>
 SAFEAMP_DETAIL_ALWAYS_INLINE SAFEAMP_HOST_DEVICE constexpr void round_floats_loop(const round_constants k,
@@ -216,8 +279,7 @@ SAFEAMP_DETAIL_NOINLINE SAFEAMP_HOST_DEVICE constexpr void round_floats(format_s
 /// The rounds of philox4x32_10 (philox.hpp) on 64-bit locals that hold 32-bit words, so that the loop
 /// vectorises over b with whole-lane 64-bit products and the state stays in registers; the 64-bit
 /// counter's halves carry explicitly.
-/// The loop is always inlined into philox_fill and into the per-ISA copies (round_avx2.hpp), each compiled for
-/// its own instruction set.
+/// The portable path's generator (the vector paths have their own: philox_avx2.hpp, philox_avx512.hpp).
 SAFEAMP_DETAIL_ALWAYS_INLINE SAFEAMP_HOST_DEVICE constexpr void philox_fill_loop(std::uint32_t* words,
                                                                                  std::uint64_t first_block,
                                                                                  std::size_t blocks, std::uint64_t seed,

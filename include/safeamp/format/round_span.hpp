@@ -13,6 +13,8 @@
 #include "safeamp/format/format_names.hpp"
 #include "safeamp/format/format_spec.hpp"
 #include "safeamp/format/philox.hpp"
+#include "safeamp/format/philox_avx2.hpp"
+#include "safeamp/format/philox_avx512.hpp"
 #include "safeamp/format/round.hpp"
 #include "safeamp/format/round_avx2.hpp"
 #include "safeamp/format/round_avx512.hpp"
@@ -79,18 +81,15 @@ inline void philox_fill_on(cpu_path path, std::uint32_t* words, std::uint64_t fi
 }
 
 #if defined(SAFEAMP_X86_KERNELS)
-/// One chunk of a named format narrower than float on a vector path: the AVX-512 kernels for nearest even and
-/// stochastic, the AVX2 kernels for everything else (they run on AVX-512 CPUs too).
+/// One chunk of a named format narrower than float on a vector path (every mode on either).
 template <rounding R, format_spec F>
 inline void round_chunk_vector(cpu_path path, const float* in, float* out, std::size_t n, round_options opt,
                                philox_key key, bool stream, local_counts& c) noexcept {
-  if constexpr (R == rounding::nearest_even || R == rounding::stochastic) {
-    if (path == cpu_path::avx512) {
-      avx512::round_chunk<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, key, stream, c);
-      return;
-    }
+  if (path == cpu_path::avx512) {
+    avx512::round_chunk<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, key, stream, c);
+  } else {
+    avx2::round_chunk<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, key, stream, c);
   }
-  avx2::round_chunk<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, key, stream, c);
 }
 #endif
 

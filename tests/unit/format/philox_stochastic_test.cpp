@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -143,4 +144,43 @@ TEST_CASE("stochastic rounding is unbiased within 6 sigma, also near overflow an
   const double p = frac / std::ldexp(1.0, -10);
   CHECK(std::fabs(sum / static_cast<double>(N) - frac) <=
         6 * std::ldexp(1.0, -10) * std::sqrt(p * (1 - p) / static_cast<double>(N)));
+}
+
+TEST_CASE("the Philox block fill of every kernel path gives stochastic_bits' words, any length, across a wrap") {
+  const std::uint64_t seed = 0x0123456789ABCDEFull;
+  const std::uint32_t stream = 77;
+  std::string not_run;
+  for (const safeamp::cpu_path path : safeamp::all_cpu_paths) {
+    if (!safeamp::cpu_path_supported(path)) {
+      not_run += std::string(not_run.empty() ? "" : ", ") + std::string(safeamp::cpu_path_name(path));
+      continue;
+    }
+    // Lengths around the generators' batches (16 blocks on avx2, 32 on avx512), first blocks with the low
+    // counter word far from and next to 2^32 (the vector generators fall back to the portable loop there).
+    for (const std::uint64_t first : {std::uint64_t{0}, std::uint64_t{5}, (std::uint64_t{1} << 32) - 40,
+                                      (std::uint64_t{1} << 32) - 3, (std::uint64_t{7} << 32) + 11}) {
+      for (const std::size_t blocks :
+           {std::size_t{1}, std::size_t{3}, std::size_t{15}, std::size_t{16}, std::size_t{17}, std::size_t{31},
+            std::size_t{32}, std::size_t{33}, std::size_t{100}}) {
+        std::vector<std::uint32_t> words(4 * blocks + 8, 0xDEADBEEFu);
+        safeamp::detail::philox_fill_on(path, words.data(), first, blocks, seed, stream);
+        int bad = 0;
+        for (std::size_t j = 0; j < 4 * blocks; ++j) {
+          const std::uint32_t want = safeamp::stochastic_bits(seed, stream, 4 * first + j);
+          if (words[j] != want && bad++ < 3) {
+            FAIL_CHECK(safeamp::cpu_path_name(path) << " first block " << first << " blocks " << blocks << " word " << j
+                                                    << ": " << std::hex << words[j] << " want " << want);
+          }
+        }
+        for (std::size_t j = 4 * blocks; j < words.size(); ++j) {
+          if (words[j] != 0xDEADBEEFu && bad++ < 3) {
+            FAIL_CHECK(safeamp::cpu_path_name(path)
+                       << " blocks " << blocks << ": word " << j << " written past the end");
+          }
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+  if (!not_run.empty()) WARN("Philox fill paths not run (this CPU or build lacks them): " << not_run);
 }
