@@ -134,13 +134,13 @@ inline constexpr std::uint32_t dense_chunks = 256;  // of 65536 inputs: 2^20 upp
 
 /// The dense sweep: every float whose bits 12..31 take each of their 2^20 values and whose bits 0..11 are one of
 /// dense_low_bits, 2^24 inputs in dense_chunks chunks of 65536 over two std::threads; calls check(chunk, inputs).
-/// For a format with at most 3 mantissa bits (and E8M0) that is every case the rounding can tell apart: the cut
-/// lies at float bit 20 or above (23 - M, higher in the target's subnormal range) and the half bit just below it,
-/// at bit 19 or above, so bits 0..11 are always part of the remainder below its top bit and enter the result only
-/// through "is the remainder zero" (directed modes), "is it exactly half" (ties) and the low bits of the 32-bit
-/// fraction that stochastic rounding compares with its random word; the patterns give each of those bits both
-/// values, alone and together. Bits 12..31 (sign, exponent, kept mantissa, the half bit and at least 7 more
-/// remainder bits) are exhaustive.
+/// For a format with at most 10 mantissa bits (every named format but fp32, all the issue-16 kinds, E8M0) that is
+/// every case the rounding can tell apart: the cut lies at float bit 13 or above (23 - M, higher in the target's
+/// subnormal range) and the half bit just below it, at bit 12 or above, so bits 0..11 are always part of the
+/// remainder below its top bit and enter the result only through "is the remainder zero" (directed modes), "is it
+/// exactly half" (ties) and the low bits of the 32-bit fraction that stochastic rounding compares with its random
+/// word; the patterns give each of those bits both values, alone and together. Bits 12..31 (sign, exponent, kept
+/// mantissa and the half bit) are exhaustive.
 template <class Check>
 void for_dense_floats(Check check, unsigned threads = 2) {
   for_chunks(

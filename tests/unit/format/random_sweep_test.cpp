@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__SSE2__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "oracle_mode.hpp"
 #include "oracles/round_oracle.hpp"
 #include "safeamp/format.hpp"
@@ -185,8 +189,9 @@ TEST_CASE("round_span fast paths equal the scalar routine bit for bit, counters 
 // buffer), with a length that is not a multiple of 16, in three layouts: an output 4 bytes past a 64-byte
 // boundary with a key offset whose Philox block counter crosses 2^32 (the low counter word wraps); a 64-byte
 // aligned output with a key offset that is a multiple of 4; an output 12 bytes past a boundary with key offset
-// 3 (13 elements before the first aligned one, whose logical index is then a multiple of 4). Every element is
-// compared with the scalar routine; the counters with a count of the scalar results.
+// 3 (13 elements before the first aligned one, whose logical index is then a multiple of 4). Every mode (the
+// directed ones have their own streaming loops). Every element is compared with the scalar routine; the counters
+// with a count of the scalar results.
 TEST_CASE("large spans (streaming stores, misaligned output, Philox counter wrap) equal the scalar routine") {
   std::mt19937_64 rng(4242);
   const std::size_t n = (std::size_t{1} << 22) + 37;
@@ -200,7 +205,7 @@ TEST_CASE("large spans (streaming stores, misaligned output, Philox counter wrap
   const layout layouts[] = {{1, (std::uint64_t{1} << 34) - 4 * 1000 - 2}, {0, 4000}, {3, 3}};
   for (const safeamp::format_spec f : {safeamp::fp16, safeamp::fp8_e4m3, safeamp::bf16}) {
     for (float& x : in) x = random_float(rng, f);
-    for (const rounding m : {rounding::nearest_even, rounding::stochastic}) {
+    for (const rounding m : all_modes) {
       for (const layout l : layouts) {
         const safeamp::round_options opt{.mode = m};
         const safeamp::philox_key key{.seed = 99, .stream = 5, .offset = l.offset};
@@ -214,7 +219,9 @@ TEST_CASE("large spans (streaming stores, misaligned output, Philox counter wrap
               m == rounding::stochastic ? safeamp::stochastic_bits(key.seed, key.stream, key.offset + i) : 0u;
           const float y = safeamp::round_to(f, in[i], opt, rnd);
           const float ax = std::fabs(in[i]), ay = std::fabs(y);
-          want.overflow += (std::isfinite(in[i]) && !std::isfinite(y)) ? 1u : 0u;  // inf, or NaN for E4M3
+          // Overflow: the scalar routine's own flag (a directed mode may give max finite), finite inputs only.
+          const bool overflowed = safeamp::detail::encode_impl<float>(f, in[i], opt, rnd).overflowed;
+          want.overflow += (std::isfinite(in[i]) && overflowed) ? 1u : 0u;
           want.underflow += (std::isfinite(in[i]) && ax != 0 && ay == 0) ? 1u : 0u;
           want.subnormal += (ay != 0 && ay < safeamp::min_normal(f)) ? 1u : 0u;
           want.nan += std::isnan(y) ? 1u : 0u;
@@ -231,3 +238,60 @@ TEST_CASE("large spans (streaming stores, misaligned output, Philox counter wrap
     }
   }
 }
+
+#if defined(__SSE2__) || defined(__x86_64__)
+// MXCSR: flush-to-zero (bit 15), denormals-are-zero (bit 6), rounding control (bits 13-14).
+TEST_CASE("round_span ignores the floating-point environment: FTZ, DAZ and every MXCSR rounding mode, every path") {
+  std::mt19937_64 rng(909);
+  const std::size_t n = 3001;
+  int failures = 0;
+  const unsigned saved = _mm_getcsr();
+  for (safeamp::format_spec f : sweep_formats) {
+    std::vector<float> in(n), out(n);
+    for (float& x : in) x = random_float(rng, f);
+    // Float subnormals of both signs (DAZ reads them as zero), zeros and the specials.
+    for (std::size_t i = 0; i < 64; ++i)
+      in[i] = oracle::bits_float((i & 1u ? 0x80000000u : 0u) | static_cast<std::uint32_t>(1u + 4099u * i));
+    in[64] = INFINITY;
+    in[65] = -INFINITY;
+    in[66] = NAN;
+    in[67] = -0.0f;
+    for (rounding m : all_modes) {
+      for (const bool strict : {false, true}) {
+        const safeamp::round_options opt{
+            .mode = m, .on_overflow = strict ? overflow::saturate : overflow::to_infinity, .flush_subnormals = strict};
+        const safeamp::philox_key key{.seed = 5, .stream = 6, .offset = 7};
+        std::vector<float> want(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::uint32_t rnd = safeamp::stochastic_bits(key.seed, key.stream, key.offset + i);
+          want[i] = safeamp::round_to(f, in[i], opt, rnd);
+        }
+        for (const safeamp::cpu_path path : safeamp::all_cpu_paths) {
+          if (!safeamp::cpu_path_supported(path)) continue;
+          const safeamp::cast_stats reference = safeamp::detail::round_span_on(path, f, in, out, opt, key);
+          for (const unsigned rc : {0u, 1u, 2u, 3u}) {
+            _mm_setcsr((saved & ~0xE040u) | 0x8040u | rc << 13);  // FTZ, DAZ, rounding control rc
+            const safeamp::cast_stats got = safeamp::detail::round_span_on(path, f, in, out, opt, key);
+            _mm_setcsr(saved);
+            std::size_t bad = 0, first = n;
+            for (std::size_t i = 0; i < n; ++i) {
+              if (oracle::float_bits(out[i]) != oracle::float_bits(want[i]) && bad++ == 0) first = i;
+            }
+            if ((bad != 0 || !(got == reference)) && failures++ < 12) {
+              FAIL_CHECK(safeamp::format_name(f)
+                         << " mode " << static_cast<int>(m) << (strict ? " saturate+flush" : "") << " path "
+                         << safeamp::cpu_path_name(path) << " MXCSR.RC " << rc << ": " << bad << " results differ"
+                         << (bad != 0 ? ", first input " + hex(oracle::float_bits(in[first])) + " want " +
+                                            hex(oracle::float_bits(want[first])) + " got " +
+                                            hex(oracle::float_bits(out[first]))
+                                      : std::string())
+                         << (got == reference ? "" : "; counters differ"));
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(failures == 0);
+}
+#endif

@@ -1,8 +1,9 @@
-// The format kinds of issue 16 on the dense sweep (exhaustive::for_dense_floats: bits 12..31 of the float take all
-// 2^20 values, bits 0..11 sixteen patterns, which for formats of at most 3 mantissa bits is every case the rounding
-// can tell apart): the fnuz FP8 formats (e4m3fnuz, e5m2fnuz, e4m3b11fnuz), the all-finite OCP MX elements (e2m1fn,
-// e2m3fn, e3m2fn) and the unsigned scale e8m0fnu, in every rounding mode, once with overflow to inf/NaN and no
-// flush and once saturating with flush to zero. In one pass: the binary64 reference (oracle::round_fast, and
+// Every rounding mode on the dense sweep (exhaustive::for_dense_floats: bits 12..31 of the float take all 2^20
+// values, bits 0..11 sixteen patterns, which for formats of at most 10 mantissa bits is every case the rounding can
+// tell apart), once with overflow to inf/NaN and no flush and once saturating with flush to zero, for two sets of
+// formats (two CTest cases): the named formats with vector kernels (fp16, bf16, tf32, E4M3, E5M2), and the kinds
+// of issue 16: the fnuz FP8 formats (e4m3fnuz, e5m2fnuz, e4m3b11fnuz), the all-finite OCP MX elements (e2m1fn,
+// e2m3fn, e3m2fn) and the unsigned scale e8m0fnu. In one pass: the binary64 reference (oracle::round_fast, and
 // oracle::round_e8m0 for E8M0, written from the definitions), the scalar round_to and round_span on every kernel
 // path this machine runs agree bit for bit, and round_span's counters equal those counted from the scalar results
 // (overflow: the scalar routine's own flag). Stochastic bits: stochastic_bits(seed, stream, index) per element.
@@ -29,7 +30,12 @@ struct case_format {
   oracle::format ref;  // written out from the definition (ignored for E8M0, which has its own reference)
 };
 // oracle::format{E, M, finite_nan, fnuz, no_nan, bias_offset}
-const case_format formats[] = {
+const case_format named_formats[] = {
+    {"fp16", safeamp::fp16, {5, 10, false}},    {"bf16", safeamp::bf16, {8, 7, false}},
+    {"tf32", safeamp::tf32, {8, 10, false}},    {"e4m3", safeamp::fp8_e4m3, {4, 3, true}},
+    {"e5m2", safeamp::fp8_e5m2, {5, 2, false}},
+};
+const case_format new_kinds[] = {
     {"e4m3fnuz", safeamp::fp8_e4m3fnuz, {4, 3, false, true, false, 1}},
     {"e5m2fnuz", safeamp::fp8_e5m2fnuz, {5, 2, false, true, false, 1}},
     {"e4m3b11fnuz", safeamp::fp8_e4m3b11fnuz, {4, 3, false, true, false, 4}},
@@ -51,7 +57,9 @@ std::string label(const case_format& c, const safeamp::round_options& o, const c
 
 }  // namespace
 
-TEST_CASE("fnuz, all-finite MX and E8M0 formats: oracle, scalar and every round_span path on the dense sweep") {
+/// The oracle, the scalar round_to and round_span on every path agree on the dense sweep, counters included.
+template <std::size_t N>
+void check_dense(const case_format (&formats)[N]) {
   const std::vector<safeamp::cpu_path> paths = exhaustive::paths_to_check();
   std::vector<oracle::prepared_format> refs;
   for (const case_format& c : formats) refs.push_back(oracle::prepare(c.ref));
@@ -69,7 +77,7 @@ TEST_CASE("fnuz, all-finite MX and E8M0 formats: oracle, scalar and every round_
       in[i] = oracle::bits_float(bits[i]);
       words[i] = safeamp::stochastic_bits(key.seed, key.stream, key.offset + i);
     }
-    for (std::size_t fi = 0; fi < std::size(formats); ++fi) {
+    for (std::size_t fi = 0; fi < N; ++fi) {
       const case_format& c = formats[fi];
       const bool exponent_only = c.spec.mantissa_bits == 0;
       for (const rounding m : all_modes) {
@@ -110,4 +118,12 @@ TEST_CASE("fnuz, all-finite MX and E8M0 formats: oracle, scalar and every round_
   CHECK(oracle_vs_scalar.disagreements == 0);
   CHECK(scalar_vs_span.disagreements == 0);
   CHECK(counters.disagreements == 0);
+}
+
+TEST_CASE("named formats (fp16, bf16, tf32, E4M3, E5M2): oracle, scalar and every round_span path on the dense sweep") {
+  check_dense(named_formats);
+}
+
+TEST_CASE("fnuz, all-finite MX and E8M0 formats: oracle, scalar and every round_span path on the dense sweep") {
+  check_dense(new_kinds);
 }
