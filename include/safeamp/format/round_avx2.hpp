@@ -111,6 +111,10 @@ struct constants8 {
   vec quantum = u32(k.quantum_bits);
   vec all_ones = u32(0xFFFFFFFFu);
 
+  struct unpinned {};
+  /// Plain broadcasts, for a few vectors per call (round8's three-argument form): the compiler may fold or hoist
+  /// them into the caller's loop.
+  explicit constants8(unpinned) noexcept {}
   constants8() noexcept {
     pin(abs_mask), pin(inf), pin(max_bits), pin(inf_or_nan), pin(min_normal), pin(min_normal_minus_one);
     pin(range_bias), pin(range_limit), pin(one), pin(half_minus_one), pin(low), pin(keep), pin(emin_field);
@@ -294,6 +298,12 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec round8(const constants8<F>& v, vec u, vec rnd, 
   } else {
     return special8<R, F, Ftz, Sat>(v, u, a, acc);
   }
+}
+
+/// round8 for callers that keep no constants8 of their own (the block kernels: block_avx2.hpp, block_nvfp4_avx2.hpp).
+template <rounding R, format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_ALWAYS_INLINE vec round8(vec u, vec rnd, counters8& acc) noexcept {
+  return round8<R, F, Ftz, Sat>(constants8<F>(typename constants8<F>::unpinned{}), u, rnd, acc);
 }
 
 /// One vector of 8 elements at src (u) with words rnd, stored at dst (streaming or not).
