@@ -1,5 +1,5 @@
 // AVX-512 kernels behind round_span for the named formats narrower than float (fp16, bf16, tf32, E4M3, E5M2):
-// the chunk loops of nearest even and stochastic rounding over the vector steps of round_avx512_lanes.hpp, with the
+// the chunk loops of every rounding mode over the vector steps of round_avx512_lanes.hpp, with the
 // Philox words made in registers (philox_avx512.hpp). Compiled on every x86 build with GCC or Clang for AVX-512
 // (no -march needed) and run only when active_cpu_path() is avx512 (cpu_path.hpp); not under nvcc or with
 // SAFEAMP_NO_SIMD. Results, counters included, are those of round_floats (round_kernel.hpp) bit for bit: the
