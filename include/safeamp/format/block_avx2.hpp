@@ -25,12 +25,7 @@
 
 // Compiled for AVX2 whatever the build's -march (as round_avx2.hpp is); reached only when active_cpu_path() is
 // avx2.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,f16c,bmi2"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,f16c,bmi2")
-#endif
+SAFEAMP_DETAIL_AVX2_BEGIN
 
 namespace safeamp::detail::avx2 {
 
@@ -201,10 +196,6 @@ SAFEAMP_DETAIL_NOINLINE void quantize_mx32_row(const float* in, float* out, std:
 
 }  // namespace safeamp::detail::avx2
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+SAFEAMP_DETAIL_TARGET_END
 
 #endif  // SAFEAMP_X86_KERNELS

@@ -22,12 +22,7 @@
 #include "safeamp/format/round_avx2.hpp"
 #include "safeamp/format/round_kernel.hpp"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,f16c,bmi2"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,f16c,bmi2")
-#endif
+SAFEAMP_DETAIL_AVX2_BEGIN
 
 namespace safeamp::detail::avx2 {
 
@@ -144,10 +139,6 @@ SAFEAMP_DETAIL_NOINLINE void quantize_nvfp4_row(const float* in, float* out, std
 
 }  // namespace safeamp::detail::avx2
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+SAFEAMP_DETAIL_TARGET_END
 
 #endif  // SAFEAMP_X86_KERNELS

@@ -23,13 +23,7 @@
 #include "safeamp/format/round_avx512.hpp"
 #include "safeamp/format/round_kernel.hpp"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,f16c,avx2,bmi2"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,f16c,avx2,bmi2")
-#endif
+SAFEAMP_DETAIL_AVX512_BEGIN
 
 namespace safeamp::detail::avx512 {
 
@@ -99,10 +93,6 @@ SAFEAMP_DETAIL_NOINLINE void quantize_nvfp4_row(const float* in, float* out, std
 
 }  // namespace safeamp::detail::avx512
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+SAFEAMP_DETAIL_TARGET_END
 
 #endif  // SAFEAMP_X86_KERNELS
