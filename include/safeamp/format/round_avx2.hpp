@@ -129,50 +129,56 @@ struct constants8 {
 };
 
 /// Stochastic rounding of every lane of one vector, exactly (round_float_bits of round_kernel.hpp): u input bits,
-/// a = |u|, rnd the elements' Philox words.
+/// a = |u|, rnd the elements' Philox words. Both use the rule: the magnitude rounds up iff frac32 > ~rnd, frac32
+/// the 32 bits below the cut (at s = 23 - M in the normal range, s = 23 - M + emin - e below it). Where the cut
+/// lies inside the float's significand (|x| >= one quantum Q, s <= 23) that is the normal range's cut with
+/// s bits of rnd: (|x| + (rnd >> (32 - s))) & ~(2^s - 1), with vpsrlvd's per-lane counts. Below Q (s >= 24) the
+/// result is 0 or Q: frac32 is the significand, top-aligned, shifted right by s - 24 (vpsrlvd gives 0 for counts of
+/// 32 or more: float subnormals never round up), and it rounds up iff frac32 + rnd carries out of 32 bits.
+/// Zero, +-inf and NaN inputs take one predictable branch for their counters; without them every result is finite
+/// or an overflow.
 template <format_spec F, bool Ftz, bool Sat>
-SAFEAMP_DETAIL_ALWAYS_INLINE vec stochastic8(vec u, vec a, vec rnd, counters8& acc) noexcept {
+SAFEAMP_DETAIL_ALWAYS_INLINE vec stochastic8(const constants8<F>& v, vec u, vec a, vec rnd, counters8& acc) noexcept {
   using t = traits<F>;
   constexpr round_constants k = t::k;
   const vec zero = _mm256_setzero_si256();
-  const vec inf = u32(0x7F800000u);
-  const vec max_bits = u32(k.max_bits);
-  const vec ex = _mm256_srli_epi32(a, 23);
-  const vec sig = _mm256_or_si256(_mm256_and_si256(a, u32(0x7FFFFFu)),
-                                  _mm256_andnot_si256(_mm256_cmpeq_epi32(ex, zero), u32(0x800000u)));
-  vec sh = u32(t::sh);
-  if constexpr (!t::float_range) {
-    const vec ex1 = _mm256_max_epi32(ex, u32(1));
-    const vec below = _mm256_max_epi32(_mm256_sub_epi32(u32(k.emin_src), ex1), zero);
-    sh = _mm256_add_epi32(sh, below);
+  vec r;
+  if constexpr (t::float_range) {
+    r = _mm256_and_si256(_mm256_add_epi32(a, _mm256_srli_epi32(rnd, 32 - t::sh)), v.keep);
+  } else {
+    // 32 - s: 32 - sh in the normal range (and above it), smaller by emin - e below it (e the biased exponent).
+    constexpr int below_shift = 32 - static_cast<int>(t::sh) - static_cast<int>(k.emin_src);
+    const vec n32 = _mm256_min_epi32(_mm256_add_epi32(_mm256_srli_epi32(a, 23), u32(static_cast<std::uint32_t>(below_shift))),
+                                     u32(32u - t::sh));
+    const vec cut = _mm256_andnot_si256(_mm256_srlv_epi32(v.all_ones, n32),
+                                        _mm256_add_epi32(a, _mm256_srlv_epi32(rnd, n32)));
+    const vec top = _mm256_or_si256(_mm256_slli_epi32(a, 8), v.sign_flip);  // the significand at bits 31..8
+    const vec frac32 = _mm256_srlv_epi32(top, _mm256_sub_epi32(u32(8), n32));
+    const vec sum = _mm256_add_epi32(frac32, rnd);
+    const vec no_carry = _mm256_cmpeq_epi32(_mm256_max_epu32(sum, rnd), sum);
+    r = select(_mm256_cmpgt_epi32(v.quantum, a), _mm256_andnot_si256(no_carry, v.quantum), cut);
   }
-  const vec sh_c = _mm256_min_epi32(sh, u32(31));
-  const vec one = u32(1);
-  const vec rem = _mm256_and_si256(sig, _mm256_sub_epi32(_mm256_sllv_epi32(one, sh_c), one));
-  // frac32 = floor(2^32 rem / 2^sh): rem << (32 - sh) for sh <= 32, sig >> (sh - 32) above (one of the two shift
-  // counts is out of range and gives 0; at sh = 32 both give sig, as rem = sig there). The magnitude rounds up
-  // (all ones in up) iff frac32 > ~random.
-  const vec frac32 = _mm256_or_si256(_mm256_sllv_epi32(rem, _mm256_sub_epi32(u32(32), sh)),
-                                     _mm256_srlv_epi32(sig, _mm256_sub_epi32(sh, u32(32))));
-  const vec up = greater_u(frac32, _mm256_xor_si256(rnd, u32(0xFFFFFFFFu)));
-  vec r = _mm256_sllv_epi32(_mm256_sub_epi32(_mm256_srlv_epi32(a, sh_c), up), sh_c);  // - (-1) adds one
-  if constexpr (!t::float_range) {
-    // Cut below the float's significand (only in the target's subnormal range): 0 or one quantum.
-    r = select(_mm256_cmpgt_epi32(sh, u32(23)), _mm256_and_si256(up, u32(k.quantum_bits)), r);
+  // A NaN input's r may have wrapped into the sign bit; the NaN select below replaces it either way.
+  const vec over = _mm256_cmpgt_epi32(r, v.max_bits);  // rounded magnitude above max finite; +-inf inputs too
+  if constexpr (Ftz) r = _mm256_andnot_si256(_mm256_cmpgt_epi32(v.min_normal, r), r);
+  r = select(over, Sat ? v.max_bits : v.inf_or_nan, r);
+  // Zero, +-inf and NaN inputs: |x| + 0x7FFFFFFF (mod 2^32) is INT_MAX for 0, above -0x800002 for inf and NaN.
+  const vec rare = _mm256_cmpgt_epi32(_mm256_add_epi32(a, u32(0x7FFFFFFFu)), u32(0xFF7FFFFEu));
+  if (_mm256_testz_si256(rare, rare)) {
+    acc.overflow = count(acc.overflow, over);
+    if constexpr (!Sat && has_infinity(F)) acc.infinity = count(acc.infinity, over);
+    if constexpr (!Sat && !has_infinity(F)) acc.nan = count(acc.nan, over);
+  } else {
+    const vec nan_in = _mm256_cmpgt_epi32(a, v.inf);
+    r = select(nan_in, _mm256_or_si256(_mm256_and_si256(a, v.payload), v.nan_fill), r);
+    acc.overflow = count(acc.overflow, _mm256_and_si256(over, _mm256_cmpgt_epi32(v.inf, a)));
+    acc.nan = count(acc.nan, _mm256_cmpgt_epi32(r, v.inf));
+    acc.infinity = count(acc.infinity, _mm256_cmpeq_epi32(r, v.inf));
+    acc.zero_inputs = count(acc.zero_inputs, _mm256_cmpeq_epi32(a, zero));
   }
-  const vec over = _mm256_cmpgt_epi32(r, max_bits);  // rounded magnitude above max finite; +-inf and NaN inputs too
-  if constexpr (Ftz) r = _mm256_andnot_si256(_mm256_cmpgt_epi32(u32(k.min_normal_bits), r), r);
-  r = select(over, Sat ? max_bits : u32(k.inf_or_nan), r);
-  const vec nan_in = _mm256_cmpgt_epi32(a, inf);
-  r = select(nan_in, _mm256_or_si256(_mm256_and_si256(a, u32(k.payload_mask)), u32(k.nan_fill)), r);
-
-  acc.overflow = count(acc.overflow, _mm256_and_si256(over, _mm256_cmpgt_epi32(inf, a)));
-  acc.nan = count(acc.nan, _mm256_cmpgt_epi32(r, inf));
-  acc.infinity = count(acc.infinity, _mm256_cmpeq_epi32(r, inf));
-  acc.below_normal = count(acc.below_normal, _mm256_cmpgt_epi32(u32(k.min_normal_bits), r));
+  acc.below_normal = count(acc.below_normal, _mm256_cmpgt_epi32(v.min_normal, r));
   acc.zero_results = count(acc.zero_results, _mm256_cmpeq_epi32(r, zero));
-  acc.zero_inputs = count(acc.zero_inputs, _mm256_cmpeq_epi32(a, zero));
-  return _mm256_or_si256(r, _mm256_and_si256(u, u32(0x80000000u)));
+  return _mm256_or_si256(r, _mm256_and_si256(u, v.sign_flip));
 }
 
 /// The fixed cut at bit 23 - M on the signed bits u (exact in the target's normal range, round_fast.hpp says why;
@@ -294,7 +300,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec round8(const constants8<F>& v, vec u, vec rnd, 
     ++acc.special_vectors;
   }
   if constexpr (R == rounding::stochastic) {
-    return stochastic8<F, Ftz, Sat>(u, a, rnd, acc);
+    return stochastic8<F, Ftz, Sat>(v, u, a, rnd, acc);
   } else {
     return special8<R, F, Ftz, Sat>(v, u, a, acc);
   }
