@@ -148,10 +148,10 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec stochastic8(const constants8<F>& v, vec u, vec 
   } else {
     // 32 - s: 32 - sh in the normal range (and above it), smaller by emin - e below it (e the biased exponent).
     constexpr int below_shift = 32 - static_cast<int>(t::sh) - static_cast<int>(k.emin_src);
-    const vec n32 = _mm256_min_epi32(_mm256_add_epi32(_mm256_srli_epi32(a, 23), u32(static_cast<std::uint32_t>(below_shift))),
-                                     u32(32u - t::sh));
-    const vec cut = _mm256_andnot_si256(_mm256_srlv_epi32(v.all_ones, n32),
-                                        _mm256_add_epi32(a, _mm256_srlv_epi32(rnd, n32)));
+    const vec n32 = _mm256_min_epi32(
+        _mm256_add_epi32(_mm256_srli_epi32(a, 23), u32(static_cast<std::uint32_t>(below_shift))), u32(32u - t::sh));
+    const vec cut =
+        _mm256_andnot_si256(_mm256_srlv_epi32(v.all_ones, n32), _mm256_add_epi32(a, _mm256_srlv_epi32(rnd, n32)));
     const vec top = _mm256_or_si256(_mm256_slli_epi32(a, 8), v.sign_flip);  // the significand at bits 31..8
     const vec frac32 = _mm256_srlv_epi32(top, _mm256_sub_epi32(u32(8), n32));
     const vec sum = _mm256_add_epi32(frac32, rnd);
