@@ -1,11 +1,15 @@
-// The AVX2 and AVX-512 back-ends of the fixed-order GEMM tiles (gemm_kernels.hpp), compiled with target
-// attributes so that a build without -march has them; run only when active_cpu_path() selects them.
+// The AVX2 and AVX-512 back-ends of the fixed-order GEMM tiles (gemm_kernels.hpp), compiled inside the target
+// regions of cpu_path.hpp (SAFEAMP_DETAIL_AVX2_BEGIN / SAFEAMP_DETAIL_AVX512_BEGIN ... SAFEAMP_DETAIL_TARGET_END,
+// as the rounding kernels are) so that a build without -march has them; run only when active_cpu_path() selects
+// them.
 //
 // Each k step broadcasts a(i, k) of the tile's rows and multiplies it with the row b(k, j0..j0+nr) of op(B),
 // then adds the products to the accumulators: _mm*_mul_ps then _mm*_add_ps, two roundings, exactly the scalar
 // acc = fl(acc + fl(a * b)) in every lane. The epilogue is the scalar one per lane too: fl(alpha * acc), and
 // when beta != 0 fl(fl(alpha * acc) + fl(beta * c)). Columns past `cols` are masked: not loaded from op(B)
-// (unless it is a zero-padded panel), not loaded from C and not stored.
+// (unless it is a zero-padded panel), not loaded from C and not stored. A tile at the bottom or right edge of a
+// block runs a kernel of just its rows (AVX-512: and of just the 16-column vectors that hold kept columns), so
+// no row or vector past the kept ones is computed; which kernel computes an element does not change its bits.
 #include <algorithm>
 
 #include "gemm_kernels.hpp"
@@ -16,6 +20,8 @@
 
 namespace safeamp::sim::detail {
 
+SAFEAMP_DETAIL_AVX2_BEGIN
+
 // ---- AVX2: 4 rows x 16 columns (8 ymm accumulators) ----------------------------------------------------
 
 namespace avx2 {
@@ -25,13 +31,12 @@ constexpr int mr = 4;
 constexpr int nr = 16;
 
 // Lane c is all ones when c < n (n may be <= 0 or >= 8).
-[[gnu::target("avx2")]] inline __m256i lanes_below(std::int64_t n) noexcept {
+inline __m256i lanes_below(std::int64_t n) noexcept {
   const int kept = static_cast<int>(std::clamp<std::int64_t>(n, 0, 8));
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(kept), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-[[gnu::target("avx2")]] inline void store(float* d, __m256 acc, __m256i keep, bool full, float alpha,
-                                          float beta) noexcept {
+inline void store(float* d, __m256 acc, __m256i keep, bool full, float alpha, float beta) noexcept {
   __m256 e = _mm256_mul_ps(_mm256_set1_ps(alpha), acc);
   if (full) {
     if (beta != 0.0f) e = _mm256_add_ps(e, _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(d)));
@@ -42,45 +47,65 @@ constexpr int nr = 16;
   }
 }
 
-template <bool Masked>
-[[gnu::target("avx2")]] void tile(const tile_args& t) noexcept {
-  const float* a_row[mr];
-  for (int r = 0; r < mr; ++r) a_row[r] = t.a.data + std::min<std::int64_t>(t.i0 + r, t.a.rows - 1) * t.a.row_stride;
+// Rows rows (<= mr) of the 4 x 16 tile.
+template <int rows, bool Masked>
+void tile(const tile_args& t) noexcept {
+  const float* a_row[rows];
+  for (int r = 0; r < rows; ++r) a_row[r] = t.a.data + std::min<std::int64_t>(t.i0 + r, t.a.rows - 1) * t.a.row_stride;
   const std::int64_t a_step = t.a.col_stride;
   const __m256i keep0 = lanes_below(t.cols), keep1 = lanes_below(t.cols - 8);
-  __m256 acc[mr][2];
+  __m256 acc[rows][2];
   for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
   for (std::int64_t k = 0; k < t.a.cols; ++k) {
     const float* bk = t.b + k * t.b_row_stride;
     const __m256 b0 = Masked ? _mm256_maskload_ps(bk, keep0) : _mm256_loadu_ps(bk);
     const __m256 b1 = Masked ? _mm256_maskload_ps(bk + 8, keep1) : _mm256_loadu_ps(bk + 8);
 #pragma GCC unroll 4
-    for (int r = 0; r < mr; ++r) {
+    for (int r = 0; r < rows; ++r) {
       const __m256 ar = _mm256_broadcast_ss(a_row[r] + k * a_step);
       acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(ar, b0));
       acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(ar, b1));
     }
   }
-  for (int r = 0; r < mr && r < t.rows; ++r) {
+  for (int r = 0; r < rows; ++r) {
     float* dr = t.d + r * t.d_row_stride;
     store(dr, acc[r][0], keep0, t.cols >= 8, t.alpha, t.beta);
     if (t.cols > 8) store(dr + 8, acc[r][1], keep1, t.cols >= 16, t.alpha, t.beta);
   }
 }
 
+template <int rows>
+void tile_rows(const tile_args& t) noexcept {
+  if (t.cols >= nr || t.b_padded) {
+    tile<rows, false>(t);
+  } else {
+    tile<rows, true>(t);
+  }
+}
+
 }  // namespace
 
-[[gnu::target("avx2")]] void run_tile(const tile_args& t) noexcept {
-  if (t.cols >= nr || t.b_padded) {
-    tile<false>(t);
-  } else {
-    tile<true>(t);
+void run_tile(const tile_args& t) noexcept {
+  static_assert(mr == 4, "the switch below covers rows 1..mr");
+  switch (t.rows) {
+    case 1:
+      return tile_rows<1>(t);
+    case 2:
+      return tile_rows<2>(t);
+    case 3:
+      return tile_rows<3>(t);
+    default:
+      return tile_rows<4>(t);
   }
 }
 
 }  // namespace avx2
 
+SAFEAMP_DETAIL_TARGET_END
+
 // ---- AVX-512: 8 rows x 32 columns (16 zmm accumulators) or 6 rows x 64 columns (24) ------------------
+
+SAFEAMP_DETAIL_AVX512_BEGIN
 
 namespace avx512 {
 namespace {
@@ -91,16 +116,16 @@ inline __mmask16 lanes_below(std::int64_t n) noexcept {
   return static_cast<__mmask16>((1u << kept) - 1u);
 }
 
-[[gnu::target("avx512f")]] inline void store(float* d, __m512 acc, __mmask16 keep, float alpha, float beta) noexcept {
+inline void store(float* d, __m512 acc, __mmask16 keep, float alpha, float beta) noexcept {
   __m512 e = _mm512_mul_ps(_mm512_set1_ps(alpha), acc);
   if (beta != 0.0f) e = _mm512_add_ps(e, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(keep, d)));
   _mm512_mask_storeu_ps(d, keep, e);
 }
 
 // mr rows x nv vectors of 16 columns. The wide tile (6 x 64) broadcasts one a(i, k) per 4 vector products, the
-// narrow one (8 x 32) per 2, for op(B) of at most 32 columns.
+// narrow one (8 x 32) per 2, for op(B) of at most 32 columns; edge tiles have fewer rows or vectors.
 template <int mr, int nv, bool Masked>
-[[gnu::target("avx512f")]] void tile(const tile_args& t) noexcept {
+void tile(const tile_args& t) noexcept {
   const float* a_row[mr];
   for (int r = 0; r < mr; ++r) a_row[r] = t.a.data + std::min<std::int64_t>(t.i0 + r, t.a.rows - 1) * t.a.row_stride;
   const std::int64_t a_step = t.a.col_stride;
@@ -123,30 +148,70 @@ template <int mr, int nv, bool Masked>
       for (int v = 0; v < nv; ++v) acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_mul_ps(ar, b[v]));
     }
   }
-  for (int r = 0; r < mr && r < t.rows; ++r) {
+  for (int r = 0; r < mr; ++r) {
     float* dr = t.d + r * t.d_row_stride;
     for (int v = 0; v < nv && 16 * v < t.cols; ++v) store(dr + 16 * v, acc[r][v], keep[v], t.alpha, t.beta);
   }
 }
 
+// The kernel of `rows` rows and nv = ceil(cols / 16) vectors (nv <= max_nv); masked loads of op(B) unless every
+// loaded column is a kept one or zero padding.
+template <int rows, int nv>
+void tile_vectors(const tile_args& t) noexcept {
+  if (t.cols >= 16 * nv || t.b_padded) {
+    tile<rows, nv, false>(t);
+  } else {
+    tile<rows, nv, true>(t);
+  }
+}
+
+template <int rows, int max_nv>
+void tile_rows(const tile_args& t) noexcept {
+  const std::int64_t nv = (t.cols + 15) / 16;
+  if constexpr (max_nv == 4) {
+    if (nv >= 4) return tile_vectors<rows, 4>(t);
+    if (nv == 3) return tile_vectors<rows, 3>(t);
+  }
+  if (nv >= 2) return tile_vectors<rows, 2>(t);
+  tile_vectors<rows, 1>(t);
+}
+
+// The kernel of t.rows rows: 1..6 for the wide tile, 1..8 for the narrow one.
+template <int max_nv>
+void run_rows(const tile_args& t) noexcept {
+  if constexpr (max_nv == 2) {
+    if (t.rows >= 8) return tile_rows<8, max_nv>(t);
+    if (t.rows == 7) return tile_rows<7, max_nv>(t);
+  }
+  switch (t.rows) {
+    case 1:
+      return tile_rows<1, max_nv>(t);
+    case 2:
+      return tile_rows<2, max_nv>(t);
+    case 3:
+      return tile_rows<3, max_nv>(t);
+    case 4:
+      return tile_rows<4, max_nv>(t);
+    case 5:
+      return tile_rows<5, max_nv>(t);
+    default:
+      return tile_rows<6, max_nv>(t);
+  }
+}
+
 }  // namespace
 
-[[gnu::target("avx512f")]] void run_tile(const tile_args& t, std::int64_t nr) noexcept {
-  const bool full = t.cols >= nr || t.b_padded;
+void run_tile(const tile_args& t, std::int64_t nr) noexcept {
   if (nr == 64) {
-    if (full) {
-      tile<6, 4, false>(t);
-    } else {
-      tile<6, 4, true>(t);
-    }
-  } else if (full) {
-    tile<8, 2, false>(t);
+    run_rows<4>(t);  // 6 x 64
   } else {
-    tile<8, 2, true>(t);
+    run_rows<2>(t);  // 8 x 32
   }
 }
 
 }  // namespace avx512
+
+SAFEAMP_DETAIL_TARGET_END
 
 }  // namespace safeamp::sim::detail
 

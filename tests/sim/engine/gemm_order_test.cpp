@@ -174,6 +174,23 @@ TEST_CASE("every transpose, tile edge, block split and kernel path gives the doc
       {131, 19, 77, "partial tiles, op(B) read in place"},
       // 300 rows: more than two row blocks (op(B) packed); 150 columns: two column blocks, a partial panel.
       {300, 150, 40, "two row and column blocks, op(B) packed"},
+      // Edge tiles of every row count and vector count: up to 32 columns the AVX-512 tile is 8 x 32 (rows 1-8
+      // below: 13 = 8 + 5, 7, 6, 4, 2, 1; 5, 10, 20, 25 columns keep 1 or 2 vectors of 16), past it 6 x 64 (13 =
+      // 6 + 6 + 1, 7 = 6 + 1, 5, 4, 3, 2; the last panel of 70, 100, 120 columns keeps 1, 3, 4 vectors); AVX2's
+      // 4 x 16 tile ends in 1, 2, 3 rows. op(B) in place loads masked, packed panels read their zero padding.
+      {13, 5, 33, "edge tiles: 13 rows, 5 columns"},
+      {7, 30, 33, "edge tiles: 7 rows, 30 columns"},
+      {13, 70, 33, "edge tiles: 13 rows, 70 columns"},
+      {7, 100, 33, "edge tiles: 7 rows, 100 columns"},
+      {13, 120, 33, "edge tiles: 13 rows, 120 columns"},
+      {5, 120, 33, "edge tiles: 5 rows, 120 columns"},
+      {4, 64, 33, "edge tiles: 4 rows, 64 columns"},
+      {3, 70, 33, "edge tiles: 3 rows, 70 columns"},
+      {2, 100, 33, "edge tiles: 2 rows, 100 columns"},
+      {1, 20, 33, "edge tiles: 1 row, 20 columns"},
+      {2, 32, 33, "edge tiles: 2 rows, 32 columns"},
+      {4, 10, 33, "edge tiles: 4 rows, 10 columns"},
+      {6, 25, 33, "edge tiles: 6 rows, 25 columns"},
   };
   for (const shape_case& sc : shapes) {
     const matrix a = wide_range(sc.m, sc.k, 21);  // op(A) and op(B) as the oracle reads them
