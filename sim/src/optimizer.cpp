@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "optimizer_kernels.hpp"
 #include "scalar_round.hpp"
 
 namespace safeamp::sim {
@@ -42,10 +43,13 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
   const auto one_minus_b2 = static_cast<float>(1.0 - cfg_.beta2);
   const auto one_minus_damp = static_cast<float>(1.0 - cfg_.dampening);
   const bool first_update = state_.updates == 1;
-  matrix updated;
+  // The updated weights of parameter i go into updated_[i], which then trades its memory with the parameter's:
+  // with the same shapes every step, no step allocates.
+  if (updated_.size() != params.size()) updated_.resize(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) {
     parameter& p = params[i];
     matrix& weights = keeps_master() ? state_.master[i] : p.value;  // what the update is added to
+    matrix& updated = updated_[i];
     updated.resize(weights.rows(), weights.cols());
     float* m = state_.first[i].data();
     float* v = state_.second.empty() ? nullptr : state_.second[i].data();
@@ -56,7 +60,14 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
     // One loop per kind, each with the kind's rounding of the update chosen once (detail::with_round): the fp32
     // loops are plain float loops the compiler vectorises. Every element's operations and their order are the
     // ones written here (the build has -ffp-contract=off and no reassociation), so the bits do not depend on it.
-    detail::with_round(fu, [&](auto round_update) {
+    const bool bulk_adamw = cfg_.kind == optimizer_kind::adamw && fu == fp32;  // optimizer_kernels.hpp: same bits
+    if (bulk_adamw) {
+      detail::adamw_fp32(
+          safeamp::detail::kernel_path(),
+          {.m = m, .v = v, .g = g, .w = w, .out = out, .n = n, .b1 = b1, .b2 = b2, .lr = lr, .c1 = c1, .c2 = c2,
+           .eps = eps, .wd = wd});
+    }
+    const auto element_loops = [&](auto round_update) {
       switch (cfg_.kind) {
         case optimizer_kind::sgd_momentum:
           for (Eigen::Index k = 0; k < n; ++k) {
@@ -97,7 +108,8 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
           }
           break;
       }
-    });
+    };
+    if (!bulk_adamw) detail::with_round(fu, element_loops);
     if (keeps_master()) {
       weights = updated;  // fp32 master: the update is kept exactly as fp32 arithmetic gave it
       p.value = weights;
@@ -106,9 +118,14 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
     }
     (void)cast_in_place(p.value, pol_.param, write_back, ctx.next_key());
     if (!keeps_master()) {
+      // Branch-free (& rather than &&) so that the compiler vectorises the count.
+      const float* now = p.value.data();
+      const float* before = updated.data();
+      std::uint64_t lost = 0;
       for (Eigen::Index k = 0; k < p.value.size(); ++k) {
-        lost_updates_ += (p.value.data()[k] == updated.data()[k] && p.grad.data()[k] != 0.0f) ? 1u : 0u;
+        lost += static_cast<std::uint64_t>((now[k] == before[k]) & (g[k] != 0.0f));
       }
+      lost_updates_ += lost;
     }
   }
 }

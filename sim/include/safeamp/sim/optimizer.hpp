@@ -46,6 +46,7 @@ class optimizer {
   precision_policy pol_;
   optimizer_state state_;
   std::uint64_t lost_updates_ = 0;
+  std::vector<matrix> updated_;  // step()'s scratch, one per parameter: no allocation per step
 };
 
 }  // namespace safeamp::sim
