@@ -83,7 +83,7 @@ void attention_op::forward(exec_context& ctx, const precision_policy& pol, const
   // The head GEMMs' operands are rounded to the matmul format before them (QKV once per call, P once per head).
   const detail::prerounded both{.a = true, .b = true};
   thread_local matrix qkv_scratch;  // the caller's; the tasks reach it through `low` only
-  const matrix& low = detail::round_operand(fm, qkv, qkv_scratch);
+  const matrix& low = detail::round_operand(fm, qkv, qkv_scratch, ctx.threads);
   auto run = [&](std::int64_t task) {
     const std::int64_t b = task / heads;
     const std::int64_t h = task % heads;
@@ -126,8 +126,8 @@ void attention_op::backward(exec_context& ctx, const precision_policy& pol, cons
   const std::int64_t tt = context * context;
   const detail::prerounded both{.a = true, .b = true};  // as in the forward: QKV, dO, P and dS rounded beforehand
   thread_local matrix qkv_scratch, dout_scratch;        // the caller's; the tasks reach them through the references
-  const matrix& qkv_low = detail::round_operand(fm, qkv, qkv_scratch);
-  const matrix& dout_low = detail::round_operand(fm, dout, dout_scratch);
+  const matrix& qkv_low = detail::round_operand(fm, qkv, qkv_scratch, ctx.threads);
+  const matrix& dout_low = detail::round_operand(fm, dout, dout_scratch, ctx.threads);
   auto run = [&](std::int64_t task) {
     const std::int64_t b = task / heads;
     const std::int64_t h = task % heads;

@@ -22,6 +22,9 @@ using detail::strided_view;
 
 std::string shape(Eigen::Index r, Eigen::Index c) { return std::to_string(r) + "x" + std::to_string(c); }
 
+// Elements per task of a parallel operand rounding (round_operand).
+constexpr std::int64_t round_chunk = 16384;
+
 // Work (multiply-adds) below which threads are not started: their start-up costs more than they save.
 constexpr double parallel_min_work = 1 << 18;
 
@@ -66,6 +69,12 @@ strided_view rounded_copy(format_spec f, const strided_view& v, std::vector<floa
   return {out, v.rows, v.cols, v.cols, 1};
 }
 
+// The smaller blocks of a GEMM run by several threads: 48 rows are whole tiles of every path (6, 8 and 4 rows),
+// 64 columns whole panels (64, 32, 16, 8); until each thread has this many blocks.
+constexpr std::int64_t parallel_min_row_block = 48;
+constexpr std::int64_t parallel_min_col_block = 64;
+constexpr std::int64_t parallel_blocks_per_thread = 4;
+
 // Rows of D above which op(B) is packed even when its rows are contiguous: packing costs K x N once, reading
 // op(B) in place costs a strided stream per tile, which pays off only for few row blocks.
 constexpr std::int64_t pack_b_min_rows = 2 * gemm_row_block;
@@ -87,13 +96,22 @@ void tiled_fp32(strided_view a, strided_view b, const output_view& d, format_spe
   if (packed) detail::pack_b(b, t.nr, buffers.packed_b);
   const float* b_base = packed ? buffers.packed_b.data() : b.data;  // the caller's buffers, not the workers'
   const std::int64_t b_row_stride = packed ? t.nr : b.row_stride;
-  const std::int64_t row_blocks = (m + gemm_row_block - 1) / gemm_row_block;
-  const std::int64_t col_blocks = (n + gemm_col_block - 1) / gemm_col_block;
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k_len);
+  const int workers = work >= parallel_min_work ? threads : 1;
+  // With more than one thread the blocks shrink until each thread has a few (a 128 x 384 weight gradient is
+  // three 128 x 128 blocks, which two threads share 2:1); where a block ends changes no element's bits.
+  std::int64_t row_block = gemm_row_block, col_block = gemm_col_block;
+  const auto blocks = [&] { return ((m + row_block - 1) / row_block) * ((n + col_block - 1) / col_block); };
+  if (workers > 1) {
+    if (blocks() < parallel_blocks_per_thread * workers) col_block = parallel_min_col_block;
+    if (blocks() < parallel_blocks_per_thread * workers) row_block = parallel_min_row_block;
+  }
+  const std::int64_t col_blocks = (n + col_block - 1) / col_block;
   auto run = [&](std::int64_t task) {
-    const std::int64_t i_begin = task / col_blocks * gemm_row_block;
-    const std::int64_t j_begin = task % col_blocks * gemm_col_block;
-    const std::int64_t i_end = std::min(m, i_begin + gemm_row_block);
-    const std::int64_t j_end = std::min(n, j_begin + gemm_col_block);
+    const std::int64_t i_begin = task / col_blocks * row_block;
+    const std::int64_t j_begin = task % col_blocks * col_block;
+    const std::int64_t i_end = std::min(m, i_begin + row_block);
+    const std::int64_t j_end = std::min(n, j_begin + col_block);
     // Tiles stop at the block's edges (128 rows are no multiple of 6), so each element has one task.
     for (std::int64_t i0 = i_begin; i0 < i_end; i0 += t.mr) {
       for (std::int64_t j0 = j_begin; j0 < j_end; j0 += t.nr) {
@@ -112,8 +130,7 @@ void tiled_fp32(strided_view a, strided_view b, const output_view& d, format_spe
       }
     }
   };
-  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k_len);
-  parallel_for(work >= parallel_min_work ? threads : 1, row_blocks * col_blocks, run);
+  parallel_for(workers, blocks(), run);
 }
 
 // A copy of a view as a row-major matrix.
@@ -189,10 +206,18 @@ void check_formats(const gemm_formats& f) {
 
 namespace detail {
 
-const matrix& round_operand(format_spec f, const matrix& x, matrix& scratch) {
+const matrix& round_operand(format_spec f, const matrix& x, matrix& scratch, int threads) {
   if (f == fp32) return x;
   scratch.resize(x.rows(), x.cols());
-  (void)round_span(f, span_of(x), span_of(scratch), round_options{}, philox_key{});
+  // Nearest even without a key: each element on its own, so chunks are independent tasks with the same bits.
+  const auto size = static_cast<std::int64_t>(x.size());
+  const std::int64_t chunks = (size + round_chunk - 1) / round_chunk;
+  parallel_for(size >= 2 * round_chunk ? threads : 1, chunks, [&](std::int64_t c) {
+    const std::int64_t begin = c * round_chunk;
+    const auto count = static_cast<std::size_t>(std::min(round_chunk, size - begin));
+    (void)round_span(f, std::span<const float>(x.data() + begin, count), std::span<float>(scratch.data() + begin, count),
+                     round_options{}, philox_key{});
+  });
   return scratch;
 }
 

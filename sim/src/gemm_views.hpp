@@ -24,8 +24,8 @@ cast_stats gemm_views(const gemm_formats& formats, const strided_view& a, const 
                       const gemm_options& opt, prerounded done = {});
 
 /// x rounded to f as the GEMM rounds its operands (a conversion: nearest even), into `scratch`; x itself when f is
-/// fp32. For operands passed as prerounded.
-const matrix& round_operand(format_spec f, const matrix& x, matrix& scratch);
+/// fp32. For operands passed as prerounded. Large x is rounded in chunks on up to `threads` threads (same bits).
+const matrix& round_operand(format_spec f, const matrix& x, matrix& scratch, int threads = 1);
 
 /// Whether a GEMM in these formats rounds its operands element by element to formats.compute (so that prerounded
 /// operands apply): a compute format other than fp32 and no block scaling.

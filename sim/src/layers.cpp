@@ -72,9 +72,9 @@ void linear_layer::forward(exec_context& ctx, const precision_policy& pol, const
   }
   // x rounded here once, for this GEMM and for the backward's dW, which would round `input` to the same bits.
   thread_local matrix w_scratch;
-  const matrix& x_low = detail::round_operand(f.compute, x, input_low);
+  const matrix& x_low = detail::round_operand(f.compute, x, input_low, ctx.threads);
   input_low_format = f.compute;
-  const matrix& w_low = detail::round_operand(f.compute, w, w_scratch);
+  const matrix& w_low = detail::round_operand(f.compute, w, w_scratch, ctx.threads);
   ctx.activation_stats += detail::gemm_views(f, detail::view_of(x_low), detail::view_of(w_low), detail::output_of(y),
                                              opt, {.a = true, .b = true});
 }
@@ -96,7 +96,7 @@ void linear_layer::backward(exec_context& ctx, const precision_policy& pol, para
   const bool x_kept =
       input_low_format == f.compute && input_low.rows() == input.rows() && input_low.cols() == input.cols();
   thread_local matrix dy_scratch;
-  const matrix& dy_low = detail::round_operand(f.compute, dy, dy_scratch);
+  const matrix& dy_low = detail::round_operand(f.compute, dy, dy_scratch, ctx.threads);
   w.grad.resize(input.cols(), dy.cols());
   w.grad_stats += detail::gemm_views(f, detail::view_of(x_kept ? input_low : input, transpose::transposed),
                                      detail::view_of(dy_low), detail::output_of(w.grad),

@@ -24,8 +24,9 @@
 // outputs with their accumulators in registers and vectorises over j (each lane does its column's scalar
 // operations, as separate multiplies and adds); the tile kernel is chosen at run time for the CPU (portable,
 // AVX2 or AVX-512, as the rounding kernels: cpu_path.hpp, SAFEAMP_CPU_PATH), and every kernel gives the same
-// bits. D is cut into blocks of gemm_row_block x gemm_col_block elements, the unit of parallel work, which only
-// decides which thread computes an element, never how.
+// bits. D is cut into blocks of gemm_row_block x gemm_col_block elements (with several threads, down to 48 x 64
+// until each thread has four), the unit of parallel work, which only decides which thread computes an element,
+// never how.
 #pragma once
 
 #include <cstdint>
