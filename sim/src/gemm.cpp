@@ -215,8 +215,8 @@ const matrix& round_operand(format_spec f, const matrix& x, matrix& scratch, int
   parallel_for(size >= 2 * round_chunk ? threads : 1, chunks, [&](std::int64_t c) {
     const std::int64_t begin = c * round_chunk;
     const auto count = static_cast<std::size_t>(std::min(round_chunk, size - begin));
-    (void)round_span(f, std::span<const float>(x.data() + begin, count), std::span<float>(scratch.data() + begin, count),
-                     round_options{}, philox_key{});
+    (void)round_span(f, std::span<const float>(x.data() + begin, count),
+                     std::span<float>(scratch.data() + begin, count), round_options{}, philox_key{});
   });
   return scratch;
 }

@@ -62,10 +62,19 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
     // ones written here (the build has -ffp-contract=off and no reassociation), so the bits do not depend on it.
     const bool bulk_adamw = cfg_.kind == optimizer_kind::adamw && fu == fp32;  // optimizer_kernels.hpp: same bits
     if (bulk_adamw) {
-      detail::adamw_fp32(
-          safeamp::detail::kernel_path(),
-          {.m = m, .v = v, .g = g, .w = w, .out = out, .n = n, .b1 = b1, .b2 = b2, .lr = lr, .c1 = c1, .c2 = c2,
-           .eps = eps, .wd = wd});
+      detail::adamw_fp32(safeamp::detail::kernel_path(), {.m = m,
+                                                          .v = v,
+                                                          .g = g,
+                                                          .w = w,
+                                                          .out = out,
+                                                          .n = n,
+                                                          .b1 = b1,
+                                                          .b2 = b2,
+                                                          .lr = lr,
+                                                          .c1 = c1,
+                                                          .c2 = c2,
+                                                          .eps = eps,
+                                                          .wd = wd});
     }
     const auto element_loops = [&](auto round_update) {
       switch (cfg_.kind) {

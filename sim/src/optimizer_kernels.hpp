@@ -22,7 +22,7 @@ struct adamw_fp32_args {
   const float* w = nullptr;  // weights before the update
   float* out = nullptr;      // weights after the update (not aliasing the others)
   std::int64_t n = 0;
-  float b1 = 0.0f, b2 = 0.0f;  // betas
+  float b1 = 0.0f, b2 = 0.0f;                                    // betas
   float lr = 0.0f, c1 = 0.0f, c2 = 0.0f, eps = 0.0f, wd = 0.0f;  // c1, c2: the bias corrections' reciprocals
 };
 
