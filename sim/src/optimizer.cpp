@@ -75,50 +75,50 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
                                                           .c2 = c2,
                                                           .eps = eps,
                                                           .wd = wd});
-    }
-    const auto element_loops = [&](auto round_update) {
-      switch (cfg_.kind) {
-        case optimizer_kind::sgd_momentum:
-          for (Eigen::Index k = 0; k < n; ++k) {
-            m[k] = mu * m[k] + g[k];
-            out[k] = w[k] + round_update(-lr * m[k]);
-          }
-          break;
-        case optimizer_kind::adamw:
-          for (Eigen::Index k = 0; k < n; ++k) {
-            m[k] = b1 * m[k] + (1.0f - b1) * g[k];
-            v[k] = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
-            out[k] = w[k] + round_update(-lr * ((m[k] * c1) / (std::sqrt(v[k] * c2) + eps) + wd * w[k]));
-          }
-          break;
-        case optimizer_kind::adamw_torch:
-          // param.mul_(1 - lr*wd); exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad,
-          // 1 - beta2); denom = exp_avg_sq.sqrt() / sqrt(bias_correction2) + eps;
-          // param.addcdiv_(exp_avg, denom, -lr / bias_correction1). lerp with weight < 0.5 is a + w (b - a).
-          for (Eigen::Index k = 0; k < n; ++k) {
-            m[k] = one_minus_b1 < 0.5f ? m[k] + one_minus_b1 * (g[k] - m[k])
-                                       : g[k] - (g[k] - m[k]) * (1.0f - one_minus_b1);
-            v[k] = v[k] * b2 + one_minus_b2 * g[k] * g[k];  // addcmul: self + (value * t1) * t2
-            // addcdiv: (value * t1) / t2, added to the decayed weight
-            out[k] =
-                w[k] * torch_decay + round_update(-torch_step_size * m[k] / (std::sqrt(v[k]) / torch_bc2_sqrt + eps));
-          }
-          break;
-        case optimizer_kind::sgd_torch:
-          // d_p = grad + wd*param; buf = d_p on the first step, else buf*momentum + (1 - dampening)*d_p;
-          // nesterov: d_p += momentum*buf, else d_p = buf; param.add_(d_p, alpha=-lr).
-          for (Eigen::Index k = 0; k < n; ++k) {
-            float d = wd != 0.0f ? g[k] + wd * w[k] : g[k];
-            if (mu != 0.0f) {
-              m[k] = first_update ? d : m[k] * mu + one_minus_damp * d;
-              d = cfg_.nesterov ? d + mu * m[k] : m[k];
+    } else {
+      detail::with_round(fu, [&](auto round_update) {
+        switch (cfg_.kind) {
+          case optimizer_kind::sgd_momentum:
+            for (Eigen::Index k = 0; k < n; ++k) {
+              m[k] = mu * m[k] + g[k];
+              out[k] = w[k] + round_update(-lr * m[k]);
             }
-            out[k] = w[k] + round_update(-lr * d);
-          }
-          break;
-      }
-    };
-    if (!bulk_adamw) detail::with_round(fu, element_loops);
+            break;
+          case optimizer_kind::adamw:
+            for (Eigen::Index k = 0; k < n; ++k) {
+              m[k] = b1 * m[k] + (1.0f - b1) * g[k];
+              v[k] = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
+              out[k] = w[k] + round_update(-lr * ((m[k] * c1) / (std::sqrt(v[k] * c2) + eps) + wd * w[k]));
+            }
+            break;
+          case optimizer_kind::adamw_torch:
+            // param.mul_(1 - lr*wd); exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad,
+            // 1 - beta2); denom = exp_avg_sq.sqrt() / sqrt(bias_correction2) + eps;
+            // param.addcdiv_(exp_avg, denom, -lr / bias_correction1). lerp with weight < 0.5 is a + w (b - a).
+            for (Eigen::Index k = 0; k < n; ++k) {
+              m[k] = one_minus_b1 < 0.5f ? m[k] + one_minus_b1 * (g[k] - m[k])
+                                         : g[k] - (g[k] - m[k]) * (1.0f - one_minus_b1);
+              v[k] = v[k] * b2 + one_minus_b2 * g[k] * g[k];  // addcmul: self + (value * t1) * t2
+              // addcdiv: (value * t1) / t2, added to the decayed weight
+              out[k] =
+                  w[k] * torch_decay + round_update(-torch_step_size * m[k] / (std::sqrt(v[k]) / torch_bc2_sqrt + eps));
+            }
+            break;
+          case optimizer_kind::sgd_torch:
+            // d_p = grad + wd*param; buf = d_p on the first step, else buf*momentum + (1 - dampening)*d_p;
+            // nesterov: d_p += momentum*buf, else d_p = buf; param.add_(d_p, alpha=-lr).
+            for (Eigen::Index k = 0; k < n; ++k) {
+              float d = wd != 0.0f ? g[k] + wd * w[k] : g[k];
+              if (mu != 0.0f) {
+                m[k] = first_update ? d : m[k] * mu + one_minus_damp * d;
+                d = cfg_.nesterov ? d + mu * m[k] : m[k];
+              }
+              out[k] = w[k] + round_update(-lr * d);
+            }
+            break;
+        }
+      });
+    }
     if (keeps_master()) {
       weights = updated;  // fp32 master: the update is kept exactly as fp32 arithmetic gave it
       p.value = weights;

@@ -10,19 +10,15 @@
 #include "safeamp/format.hpp"
 #include "safeamp/sim/gemm.hpp"
 #include "safeamp/sim/parameter.hpp"
+#include "sim/engine/sim_test_util.hpp"
 
 using namespace safeamp;
 using namespace safeamp::sim;
 
 namespace {
 
-std::uint32_t bits_of(float x) { return safeamp::bit_cast<std::uint32_t>(x); }
-
-std::string hex(float x) {
-  std::ostringstream s;
-  s << "0x" << std::hex << std::setw(8) << std::setfill('0') << bits_of(x) << " (" << std::setprecision(9) << x << ")";
-  return s.str();
-}
+using sim_test::bits_of;
+using sim_test::hex;
 
 // fl32(x op y) computed in double and rounded once to float: a double holds the exact product of two floats,
 // and for a sum double rounding through 53 bits is innocuous for a 24-bit result (53 >= 2 * 24 + 2), so

@@ -13,19 +13,15 @@
 #include "safeamp/policy.hpp"
 #include "safeamp/sim/optimizer.hpp"
 #include "safeamp/sim/parameter.hpp"
+#include "sim/engine/sim_test_util.hpp"
 
 using namespace safeamp;
 using namespace safeamp::sim;
 
 namespace {
 
-std::uint32_t bits_of(float x) { return safeamp::bit_cast<std::uint32_t>(x); }
-
-std::string hex(float x) {
-  std::ostringstream s;
-  s << "0x" << std::hex << std::setw(8) << std::setfill('0') << bits_of(x) << " (" << std::setprecision(9) << x << ")";
-  return s.str();
-}
+using sim_test::bits_of;
+using sim_test::hex;
 
 // Wide-range values (2^-20..2^4 in magnitude, both signs) from a fixed linear congruential sequence; every
 // seventh one zero, so that some gradients are zero.

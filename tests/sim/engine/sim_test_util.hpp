@@ -1,17 +1,28 @@
-// Helpers shared by the simulator tests: run configurations of the shipped models and summaries of
-// per-layer gradient counters.
+// Helpers shared by the simulator tests: float bits for failure messages, run configurations of the shipped
+// models and summaries of per-layer gradient counters.
 #pragma once
 
 #include <cstdint>
+#include <iomanip>
 #include <map>
+#include <sstream>
 #include <string>
 
+#include "safeamp/config.hpp"
 #include "safeamp/policy.hpp"
 #include "safeamp/scaling.hpp"
 #include "safeamp/sim/run_config.hpp"
 #include "safeamp/sim/run_result.hpp"
 
 namespace sim_test {
+
+/// A float's bits, and for failure messages the bits in hex with the value beside them.
+inline std::uint32_t bits_of(float x) { return safeamp::bit_cast<std::uint32_t>(x); }
+inline std::string hex(float x) {
+  std::ostringstream s;
+  s << "0x" << std::hex << std::setw(8) << std::setfill('0') << bits_of(x) << " (" << std::setprecision(9) << x << ")";
+  return s.str();
+}
 
 /// The MLP classifier on Gaussian clusters, small enough for CI (batch 256, default shape).
 inline safeamp::sim::run_config mlp_config(const safeamp::precision_policy& pol, std::int64_t steps) {
