@@ -5,8 +5,10 @@
 // order acc = fl(acc + fl(a(i, k) * b(k, j))), then fl(alpha * acc) [+ fl(beta * c)]. A tile of mr x nr outputs
 // keeps its accumulators in registers for the whole k loop and vectorises over the tile's columns, so a vector
 // lane does exactly its column's scalar operations: the vector width cannot change a bit. Products and sums are
-// separate instructions (mul, then add; never an fma: the library is built with -ffp-contract=off and the
-// kernels call the mul and add intrinsics explicitly).
+// separate instructions (mul, then add: the library is built with -ffp-contract=off and the kernels call the mul
+// and add intrinsics explicitly), except where every product is exact in fp32 (tile_args::exact_products):
+// there fl(a * b) = a * b, so an fma's fl(acc + a * b) is fl(acc + fl(a * b)) bit for bit and the AVX-512
+// back-end uses one fma instead of the two instructions.
 #pragma once
 
 #include <cstdint>
@@ -64,7 +66,18 @@ struct tile_args {
   std::int64_t cols = 0;  // columns of the tile that are kept (<= nr)
   float alpha = 1.0f;
   float beta = 0.0f;  // != 0: d holds C on entry
+  // Every a(i, k) and b(k, j) is a value of a format whose products are exact in fp32
+  // (products_exact_in_fp32), so the AVX-512 back-end may fuse the multiply and the add (same bits).
+  bool exact_products = false;
 };
+
+/// Whether the product of any two values of f (finite, infinite or zero) is exactly an fp32 value: significands
+/// of at most 12 bits (2 x 12 = 24, fp32's precision) and at most 5 exponent bits, so that a product's magnitude
+/// lies between 2^-58 (fp32 normal from 2^-126) and 2^34 (fp32 finite below 2^128). fp16 (5, 10) and the
+/// 8-, 6- and 4-bit formats qualify; bf16 (8 exponent bits) does not: its products can overflow or be subnormal.
+[[nodiscard]] constexpr bool products_exact_in_fp32(int exponent_bits, int mantissa_bits) noexcept {
+  return exponent_bits <= 5 && mantissa_bits <= 11;
+}
 
 /// op(B) (K, N) packed as panels of nr columns: panel p is K rows of nr floats, zero in the columns past N. Resizes
 /// `out` only when it is too small (buffers are reused between calls).

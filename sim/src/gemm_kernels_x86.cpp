@@ -5,11 +5,15 @@
 //
 // Each k step broadcasts a(i, k) of the tile's rows and multiplies it with the row b(k, j0..j0+nr) of op(B),
 // then adds the products to the accumulators: _mm*_mul_ps then _mm*_add_ps, two roundings, exactly the scalar
-// acc = fl(acc + fl(a * b)) in every lane. The epilogue is the scalar one per lane too: fl(alpha * acc), and
-// when beta != 0 fl(fl(alpha * acc) + fl(beta * c)). Columns past `cols` are masked: not loaded from op(B)
-// (unless it is a zero-padded panel), not loaded from C and not stored. A tile at the bottom or right edge of a
-// block runs a kernel of just its rows (AVX-512: and of just the 16-column vectors that hold kept columns), so
-// no row or vector past the kept ones is computed; which kernel computes an element does not change its bits.
+// acc = fl(acc + fl(a * b)) in every lane; or, on AVX-512 when every product is exact (tile_args::exact_products),
+// one _mm512_fmadd_ps, whose single rounding of acc + a * b is then the same fl(acc + fl(a * b)). (Which input NaN
+// a NaN result carries was never fixed: the compiler may swap the operands of the mul and the add.) The AVX2
+// tile stays unfused: its dispatch (cpu_path.hpp) does not require the FMA extension. The epilogue is the scalar one
+// per lane too: fl(alpha * acc), and when beta != 0 fl(fl(alpha * acc) + fl(beta * c)). Columns past `cols` are masked:
+// not loaded from op(B) (unless it is a zero-padded panel), not loaded from C and not stored. A tile at the bottom or
+// right edge of a block runs a kernel of just its rows (AVX-512: and of just the 16-column vectors that hold kept
+// columns), so no row or vector past the kept ones is computed; which kernel computes an element does not change its
+// bits.
 #include <algorithm>
 
 #include "gemm_kernels.hpp"
@@ -124,7 +128,7 @@ inline void store(float* d, __m512 acc, __mmask16 keep, float alpha, float beta)
 
 // mr rows x nv vectors of 16 columns. The wide tile (6 x 64) broadcasts one a(i, k) per 4 vector products, the
 // narrow one (8 x 32) per 2, for op(B) of at most 32 columns; edge tiles have fewer rows or vectors.
-template <int mr, int nv, bool Masked>
+template <int mr, int nv, bool Masked, bool Fused>
 void tile(const tile_args& t) noexcept {
   const float* a_row[mr];
   for (int r = 0; r < mr; ++r) a_row[r] = t.a.data + std::min<std::int64_t>(t.i0 + r, t.a.rows - 1) * t.a.row_stride;
@@ -145,7 +149,13 @@ void tile(const tile_args& t) noexcept {
     for (int r = 0; r < mr; ++r) {
       const __m512 ar = _mm512_set1_ps(a_row[r][k * a_step]);
 #pragma GCC unroll 4
-      for (int v = 0; v < nv; ++v) acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_mul_ps(ar, b[v]));
+      for (int v = 0; v < nv; ++v) {
+        if constexpr (Fused) {
+          acc[r][v] = _mm512_fmadd_ps(ar, b[v], acc[r][v]);
+        } else {
+          acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_mul_ps(ar, b[v]));
+        }
+      }
     }
   }
   for (int r = 0; r < mr; ++r) {
@@ -156,12 +166,21 @@ void tile(const tile_args& t) noexcept {
 
 // The kernel of `rows` rows and nv = ceil(cols / 16) vectors (nv <= max_nv); masked loads of op(B) unless every
 // loaded column is a kept one or zero padding.
+template <int rows, int nv, bool Fused>
+void tile_masking(const tile_args& t) noexcept {
+  if (t.cols >= 16 * nv || t.b_padded) {
+    tile<rows, nv, false, Fused>(t);
+  } else {
+    tile<rows, nv, true, Fused>(t);
+  }
+}
+
 template <int rows, int nv>
 void tile_vectors(const tile_args& t) noexcept {
-  if (t.cols >= 16 * nv || t.b_padded) {
-    tile<rows, nv, false>(t);
+  if (t.exact_products) {
+    tile_masking<rows, nv, true>(t);
   } else {
-    tile<rows, nv, true>(t);
+    tile_masking<rows, nv, false>(t);
   }
 }
 

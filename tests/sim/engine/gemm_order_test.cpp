@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <iomanip>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -227,5 +228,33 @@ TEST_CASE("every transpose, tile edge, block split and kernel path gives the doc
         }
       }
     }
+  }
+}
+
+TEST_CASE("a bf16 product past fp32's range rounds on its own before the add (no fma on any path)") {
+  // Run once per kernel path, like the test above. bf16 keeps fp32's exponent range, so a product of bf16
+  // values can overflow fp32: here k = 0 gives fl32(-2^64 * 1.5 * 2^63) = -1.5 * 2^127, and k = 1 gives
+  // fl32(2^64 * 2^64) = +inf, so the documented order's sum is +inf. An fma (one rounding of
+  // -1.5 * 2^127 + 2^128) would give 2^126: only formats whose products are all exact may be fused.
+  INFO("kernel path " << cpu_path_name(active_cpu_path()));
+  const float big = std::ldexp(1.0f, 64);
+  matrix a(7, 2), b(2, 20);
+  a.col(0).setConstant(-big);
+  a.col(1).setConstant(big);
+  b.row(0).setConstant(1.5f * std::ldexp(1.0f, 63));
+  b.row(1).setConstant(big);
+  REQUIRE(round_to(bf16, a(0, 0)) == a(0, 0));
+  REQUIRE(round_to(bf16, b(0, 0)) == b(0, 0));
+  for (const int threads : {1, 2}) {
+    INFO("threads " << threads);
+    matrix d;
+    (void)gemm({bf16, fp32, fp32}, a, b, d, {.threads = threads});
+    std::int64_t not_inf = 0;
+    for (Eigen::Index i = 0; i < d.size(); ++i) {
+      if (bits_of(d.data()[i]) != bits_of(std::numeric_limits<float>::infinity()) && ++not_inf <= 3) {
+        UNSCOPED_INFO("d[" << i << "] = " << hex(d.data()[i]) << ", documented order +inf");
+      }
+    }
+    CHECK(not_inf == 0);
   }
 }
