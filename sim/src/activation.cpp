@@ -123,17 +123,13 @@ void activation_layer::forward(exec_context& ctx, const precision_policy& pol, c
                        : pol.output == bf16 ? gelu_tanh_table<bf16>().data()
                                             : nullptr;
   // Each element on its own, so chunks of elements are independent tasks.
-  const Eigen::Index n = x.size();
-  parallel_for(n >= 2 * elementwise_chunk ? ctx.threads : 1, (n + elementwise_chunk - 1) / elementwise_chunk,
-               [&](std::int64_t chunk) {
-                 const Eigen::Index begin = chunk * elementwise_chunk;
-                 const Eigen::Index end = std::min(n, begin + elementwise_chunk);
-                 if (fp16_inputs) {
-                   gelu_span(in, t, out, begin, end, table, fp16_code);
-                 } else {
-                   gelu_span(in, t, out, begin, end, table, bf16_code);
-                 }
-               });
+  parallel_chunks(ctx.threads, x.size(), elementwise_chunk, [&](std::int64_t begin, std::int64_t end) {
+    if (fp16_inputs) {
+      gelu_span(in, t, out, begin, end, table, fp16_code);
+    } else {
+      gelu_span(in, t, out, begin, end, table, bf16_code);
+    }
+  });
   finish_activation_forward(ctx, pol, y);
 }
 
@@ -148,7 +144,10 @@ void activation_layer::backward(exec_context& ctx, const precision_policy& pol, 
   const float* t = gelu_tanh.data();
   const float* g = dy.data();
   float* out = dx.data();
-  for (Eigen::Index i = 0; i < dy.size(); ++i) out[i] = g[i] * gelu_derivative_from_tanh(in[i], t[i]);
+  // Each element on its own, as in the forward.
+  parallel_chunks(ctx.threads, dy.size(), elementwise_chunk, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) out[i] = g[i] * gelu_derivative_from_tanh(in[i], t[i]);
+  });
   finish_activation_backward(ctx, pol, dx);
 }
 

@@ -1,6 +1,7 @@
 // Linear, layer norm, embedding and residual layers (see layers.hpp; the activations are in activation.cpp).
 #include "safeamp/sim/layers.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -9,6 +10,7 @@
 #include "layer_common.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/sim/gemm.hpp"
+#include "safeamp/sim/parallel.hpp"
 #include "scalar_round.hpp"
 
 namespace safeamp::sim {
@@ -35,6 +37,15 @@ void column_sums(format_spec f, const matrix& in, matrix& out) {
       for (Eigen::Index j = 0; j < in.cols(); ++j) sum[j] = round(sum[j] + row[j]);
     }
   });
+}
+
+// Layer norm's tasks: rows of about norm_task_elements elements, columns of the parameter gradients in blocks of
+// norm_cols_per_task; threads only for a matrix of two tasks' worth or more. The split depends on the shape alone.
+constexpr Eigen::Index norm_task_elements = 8192;
+constexpr Eigen::Index norm_cols_per_task = 32;
+Eigen::Index norm_rows_per_task(Eigen::Index width) { return std::max<Eigen::Index>(1, norm_task_elements / width); }
+int norm_threads(const exec_context& ctx, const matrix& x) {
+  return x.size() >= 2 * norm_task_elements ? ctx.threads : 1;
 }
 
 void check_cols(const char* field, Eigen::Index got, Eigen::Index expected) {
@@ -66,15 +77,17 @@ void linear_layer::forward(exec_context& ctx, const precision_policy& pol, const
   const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, out_format, pol.matmul_blocks};
   const gemm_options opt = gemm_opts(ctx, 1.0f);
   input_low_format = fp32;
+  weight_low_format = fp32;
   if (!detail::rounds_operands(f)) {
     ctx.activation_stats += gemm(f, x, w, y, opt);
     return;
   }
-  // x rounded here once, for this GEMM and for the backward's dW, which would round `input` to the same bits.
-  thread_local matrix w_scratch;
+  // x and W rounded here once, for this GEMM and for the backward's dW and dx, which would round `input` and the
+  // weight to the same bits.
   const matrix& x_low = detail::round_operand(f.compute, x, input_low, ctx.threads);
   input_low_format = f.compute;
-  const matrix& w_low = detail::round_operand(f.compute, w, w_scratch, ctx.threads);
+  const matrix& w_low = detail::round_operand(f.compute, w, weight_low, ctx.threads);
+  weight_low_format = f.compute;
   ctx.activation_stats += detail::gemm_views(f, detail::view_of(x_low), detail::view_of(w_low), detail::output_of(y),
                                              opt, {.a = true, .b = true});
 }
@@ -104,10 +117,12 @@ void linear_layer::backward(exec_context& ctx, const precision_policy& pol, para
   column_sums(pol.format_for(op_class::reduction), dy, b.grad);
   cast_gradient(ctx, pol, b);
   if (dx == nullptr) return;
+  const bool w_kept =
+      weight_low_format == f.compute && weight_low.rows() == w.value.rows() && weight_low.cols() == w.value.cols();
   dx->resize(dy.rows(), w.value.rows());
-  (void)detail::gemm_views(f, detail::view_of(dy_low), detail::view_of(w.value, transpose::transposed),
-                           detail::output_of(*dx), gemm_opts(ctx, 0.0f, transpose::none, transpose::transposed),
-                           {.a = true, .b = false});
+  (void)detail::gemm_views(
+      f, detail::view_of(dy_low), detail::view_of(w_kept ? weight_low : w.value, transpose::transposed),
+      detail::output_of(*dx), gemm_opts(ctx, 0.0f, transpose::none, transpose::transposed), {.a = true, .b = w_kept});
 }
 
 // ---- layer norm ----------------------------------------------------------------------------------------
@@ -143,27 +158,31 @@ void layer_norm_forward(exec_context& ctx, const precision_policy& pol, const ma
   rstd.assign(static_cast<std::size_t>(x.rows()), 0.0f);
   y.resize(x.rows(), width);
   detail::with_round(f, [&](auto rf) {  // rf(v) == round_scalar(f, v)
-    for (Eigen::Index r = 0; r < x.rows(); ++r) {
-      const float* xr = x.data() + r * width;
-      float sum = 0.0f;
-      for (Eigen::Index j = 0; j < width; ++j) sum = rf(sum + rf(xr[j]));
-      const float mean = rf(sum * inv_width);
-      float sq = 0.0f;
-      for (Eigen::Index j = 0; j < width; ++j) {
-        const float d = rf(rf(xr[j]) - mean);
-        sq = rf(sq + rf(d * d));
-      }
-      const float var = rf(sq * inv_width);
-      const float rs = rf(1.0f / std::sqrt(rf(var + epsilon)));
-      rstd[static_cast<std::size_t>(r)] = rs;
-      float* nr = normalized.data() + r * width;
-      float* yr = y.data() + r * width;
-      for (Eigen::Index j = 0; j < width; ++j) {
-        const float xh = rf(rf(rf(xr[j]) - mean) * rs);
-        nr[j] = xh;
-        yr[j] = rf(rf(xh * g.data()[j]) + b.data()[j]);
-      }
-    }
+    // Each row on its own (its sums in a fixed order), so blocks of rows are independent tasks.
+    parallel_chunks(norm_threads(ctx, x), x.rows(), norm_rows_per_task(width),
+                    [&](std::int64_t first, std::int64_t last) {
+                      for (Eigen::Index r = first; r < last; ++r) {
+                        const float* xr = x.data() + r * width;
+                        float sum = 0.0f;
+                        for (Eigen::Index j = 0; j < width; ++j) sum = rf(sum + rf(xr[j]));
+                        const float mean = rf(sum * inv_width);
+                        float sq = 0.0f;
+                        for (Eigen::Index j = 0; j < width; ++j) {
+                          const float d = rf(rf(xr[j]) - mean);
+                          sq = rf(sq + rf(d * d));
+                        }
+                        const float var = rf(sq * inv_width);
+                        const float rs = rf(1.0f / std::sqrt(rf(var + epsilon)));
+                        rstd[static_cast<std::size_t>(r)] = rs;
+                        float* nr = normalized.data() + r * width;
+                        float* yr = y.data() + r * width;
+                        for (Eigen::Index j = 0; j < width; ++j) {
+                          const float xh = rf(rf(rf(xr[j]) - mean) * rs);
+                          nr[j] = xh;
+                          yr[j] = rf(rf(xh * g.data()[j]) + b.data()[j]);
+                        }
+                      }
+                    });
   });
   detail::store_activation(ctx, pol, y, f);
 }
@@ -183,35 +202,58 @@ void layer_norm_backward(exec_context& ctx, const precision_policy& pol, paramet
   g.grad.setZero(1, width);
   b.grad.setZero(1, width);
   dx.resize(dy.rows(), width);
-  std::vector<float> dxhat(static_cast<std::size_t>(width));
   float* gg = g.grad.data();
   float* bg = b.grad.data();
   const float* gv = g.value.data();
+  const Eigen::Index rows = dy.rows();
+  // Two kinds of independent tasks: blocks of rows of dx (each row's sums in a fixed order) and blocks of
+  // columns of the gain and bias gradients (each column summed over the rows in row order).
+  const std::int64_t rows_per_task = norm_rows_per_task(width);
+  const std::int64_t row_tasks = (rows + rows_per_task - 1) / rows_per_task;
+  const std::int64_t col_tasks = (width + norm_cols_per_task - 1) / norm_cols_per_task;
   detail::with_round(f, [&](auto rf) {  // rf(v) == round_scalar(f, v), rr(v) == round_scalar(fr, v)
     detail::with_round(fr, [&](auto rr) {
-      for (Eigen::Index r = 0; r < dy.rows(); ++r) {
-        const float* dyr = dy.data() + r * width;
-        const float* nr = normalized.data() + r * width;
-        float s1 = 0.0f;
-        float s2 = 0.0f;
-        for (Eigen::Index j = 0; j < width; ++j) {
-          const float xh = nr[j];
-          gg[j] = rr(gg[j] + dyr[j] * xh);
-          bg[j] = rr(bg[j] + dyr[j]);
-          const float d = rf(dyr[j] * gv[j]);
-          dxhat[static_cast<std::size_t>(j)] = d;
-          s1 = rf(s1 + d);
-          s2 = rf(s2 + rf(d * xh));
+      const auto dx_rows = [&](Eigen::Index first, Eigen::Index last) {
+        for (Eigen::Index r = first; r < last; ++r) {
+          const float* dyr = dy.data() + r * width;
+          const float* nr = normalized.data() + r * width;
+          float* dxr = dx.data() + r * width;  // dxhat first, then dx
+          float s1 = 0.0f;
+          float s2 = 0.0f;
+          for (Eigen::Index j = 0; j < width; ++j) {
+            const float d = rf(dyr[j] * gv[j]);
+            dxr[j] = d;
+            s1 = rf(s1 + d);
+            s2 = rf(s2 + rf(d * nr[j]));
+          }
+          const float m1 = rf(s1 * inv_width);
+          const float m2 = rf(s2 * inv_width);
+          const float rs = rstd[static_cast<std::size_t>(r)];
+          for (Eigen::Index j = 0; j < width; ++j) {
+            const float inner = rf(dxr[j] - m1 - nr[j] * m2);
+            dxr[j] = rf(rs * inner);
+          }
         }
-        const float m1 = rf(s1 * inv_width);
-        const float m2 = rf(s2 * inv_width);
-        const float rs = rstd[static_cast<std::size_t>(r)];
-        float* dxr = dx.data() + r * width;
-        for (Eigen::Index j = 0; j < width; ++j) {
-          const float inner = rf(dxhat[static_cast<std::size_t>(j)] - m1 - nr[j] * m2);
-          dxr[j] = rf(rs * inner);
+      };
+      const auto parameter_columns = [&](Eigen::Index first, Eigen::Index last) {
+        for (Eigen::Index r = 0; r < rows; ++r) {
+          const float* dyr = dy.data() + r * width;
+          const float* nr = normalized.data() + r * width;
+          for (Eigen::Index j = first; j < last; ++j) {
+            gg[j] = rr(gg[j] + dyr[j] * nr[j]);
+            bg[j] = rr(bg[j] + dyr[j]);
+          }
         }
-      }
+      };
+      parallel_for(norm_threads(ctx, dy), row_tasks + col_tasks, [&](std::int64_t task) {
+        if (task < row_tasks) {
+          const Eigen::Index first = task * rows_per_task;
+          dx_rows(first, std::min<Eigen::Index>(rows, first + rows_per_task));
+        } else {
+          const Eigen::Index first = (task - row_tasks) * norm_cols_per_task;
+          parameter_columns(first, std::min<Eigen::Index>(width, first + norm_cols_per_task));
+        }
+      });
     });
   });
   cast_gradient(ctx, pol, g);

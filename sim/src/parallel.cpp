@@ -7,6 +7,7 @@
 // alone: which thread runs a task never changes what it computes.
 #include "safeamp/sim/parallel.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <exception>
@@ -134,6 +135,16 @@ void parallel_for(int threads, std::int64_t tasks, const std::function<void(std:
   const std::int64_t workers = std::min<std::int64_t>(threads < 1 ? 1 : threads, tasks);
   if (workers > 1 && !inside_task && pool().run(workers - 1, tasks, task)) return;
   for (std::int64_t i = 0; i < tasks; ++i) task(i);
+}
+
+void parallel_chunks(int threads, std::int64_t n, std::int64_t chunk,
+                     const std::function<void(std::int64_t, std::int64_t)>& body) {
+  if (n <= 0) return;
+  const std::int64_t size = chunk < 1 ? n : chunk;
+  parallel_for(n >= 2 * size ? threads : 1, (n + size - 1) / size, [&](std::int64_t c) {
+    const std::int64_t begin = c * size;
+    body(begin, std::min(n, begin + size));
+  });
 }
 
 }  // namespace safeamp::sim

@@ -4,11 +4,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <vector>
+
+#include "safeamp/sim/parallel.hpp"
 
 namespace safeamp::sim {
 namespace {
 
 thread_local double cast_seconds_total = 0.0;
+
+// Elements per task of a cast spread over threads (cast_in_place with a context).
+constexpr std::int64_t parallel_cast_chunk = 16384;
 
 // Adds the time from construction to destruction to this thread's cast total.
 class cast_timer {
@@ -57,6 +63,29 @@ float round_scalar_narrow(format_spec f, float x) noexcept {
 }  // namespace detail
 
 double cast_seconds_this_thread() noexcept { return cast_seconds_total; }
+
+cast_stats cast_in_place(exec_context& ctx, matrix& m, format_spec f) {
+  const cast_timer timer;
+  const philox_key key = ctx.next_key();
+  const std::span<float> all = span_of(m);
+  const auto n = static_cast<std::int64_t>(all.size());
+  const std::int64_t chunks = (n + parallel_cast_chunk - 1) / parallel_cast_chunk;
+  if (ctx.threads <= 1 || chunks < 2) return cast_untimed(all, f, ctx.rounding, key);
+  // Each chunk's counters in its own slot, summed in chunk order afterwards (integer sums: any order would do).
+  // (A reference to the caller's buffer: a task naming a thread_local would reach the worker thread's own.)
+  thread_local std::vector<cast_stats> slots;
+  std::vector<cast_stats>& parts = slots;
+  parts.assign(static_cast<std::size_t>(chunks), cast_stats{});
+  parallel_chunks(ctx.threads, n, parallel_cast_chunk, [&](std::int64_t begin, std::int64_t end) {
+    philox_key k = key;
+    k.offset += static_cast<std::uint64_t>(begin);
+    parts[static_cast<std::size_t>(begin / parallel_cast_chunk)] = cast_untimed(
+        all.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)), f, ctx.rounding, k);
+  });
+  cast_stats total;
+  for (const cast_stats& p : parts) total += p;
+  return total;
+}
 
 cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, philox_key key) {
   const cast_timer timer;

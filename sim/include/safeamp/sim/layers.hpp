@@ -22,13 +22,16 @@ struct linear_layer {
   // The input rounded to the matmul format by the forward's GEMM, kept for the backward's dW (fp32: none kept).
   matrix input_low{};
   format_spec input_low_format = fp32;
+  // The weight rounded to the matmul format by the forward, kept for the backward's dx = dy W^T (the weight does
+  // not change between the two), so that a step rounds each weight once (fp32: none kept).
+  matrix weight_low{};
+  format_spec weight_low_format = fp32;
 
   /// out_format: the format y is written in (policy.output, or a wider consumer format such as the loss's).
-  void forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params, const matrix& x,
-               matrix& y, format_spec out_format);
+  void forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params, const matrix& x, matrix& y,
+               format_spec out_format);
   /// Sets the weight/bias gradients (with counters) and, when dx is not null, dx = dy W^T.
-  void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, const matrix& dy,
-                matrix* dx);
+  void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, const matrix& dy, matrix* dx);
 };
 
 /// Creates a linear layer's parameters "<name>.weight" (in, out) and "<name>.bias" (1, out).
@@ -70,8 +73,7 @@ struct layer_norm_layer {
   layer_norm_saved saved;
   void forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params, const matrix& x,
                matrix& y);
-  void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, const matrix& dy,
-                matrix& dx);
+  void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, const matrix& dy, matrix& dx);
 };
 
 /// The layer norm's arithmetic on explicit operands (layer_norm_layer and autocast call these). Forward: y in the

@@ -64,10 +64,9 @@ cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_
 /// threads, inside attention tasks, stay in their phase).
 [[nodiscard]] double cast_seconds_this_thread() noexcept;
 
-/// The same with a key from ctx.
-inline cast_stats cast_in_place(exec_context& ctx, matrix& m, format_spec f) {
-  return cast_in_place(m, f, ctx.rounding, ctx.next_key());
-}
+/// The same with a key from ctx. A large m is cast in fixed chunks (element i keyed as index i whatever the
+/// chunk) on up to ctx.threads threads: the same bits and counters as one call, for every thread count.
+cast_stats cast_in_place(exec_context& ctx, matrix& m, format_spec f);
 
 namespace detail {
 /// round_to(f, x), out of line: round_scalar's work for a format other than fp32.
