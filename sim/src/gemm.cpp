@@ -108,7 +108,7 @@ void tiled_fp32(strided_view a, strided_view b, const output_view& d, format_spe
   }
   const std::int64_t col_blocks = (n + col_block - 1) / col_block;
   // Both operands hold values of `compute` (rounded above or by the caller); fp16 products are exact in fp32.
-  const bool exact = compute != fp32 && detail::products_exact_in_fp32(compute.exponent_bits, compute.mantissa_bits);
+  const bool exact = compute != fp32 && detail::products_exact_in_fp32(compute);
   auto run = [&](std::int64_t task) {
     const std::int64_t i_begin = task / col_blocks * row_block;
     const std::int64_t j_begin = task % col_blocks * col_block;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "safeamp/format/cpu_path.hpp"
+#include "safeamp/format/format_spec.hpp"
 
 namespace safeamp::sim::detail {
 
@@ -71,12 +72,16 @@ struct tile_args {
   bool exact_products = false;
 };
 
-/// Whether the product of any two values of f (finite, infinite or zero) is exactly an fp32 value: significands
-/// of at most 12 bits (2 x 12 = 24, fp32's precision) and at most 5 exponent bits, so that a product's magnitude
-/// lies between 2^-58 (fp32 normal from 2^-126) and 2^34 (fp32 finite below 2^128). fp16 (5, 10) and the
-/// 8-, 6- and 4-bit formats qualify; bf16 (8 exponent bits) does not: its products can overflow or be subnormal.
-[[nodiscard]] constexpr bool products_exact_in_fp32(int exponent_bits, int mantissa_bits) noexcept {
-  return exponent_bits <= 5 && mantissa_bits <= 11;
+/// Whether the product of any two values of f (finite, infinite or zero) is exactly an fp32 value. Values of f
+/// have at most digits(f) significant bits and are multiples of its quantum 2^(min_exponent(f) - mantissa_bits),
+/// so a product has at most 2 digits(f) bits and is a multiple of the quantum squared; it is a float when
+/// 2 digits(f) <= 24 (fp32's precision), the quantum squared is a multiple of 2^-149 (fp32's smallest
+/// subnormal: no product falls between floats below the normal range) and the largest product, below
+/// 2^(2 max_exponent(f) + 2), is below 2^128. fp16 and the 8-, 6- and 4-bit formats at their usual bias qualify;
+/// bf16 and tf32 do not (their products can overflow or be subnormal), nor does a small format whose bias_offset
+/// puts its quantum below 2^-75 (e.g. 5 exponent bits, 2 mantissa bits and bias_offset 64: quantum 2^-80).
+[[nodiscard]] constexpr bool products_exact_in_fp32(format_spec f) noexcept {
+  return 2 * digits(f) <= 24 && 2 * (min_exponent(f) - f.mantissa_bits) >= -149 && 2 * max_exponent(f) + 2 <= 128;
 }
 
 /// op(B) (K, N) packed as panels of nr columns: panel p is K rows of nr floats, zero in the columns past N. Resizes

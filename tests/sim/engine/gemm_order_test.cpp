@@ -258,3 +258,32 @@ TEST_CASE("a bf16 product past fp32's range rounds on its own before the add (no
     CHECK(not_inf == 0);
   }
 }
+
+TEST_CASE("a small format whose products fall below fp32's subnormal grid is not fused either") {
+  // 5 exponent bits, 2 mantissa bits, bias_offset 64 (bias 79): values are multiples of 2^-80, so a product
+  // of two can be finer than fp32's smallest subnormal 2^-149 and round on its own. k = 0: 2^-70 * 2^-79 =
+  // 2^-149 exactly; k = 1: 1.5 * 2^-70 * 2^-79 = 1.5 * 2^-149 rounds to 2 * 2^-149 (tie to even), so the
+  // documented order gives 3 * 2^-149. An fma rounds 2^-149 + 1.5 * 2^-149 = 2.5 * 2^-149 once, to 2 * 2^-149.
+  INFO("kernel path " << cpu_path_name(active_cpu_path()));
+  const format_spec tiny{5, 2, special_values::ieee, 64};
+  REQUIRE(is_valid(tiny));
+  matrix a(7, 2), b(2, 20);
+  a.col(0).setConstant(std::ldexp(1.0f, -70));
+  a.col(1).setConstant(1.5f * std::ldexp(1.0f, -70));
+  b.setConstant(std::ldexp(1.0f, -79));
+  REQUIRE(round_to(tiny, a(0, 1)) == a(0, 1));
+  REQUIRE(round_to(tiny, b(0, 0)) == b(0, 0));
+  const float expected = 3.0f * std::ldexp(1.0f, -149);
+  for (const int threads : {1, 2}) {
+    INFO("threads " << threads);
+    matrix d;
+    (void)gemm({tiny, fp32, fp32}, a, b, d, {.threads = threads});
+    std::int64_t wrong = 0;
+    for (Eigen::Index i = 0; i < d.size(); ++i) {
+      if (bits_of(d.data()[i]) != bits_of(expected) && ++wrong <= 3) {
+        UNSCOPED_INFO("d[" << i << "] = " << hex(d.data()[i]) << ", documented order " << hex(expected));
+      }
+    }
+    CHECK(wrong == 0);
+  }
+}

@@ -13,8 +13,9 @@
 // where fl32 is one IEEE float rounding (to nearest even) and R is fl32 for accumulate == fp32 and fl32 then
 // round_to(accumulate) for any other accumulation format. Every product and every sum is rounded separately
 // (no fma: the library is built with -ffp-contract=off). Inputs of <= 12 significant bits (fp16, bf16, tf32,
-// fp8) have exact fp32 products, so only the additions round, as on tensor cores (whose order within K
-// differs: a GPU result is not expected to match these bits, only the error model).
+// fp8) have exact fp32 products wherever the product stays in fp32's range (always for fp16 and fp8; bf16 and
+// tf32 products can overflow or fall below fp32's subnormals), so only the additions round, as on tensor cores
+// (whose order within K differs: a GPU result is not expected to match these bits, only the error model).
 // Block-scaled inputs (formats.input_blocks, e.g. OCP MXFP8 or NVFP4): instead of the compute cast, op(A) (M, K)
 // is quantized in blocks along its rows and op(B) (K, N) down its columns, so every block runs along K as on
 // the GPU (safeamp::quantize_blocks, nearest even), and the dequantized values P X are multiplied with fp32
@@ -23,7 +24,7 @@
 // The fp32 path packs op(A) and op(B) once (rounding the packed copies to the compute format), computes tiles of
 // outputs with their accumulators in registers and vectorises over j (each lane does its column's scalar
 // operations, as separate multiplies and adds, or on AVX-512 as one fma where the compute format's products are
-// all exact in fp32, fp16 and the 8-, 6- and 4-bit formats: then fl32(acc + a b) is fl32(acc + fl32(a b)) and the
+// all exact in fp32, fp16 and the 8-, 6- and 4-bit formats at their usual bias: then fl32(acc + a b) is fl32(acc + fl32(a b)) and the
 // bits are the same); the tile kernel is chosen at run time for the CPU (portable,
 // AVX2 or AVX-512, as the rounding kernels: cpu_path.hpp, SAFEAMP_CPU_PATH), and every kernel gives the same
 // bits. D is cut into blocks of gemm_row_block x gemm_col_block elements (with several threads, down to 48 x 64
