@@ -28,11 +28,11 @@ SAFEAMP_DETAIL_AVX512_BEGIN
 namespace safeamp::detail::avx512 {
 
 /// A deterministic mode: vectors [i, i + 16 count) of a chunk with full stores (streaming or not).
-template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always, bool Stream>
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always, bool Stream, bool Merged = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, const float* in, float* out,
                                                 std::size_t i, std::size_t count, counters16& acc) noexcept {
   for (std::size_t end = i + 16 * count; i < end; i += 16) {
-    const __m512i r = load_round<R, F, Ftz, Sat, Always>(v, in, nullptr, i, 0xFFFF, acc);
+    const __m512i r = load_round<R, F, Ftz, Sat, Always, Merged>(v, in, nullptr, i, 0xFFFF, acc);
     if constexpr (Stream) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), r);
     } else {
@@ -43,27 +43,58 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, co
 
 /// Four 4 KiB pages [i, i + 4096) at a time, one vector from each in turn: more DRAM pages open at once, as
 /// glibc's memcpy does for large copies (measured 1.1-1.2x a plain streaming loop on the benchmark machine).
-template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always>
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always, bool Merged>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages(const vector_constants<F>& v, const float* in, float* out,
                                                    std::size_t i, counters16& acc) noexcept {
   constexpr std::size_t page = 1024;
   for (std::size_t j = i; j < i + page; j += 16) {
     for (std::size_t p = 0; p < 4 * page; p += page) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + j + p),
-                          load_round<R, F, Ftz, Sat, Always>(v, in, nullptr, j + p, 0xFFFF, acc));
+                          load_round<R, F, Ftz, Sat, Always, Merged>(v, in, nullptr, j + p, 0xFFFF, acc));
     }
   }
 }
 
+/// One block of a deterministic chunk, in the variant the block's choices pick: Always from choice (the all-normal
+/// test off), Merged from split (round16_nearest's merged test, on unless split.always; nearest even into fp16/fp8
+/// only). Stream: four pages with streaming stores (4096 elements), else `block` vectors with ordinary stores.
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Stream, bool Always, bool Merged>
+SAFEAMP_DETAIL_ALWAYS_INLINE void round_block_as(const vector_constants<F>& v, const float* in, float* out,
+                                                 std::size_t i, std::size_t block, counters16& acc) noexcept {
+  if constexpr (Stream) {
+    round_four_pages<R, F, Ftz, Sat, Always, Merged>(v, in, out, i, acc);
+  } else {
+    round_vectors<R, F, Ftz, Sat, Always, false, Merged>(v, in, out, i, block, acc);
+  }
+}
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Stream>
+SAFEAMP_DETAIL_ALWAYS_INLINE void round_block(const path_choice& choice, const path_choice& split,
+                                              const vector_constants<F>& v, const float* in, float* out, std::size_t i,
+                                              std::size_t block, counters16& acc) noexcept {
+  constexpr bool mergeable = R == rounding::nearest_even && !float_range_format(F);
+  if (choice.always) {
+    if (mergeable && !split.always) {
+      round_block_as<R, F, Ftz, Sat, Stream, true, mergeable>(v, in, out, i, block, acc);
+    } else {
+      round_block_as<R, F, Ftz, Sat, Stream, true, false>(v, in, out, i, block, acc);
+    }
+  } else if (mergeable && !split.always) {
+    round_block_as<R, F, Ftz, Sat, Stream, false, mergeable>(v, in, out, i, block, acc);
+  } else {
+    round_block_as<R, F, Ftz, Sat, Stream, false, false>(v, in, out, i, block, acc);
+  }
+}
+
 /// A deterministic mode (nearest even, directed) over in[0..n) into out[0..n) (out may equal in): blocks of
-/// vectors whose all-normal test path_choice switches off where most vectors need the exact path; stream: write
-/// with non-temporal stores, four pages at a time.
+/// vectors whose all-normal test path_choice switches off where most vectors need the exact path, and (nearest
+/// even, fp16/fp8) whose merged test of the rare lanes a second path_choice switches off where more than 1 vector
+/// in 8 holds one; stream: write with non-temporal stores, four pages at a time.
 template <rounding R, format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_NOINLINE void round_deterministic_chunk(const float* in, float* out, std::size_t n, bool stream,
                                                        local_counts& c) noexcept {
   vector_constants<F> v;
   counters16 acc;
-  path_choice choice;
+  path_choice choice, split;
   std::size_t i = 0;
   if (stream) {
     if (const std::size_t head = stream_head(out, n); head != 0) {
@@ -73,24 +104,20 @@ SAFEAMP_DETAIL_NOINLINE void round_deterministic_chunk(const float* in, float* o
     }
     for (; i + 4096 <= n; i += 4096) {
       choice.start(acc);
-      if (choice.always) {
-        round_four_pages<R, F, Ftz, Sat, true>(v, in, out, i, acc);
-      } else {
-        round_four_pages<R, F, Ftz, Sat, false>(v, in, out, i, acc);
-      }
+      split.start_count(acc.odd_vectors);
+      round_block<R, F, Ftz, Sat, true>(choice, split, v, in, out, i, 256, acc);
       choice.finish(acc, 256);
+      split.finish_count(acc.odd_vectors, 256);
     }
     round_vectors<R, F, Ftz, Sat, false, true>(v, in, out, i, (n - i) / 16, acc);
   } else {
     constexpr std::size_t block = 64;  // vectors
     for (; i + 16 * block <= n; i += 16 * block) {
       choice.start(acc);
-      if (choice.always) {
-        round_vectors<R, F, Ftz, Sat, true, false>(v, in, out, i, block, acc);
-      } else {
-        round_vectors<R, F, Ftz, Sat, false, false>(v, in, out, i, block, acc);
-      }
+      split.start_count(acc.odd_vectors);
+      round_block<R, F, Ftz, Sat, false>(choice, split, v, in, out, i, block, acc);
       choice.finish(acc, block);
+      split.finish_count(acc.odd_vectors, block);
     }
     round_vectors<R, F, Ftz, Sat, false, false>(v, in, out, i, (n - i) / 16, acc);
   }

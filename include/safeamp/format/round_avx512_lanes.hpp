@@ -40,6 +40,7 @@ struct counters16 {
   __m512i zero_results = _mm512_setzero_si512();
   __m512i zero_inputs = _mm512_setzero_si512();
   std::size_t special_vectors = 0;  // vectors that took the exact path (nearest even; steers path_choice)
+  std::size_t odd_vectors = 0;      // vectors of round16_nearest's merged test with a rare lane (steers its choice)
 
   counters16() noexcept {}  // user-provided, so that it is compiled under this header's target pragma
 
@@ -106,6 +107,7 @@ struct vector_constants {
   __m512i emin_field = u32(k.min_normal_bits & 0x7F800000u);
   __m512i cut_offset = u32((23u - k.mantissa_bits) << 23);
   __m512i overflow_from = u32(overflow_bits);
+  __m512i overflow_from_minus_one = u32(overflow_bits - 1u);
 
   // g++ rematerialises broadcast constants inside the loop (mov + vpbroadcastd, every vector) rather than keep
   // them in the 32 vector registers; an empty asm that "may change" each value makes it keep them.
@@ -113,7 +115,7 @@ struct vector_constants {
     pin(abs_mask), pin(one), pin(half_minus_one), pin(keep), pin(normal_span), pin(inf_minus_one);
     pin(min_normal), pin(max_finite), pin(inf), pin(payload), pin(nan_fill), pin(sign), pin(all_ones);
     pin(inv_quantum), pin(quantum_ps), pin(one_ps), pin(two32), pin(exponent_mask), pin(emin_field);
-    pin(cut_offset), pin(overflow_from);
+    pin(cut_offset), pin(overflow_from), pin(overflow_from_minus_one);
   }
   template <class V>
   static void pin(V& x) noexcept {
@@ -129,6 +131,15 @@ template <format_spec F, bool Sat>
 SAFEAMP_DETAIL_ALWAYS_INLINE void count_overflow_results(counters16& acc, __mmask16 over) noexcept {
   if constexpr (!Sat && has_infinity(F)) acc.infinity = count(acc.infinity, over);
   if constexpr (!Sat && !has_infinity(F)) acc.nan = count(acc.nan, over);
+}
+
+/// Counts the results below min normal and the zero results among them (r: rounded magnitudes).
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE void count_below_normal(const vector_constants<F>& v, __m512i r,
+                                                     counters16& acc) noexcept {
+  const __mmask16 below = _mm512_cmplt_epu32_mask(r, v.min_normal);
+  acc.below_normal = count(acc.below_normal, below);
+  acc.zero_results = count(acc.zero_results, _mm512_mask_testn_epi32_mask(below, r, r));
 }
 
 /// The end of the exact path, for every lane of a vector that needed it: r holds each lane's rounded
@@ -157,9 +168,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i finish_special(const vector_constants<F>& v
     count_overflow_results<F, Sat>(acc, big);
     acc.zero_inputs = count(acc.zero_inputs, _mm512_testn_epi32_mask(a, a));
   }
-  const __mmask16 below = _mm512_cmplt_epu32_mask(r, v.min_normal);
-  acc.below_normal = count(acc.below_normal, below);
-  acc.zero_results = count(acc.zero_results, _mm512_mask_testn_epi32_mask(below, r, r));
+  count_below_normal(v, r, acc);
   return r;
 }
 
@@ -200,7 +209,12 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i fix_special(const vector_constants<F>& v, _
 /// above the overflow threshold (+-inf and NaN included) are replaced in the special path.
 /// Always: skip the test for a vector wholly in the normal range (the code below is exact for every lane); the
 /// caller picks it where most vectors are not, so the branch would mispredict (see round_chunk).
-template <format_spec F, bool Ftz, bool Sat, bool Always>
+/// Merged: one compare, |x| - 1 >= threshold - 1 (unsigned), finds the lanes that are zero or at or above the
+/// overflow threshold (+-inf and NaN among them); a vector without such a lane (all of Gaussian data, the common
+/// case of E4M3's exact path) needs only the below-normal counters, which saves finish_special's overflow
+/// select, its two counts and its second compare. The caller drops it where more than 1 vector in 8 holds such a
+/// lane (fp16/E5M2 on wide data: about 3 in 4 vectors overflow somewhere), as path_choice does for Always.
+template <format_spec F, bool Ftz, bool Sat, bool Always, bool Merged = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& v, __m512i u,
                                                      counters16& acc) noexcept {
   const __m512i a = _mm512_and_si512(u, v.abs_mask);
@@ -234,6 +248,13 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
         cf, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   if constexpr (Ftz) r = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(r, v.min_normal), r);
+  if constexpr (Merged) {
+    if (_mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, v.one), v.overflow_from_minus_one) == 0) {
+      count_below_normal(v, r, acc);
+      return _mm512_ternarylogic_epi32(r, u, v.sign, 0xF8);  // r | (u & sign)
+    }
+    ++acc.odd_vectors;
+  }
   // Overflow, +-inf and NaN inputs: |x| at or above the overflow threshold.
   r = finish_special<F, Sat>(v, a, r, _mm512_cmpge_epu32_mask(a, v.overflow_from), acc);
   return _mm512_ternarylogic_epi32(r, u, v.sign, 0xF8);  // r | (u & sign)
@@ -335,11 +356,11 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_directed(const vector_constants<F>&
 /// 16 elements: u are the input bits, rnd the stochastic words (unused for nearest even). In the target's
 /// normal range the cut works on the signed bits as they are (a carry never reaches the sign bit), so a
 /// vector whose 16 values all lie there costs 9 instructions.
-template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always = false>
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always = false, bool Merged = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16(const vector_constants<F>& v, __m512i u, __m512i rnd,
                                              counters16& acc) noexcept {
   if constexpr (R == rounding::nearest_even && !float_range_format(F)) {
-    return round16_nearest<F, Ftz, Sat, Always>(v, u, acc);
+    return round16_nearest<F, Ftz, Sat, Always, Merged>(v, u, acc);
   } else if constexpr (R == rounding::toward_zero || R == rounding::toward_pos_inf || R == rounding::toward_neg_inf) {
     return round16_directed<R, F, Ftz, Sat, Always>(v, u, acc);
   } else {
@@ -359,14 +380,14 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16(const vector_constants<F>& v, __m51
 }
 
 /// Loads, rounds and counts the lanes of m starting at element i.
-template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always = false>
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always = false, bool Merged = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i load_round(const vector_constants<F>& v, const float* in,
                                                 const std::uint32_t* random_words, std::size_t i, __mmask16 m,
                                                 counters16& acc) noexcept {
   const __m512i u = _mm512_maskz_loadu_epi32(m, in + i);
   __m512i rnd = _mm512_setzero_si512();
   if constexpr (R == rounding::stochastic) rnd = _mm512_maskz_loadu_epi32(m, random_words + i);
-  return round16<R, F, Ftz, Sat, Always>(v, u, rnd, acc);
+  return round16<R, F, Ftz, Sat, Always, Merged>(v, u, rnd, acc);
 }
 
 /// The lanes [0, k) of a vector (k <= 16).

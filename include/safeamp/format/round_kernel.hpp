@@ -169,7 +169,9 @@ struct local_counts {
 /// round_avx512.hpp, block_avx512.hpp). A block in which more than 1 vector in 8 needed the exact path (wide-range
 /// data, or E4M3's narrow normal range on Gaussian data: 1.2% of N(0,1) values lie below its min normal, so 18% of
 /// 16-lane vectors hold one) is followed by seven blocks without the test and its unpredictable branch, then the
-/// test runs for one block again. Counters: any type with a special_vectors count.
+/// test runs for one block again. Counters: any type with a special_vectors count. The same rule steers the
+/// AVX-512 nearest-even kernels' second choice (the merged test of round16_nearest) from a count of its own:
+/// start_count/finish_count take any running count of the vectors that took the branch in question.
 struct path_choice {
   bool always = false;
   unsigned left = 0;
@@ -177,13 +179,17 @@ struct path_choice {
 
   template <class Counters>
   void start(const Counters& acc) noexcept {
-    before = acc.special_vectors;
+    start_count(acc.special_vectors);
   }
   template <class Counters>
   void finish(const Counters& acc, std::size_t vectors) noexcept {
+    finish_count(acc.special_vectors, vectors);
+  }
+  void start_count(std::size_t count) noexcept { before = count; }
+  void finish_count(std::size_t count, std::size_t vectors) noexcept {
     if (always) {
       if (--left == 0) always = false;
-    } else if ((acc.special_vectors - before) * 8 > vectors) {
+    } else if ((count - before) * 8 > vectors) {
       always = true;
       left = 7;
     }

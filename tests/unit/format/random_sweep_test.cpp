@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <random>
 #include <span>
 #include <string>
@@ -71,7 +72,120 @@ float random_float(std::mt19937_64& rng, safeamp::format_spec f) {
   }
 }
 
+// The counters of the scalar routine over in (element i: word stochastic_bits(key, key.offset + i) when
+// stochastic), and its results in want.
+safeamp::cast_stats scalar_stats(safeamp::format_spec f, std::span<const float> in, safeamp::round_options opt,
+                                 safeamp::philox_key key, std::vector<float>& want) {
+  safeamp::cast_stats s;
+  s.elements = in.size();
+  want.resize(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const std::uint32_t rnd =
+        opt.mode == rounding::stochastic ? safeamp::stochastic_bits(key.seed, key.stream, key.offset + i) : 0u;
+    const float y = safeamp::round_to(f, in[i], opt, rnd);
+    const float ax = std::fabs(in[i]), ay = std::fabs(y);
+    // Overflow: the scalar routine's own flag (a directed mode may give max finite), finite inputs only.
+    const bool overflowed = safeamp::detail::encode_impl<float>(f, in[i], opt, rnd).overflowed;
+    s.overflow += (std::isfinite(in[i]) && overflowed) ? 1u : 0u;
+    s.underflow += (std::isfinite(in[i]) && ax != 0 && ay == 0) ? 1u : 0u;
+    s.subnormal += (ay != 0 && ay < safeamp::min_normal(f)) ? 1u : 0u;
+    s.nan += std::isnan(y) ? 1u : 0u;
+    s.infinity += std::isinf(y) ? 1u : 0u;
+    want[i] = y;
+  }
+  return s;
+}
+
+// Data laid out in regions of 8 blocks of 4096 elements (the vector kernels choose per block of 1024 or 4096
+// elements: round_kernel.hpp's path_choice), 16-lane vectors of normal values in which some vectors hold one lane
+// below min normal (`below`: 1 vector in `below` if nonzero) or one rare lane (`rare`: zero, +-inf, NaN, or a
+// value next to the overflow threshold of nearest even), so that the kernels' choices (the all-normal test on or
+// off, the AVX-512 nearest-even kernel's merged test of the rare lanes on or off) switch back and forth.
+std::vector<float> block_choice_data(std::mt19937_64& rng, safeamp::format_spec f, std::size_t regions) {
+  const float max = safeamp::max_finite(f), lo = safeamp::min_normal(f);
+  // max + half an ulp of the format at max: the tie of nearest even at the top, and its float neighbours.
+  const float half_ulp = std::ldexp(1.0f, safeamp::max_exponent(f) - f.mantissa_bits - 1);
+  const float tie = max + half_ulp;
+  const float rare_values[] = {0.0f,
+                               -0.0f,
+                               INFINITY,
+                               -INFINITY,
+                               NAN,
+                               std::nextafter(tie, 0.0f),
+                               tie,
+                               -tie,
+                               std::nextafter(tie, INFINITY),
+                               std::nextafter(std::nextafter(tie, INFINITY), INFINITY),
+                               max};
+  struct pattern {
+    unsigned below, rare;
+  };
+  // all normal; many below-normal lanes; many rare lanes; many below and a few rare; a few of each.
+  const pattern patterns[] = {{0, 0}, {4, 0}, {0, 5}, {4, 16}, {16, 16}, {3, 2}, {0, 0}, {2, 32}};
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::vector<float> data;
+  for (std::size_t r = 0; r < regions; ++r) {
+    const pattern p = patterns[r % std::size(patterns)];
+    for (std::size_t v = 0; v < 8 * 4096 / 16; ++v) {
+      for (std::size_t lane = 0; lane < 16; ++lane) {
+        // Normal values: lo * 2^(t (log2(max / lo))), t uniform, a random sign.
+        float x = lo * std::exp2(unit(rng) * std::log2(max / lo) * 0.999f);
+        const auto pick = static_cast<std::size_t>(rng() % 16);
+        if (p.below != 0 && v % p.below == 0 && lane == pick) x = lo * unit(rng);
+        if (p.rare != 0 && v % p.rare == 1 && lane == (pick + 7) % 16) x = rare_values[rng() % std::size(rare_values)];
+        data.push_back((rng() & 1) ? -x : x);
+      }
+    }
+  }
+  return data;
+}
+
 }  // namespace
+
+// Every path's kernels pick, block by block, whether to test each vector for the all-normal shortcut and (the
+// AVX-512 nearest-even kernel into fp16/fp8) whether to test for zero/overflow/inf/NaN lanes with one merged
+// compare; each choice must give the scalar routine's bits and counters, in every combination, with and without
+// streaming stores (a span of at least 16 MiB), saturating or not, flushing or not.
+TEST_CASE("block by block path choices of the vector kernels equal the scalar routine") {
+  std::mt19937_64 rng(1812);
+  for (const safeamp::format_spec f : {safeamp::fp16, safeamp::fp8_e4m3, safeamp::fp8_e5m2, safeamp::bf16}) {
+    for (const bool large : {false, true}) {
+      // 13 regions of 32 Ki elements, plus a ragged tail; large: 129 regions (16.1 MiB, streaming stores).
+      std::vector<float> in = block_choice_data(rng, f, large ? 129 : 13);
+      for (std::size_t i = 0; i < 21; ++i) in.push_back(in[i * 7]);
+      std::vector<float> out(in.size()), want;
+      for (const rounding m :
+           {rounding::nearest_even, rounding::toward_zero, rounding::toward_pos_inf, rounding::toward_neg_inf}) {
+        if (large && m != rounding::nearest_even) continue;  // the streaming loop whose choices are new
+        for (const bool sat : {false, true}) {
+          for (const bool ftz : {false, true}) {
+            if (large && sat != ftz) continue;
+            const safeamp::round_options opt{
+                .mode = m, .on_overflow = sat ? overflow::saturate : overflow::to_infinity, .flush_subnormals = ftz};
+            const safeamp::cast_stats expected = scalar_stats(f, in, opt, {}, want);
+            for (const safeamp::cpu_path path : safeamp::all_cpu_paths) {
+              if (!safeamp::cpu_path_supported(path)) continue;
+              const safeamp::cast_stats got = safeamp::detail::round_span_on(path, f, in, out, opt, {});
+              std::size_t bad = 0, first = in.size();
+              for (std::size_t i = 0; i < in.size(); ++i) {
+                if (oracle::float_bits(out[i]) != oracle::float_bits(want[i]) && bad++ == 0) first = i;
+              }
+              INFO(safeamp::format_name(f)
+                   << " mode " << static_cast<int>(m) << " sat " << sat << " ftz " << ftz << " path "
+                   << safeamp::cpu_path_name(path) << " elements " << in.size() << " first mismatch at " << first
+                   << (first < in.size()
+                           ? " input " + hex(oracle::float_bits(in[first])) + " want " +
+                                 hex(oracle::float_bits(want[first])) + " got " + hex(oracle::float_bits(out[first]))
+                           : std::string()));
+              CHECK(bad == 0);
+              CHECK(got == expected);
+            }
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST_CASE("random sweeps: scalar encode/decode from float and double against the exact oracle") {
   std::mt19937_64 rng(20240611);
@@ -211,22 +325,11 @@ TEST_CASE("large spans (streaming stores, misaligned output, Philox counter wrap
         const safeamp::philox_key key{.seed = 99, .stream = 5, .offset = l.offset};
         const std::span<float> out(out_storage.data() + aligned + l.shift, n);
         const safeamp::cast_stats got = safeamp::round_span(f, in, out, opt, key);
-        safeamp::cast_stats want;
-        want.elements = n;
+        std::vector<float> results;
+        const safeamp::cast_stats want = scalar_stats(f, in, opt, key, results);
         std::size_t mismatches = 0, first_bad = n;
         for (std::size_t i = 0; i < n; ++i) {
-          const std::uint32_t rnd =
-              m == rounding::stochastic ? safeamp::stochastic_bits(key.seed, key.stream, key.offset + i) : 0u;
-          const float y = safeamp::round_to(f, in[i], opt, rnd);
-          const float ax = std::fabs(in[i]), ay = std::fabs(y);
-          // Overflow: the scalar routine's own flag (a directed mode may give max finite), finite inputs only.
-          const bool overflowed = safeamp::detail::encode_impl<float>(f, in[i], opt, rnd).overflowed;
-          want.overflow += (std::isfinite(in[i]) && overflowed) ? 1u : 0u;
-          want.underflow += (std::isfinite(in[i]) && ax != 0 && ay == 0) ? 1u : 0u;
-          want.subnormal += (ay != 0 && ay < safeamp::min_normal(f)) ? 1u : 0u;
-          want.nan += std::isnan(y) ? 1u : 0u;
-          want.infinity += std::isinf(y) ? 1u : 0u;
-          if (oracle::float_bits(y) != oracle::float_bits(out[i])) {
+          if (oracle::float_bits(results[i]) != oracle::float_bits(out[i])) {
             if (mismatches++ == 0) first_bad = i;
           }
         }
