@@ -231,6 +231,26 @@ TEST_CASE("every transpose, tile edge, block split and kernel path gives the doc
   }
 }
 
+namespace {
+
+// gemm(f, a, b) at 1 and 2 threads must give `expected` in every element (the first 3 misses are printed).
+void check_every_element(const gemm_formats& f, const matrix& a, const matrix& b, float expected) {
+  for (const int threads : {1, 2}) {
+    INFO("threads " << threads);
+    matrix d;
+    (void)gemm(f, a, b, d, {.threads = threads});
+    std::int64_t wrong = 0;
+    for (Eigen::Index i = 0; i < d.size(); ++i) {
+      if (bits_of(d.data()[i]) != bits_of(expected) && ++wrong <= 3) {
+        UNSCOPED_INFO("d[" << i << "] = " << hex(d.data()[i]) << ", documented order " << hex(expected));
+      }
+    }
+    CHECK(wrong == 0);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("a bf16 product past fp32's range rounds on its own before the add (no fma on any path)") {
   // Run once per kernel path, like the test above. bf16 keeps fp32's exponent range, so a product of bf16
   // values can overflow fp32: here k = 0 gives fl32(-2^64 * 1.5 * 2^63) = -1.5 * 2^127, and k = 1 gives
@@ -245,18 +265,7 @@ TEST_CASE("a bf16 product past fp32's range rounds on its own before the add (no
   b.row(1).setConstant(big);
   REQUIRE(round_to(bf16, a(0, 0)) == a(0, 0));
   REQUIRE(round_to(bf16, b(0, 0)) == b(0, 0));
-  for (const int threads : {1, 2}) {
-    INFO("threads " << threads);
-    matrix d;
-    (void)gemm({bf16, fp32, fp32}, a, b, d, {.threads = threads});
-    std::int64_t not_inf = 0;
-    for (Eigen::Index i = 0; i < d.size(); ++i) {
-      if (bits_of(d.data()[i]) != bits_of(std::numeric_limits<float>::infinity()) && ++not_inf <= 3) {
-        UNSCOPED_INFO("d[" << i << "] = " << hex(d.data()[i]) << ", documented order +inf");
-      }
-    }
-    CHECK(not_inf == 0);
-  }
+  check_every_element({bf16, fp32, fp32}, a, b, std::numeric_limits<float>::infinity());
 }
 
 TEST_CASE("a small format whose products fall below fp32's subnormal grid is not fused either") {
@@ -273,17 +282,5 @@ TEST_CASE("a small format whose products fall below fp32's subnormal grid is not
   b.setConstant(std::ldexp(1.0f, -79));
   REQUIRE(round_to(tiny, a(0, 1)) == a(0, 1));
   REQUIRE(round_to(tiny, b(0, 0)) == b(0, 0));
-  const float expected = 3.0f * std::ldexp(1.0f, -149);
-  for (const int threads : {1, 2}) {
-    INFO("threads " << threads);
-    matrix d;
-    (void)gemm({tiny, fp32, fp32}, a, b, d, {.threads = threads});
-    std::int64_t wrong = 0;
-    for (Eigen::Index i = 0; i < d.size(); ++i) {
-      if (bits_of(d.data()[i]) != bits_of(expected) && ++wrong <= 3) {
-        UNSCOPED_INFO("d[" << i << "] = " << hex(d.data()[i]) << ", documented order " << hex(expected));
-      }
-    }
-    CHECK(wrong == 0);
-  }
+  check_every_element({tiny, fp32, fp32}, a, b, 3.0f * std::ldexp(1.0f, -149));
 }
