@@ -213,11 +213,8 @@ const matrix& round_operand(format_spec f, const matrix& x, matrix& scratch, int
   if (f == fp32) return x;
   scratch.resize(x.rows(), x.cols());
   // Nearest even without a key: each element on its own, so chunks are independent tasks with the same bits.
-  const auto size = static_cast<std::int64_t>(x.size());
-  const std::int64_t chunks = (size + round_chunk - 1) / round_chunk;
-  parallel_for(size >= 2 * round_chunk ? threads : 1, chunks, [&](std::int64_t c) {
-    const std::int64_t begin = c * round_chunk;
-    const auto count = static_cast<std::size_t>(std::min(round_chunk, size - begin));
+  parallel_chunks(threads, static_cast<std::int64_t>(x.size()), round_chunk, [&](std::int64_t begin, std::int64_t end) {
+    const auto count = static_cast<std::size_t>(end - begin);
     (void)round_span(f, std::span<const float>(x.data() + begin, count),
                      std::span<float>(scratch.data() + begin, count), round_options{}, philox_key{});
   });
