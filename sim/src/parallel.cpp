@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -34,6 +35,37 @@ long process_id() noexcept {
 #endif
 }
 
+// How long a thread that waits for the pool spins before it sleeps on a condition variable. A step's loops
+// follow each other a few microseconds apart, and waking a sleeping thread (a futex call, then the scheduler)
+// took longer than many of the loops themselves: on the 2-vCPU VMs of docs/performance.md a two-thread
+// training step was slower than a one-thread one until helpers spun between loops. Spinning that long costs
+// at most this much of one core after the last loop of a burst (OpenMP runtimes spin for a comparable time).
+constexpr std::chrono::microseconds spin_limit{200};
+
+// One step of a busy wait: tells the core that this thread spins, so that it yields issue slots to the other
+// hardware thread of the core, if any.
+inline void spin_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until done() is true or spin_limit has passed; returns done().
+template <class Done>
+bool spin_until(Done done) {
+  if (done()) return true;
+  const auto deadline = std::chrono::steady_clock::now() + spin_limit;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      spin_pause();
+      if (done()) return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
+
 class worker_pool {
  public:
   worker_pool() : owner_(process_id()) {}
@@ -42,7 +74,7 @@ class worker_pool {
   ~worker_pool() {
     {
       const std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
+      stop_.store(true);
     }
     wake_.notify_all();
     for (std::thread& t : threads_) t.join();
@@ -53,6 +85,7 @@ class worker_pool {
   bool run(std::int64_t helpers, std::int64_t tasks, const task_fn& task) {
     if (process_id() != owner_ || !busy_.try_lock()) return false;
     const std::lock_guard<std::mutex> busy(busy_, std::adopt_lock);
+    bool sleepers = false;
     {
       const std::lock_guard<std::mutex> lock(m_);
       while (static_cast<std::int64_t>(threads_.size()) < helpers) threads_.emplace_back([this] { work(); });
@@ -62,34 +95,45 @@ class worker_pool {
       wanted_ = helpers;
       joined_ = 0;
       failure_ = nullptr;
-      ++generation_;
+      generation_.store(generation_.load() + 1);  // spinning helpers see this without the lock
+      sleepers = sleeping_ > 0;
     }
-    wake_.notify_all();
+    if (sleepers) wake_.notify_all();
     drain();
-    std::unique_lock<std::mutex> lock(m_);
-    wanted_ = 0;  // closed: a helper that wakes up late does not join
-    done_.wait(lock, [this] { return active_ == 0; });
+    {
+      const std::lock_guard<std::mutex> lock(m_);
+      wanted_ = 0;  // closed: a helper that comes late does not join
+    }
+    if (!spin_until([this] { return active_.load() == 0; })) {
+      std::unique_lock<std::mutex> lock(m_);
+      done_.wait(lock, [this] { return active_.load() == 0; });
+    }
+    const std::lock_guard<std::mutex> lock(m_);
     task_ = nullptr;
-    const std::exception_ptr failure = failure_;
-    lock.unlock();
-    if (failure) std::rethrow_exception(failure);
+    if (failure_) std::rethrow_exception(failure_);
     return true;
   }
 
  private:
   void work() {
     std::uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(m_);
     for (;;) {
-      wake_.wait(lock, [&] { return stop_ || (generation_ != seen && joined_ < wanted_); });
-      if (stop_) return;
-      seen = generation_;
+      spin_until([&] { return stop_.load() || generation_.load() != seen; });
+      std::unique_lock<std::mutex> lock(m_);
+      if (!stop_.load() && generation_.load() == seen) {
+        ++sleeping_;
+        wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+        --sleeping_;
+      }
+      if (stop_.load()) return;
+      seen = generation_.load();
+      if (joined_ >= wanted_) continue;  // closed already, or enough helpers
       ++joined_;
-      ++active_;
+      active_.fetch_add(1);
       lock.unlock();
       drain();
       lock.lock();
-      if (--active_ == 0) done_.notify_all();
+      if (active_.fetch_sub(1) == 1) done_.notify_all();
     }
   }
 
@@ -109,7 +153,7 @@ class worker_pool {
 
   const long owner_;
   std::mutex busy_;  // held by the caller whose loop the pool runs
-  std::mutex m_;     // guards everything below but next_
+  std::mutex m_;     // guards everything below but the atomics, which are written under it and read without it
   std::condition_variable wake_, done_;
   std::vector<std::thread> threads_;
   const task_fn* task_ = nullptr;
@@ -117,9 +161,10 @@ class worker_pool {
   std::atomic<std::int64_t> next_{0};
   std::int64_t wanted_ = 0;  // helpers the open loop asks for (0: none open)
   std::int64_t joined_ = 0;  // helpers that joined it
-  std::int64_t active_ = 0;  // helpers still draining it
-  std::uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::int64_t sleeping_ = 0;  // helpers waiting on wake_
+  std::atomic<std::int64_t> active_{0};  // helpers still draining it
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
   std::exception_ptr failure_;
 };
 

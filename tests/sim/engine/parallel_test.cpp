@@ -1,9 +1,11 @@
 // parallel_for on its pool of worker threads (sim/src/parallel.cpp): every task runs exactly once, loop after
 // loop and for any thread count; a task's exception reaches the caller; a loop inside a task and loops from
-// two threads at once complete (they run on the calling thread when the pool is taken).
+// two threads at once complete (they run on the calling thread when the pool is taken); a helper joins a loop
+// whether it was still spinning after the previous loop or had gone to sleep.
 #include "safeamp/sim/parallel.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <stdexcept>
@@ -11,6 +13,7 @@
 #include <vector>
 
 using safeamp::sim::parallel_for;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -62,4 +65,37 @@ TEST_CASE("a loop inside a task, and loops from two threads at once, complete wi
   other.join();
   CHECK(a == std::vector<int>(40, 1));
   CHECK(b == std::vector<int>(40, 1));
+}
+
+namespace {
+
+// Runs a loop of two tasks, each of which waits (up to 2 s) for the other to start: true when two threads ran
+// them, which only a pool thread joining the loop can make happen (the caller alone runs one after the other).
+bool helper_joined() {
+  std::atomic<int> started{0};
+  std::thread::id ran_by[2];
+  parallel_for(2, 2, [&](std::int64_t i) {
+    ran_by[i] = std::this_thread::get_id();
+    started.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  });
+  return ran_by[0] != ran_by[1];
+}
+
+}  // namespace
+
+TEST_CASE("a helper joins the next loop whether it is still spinning or has gone to sleep") {
+  CHECK(helper_joined());  // starts the pool's thread
+  for (int k = 0; k < 20; ++k) {
+    INFO("back-to-back loop " << k);
+    CHECK(helper_joined());  // the helper is still spinning after the previous loop
+  }
+  // Pauses far beyond the pool's spin (200 us): the helper waits on the condition variable and must be woken.
+  for (const auto pause : {5ms, 20ms, 50ms}) {
+    std::this_thread::sleep_for(pause);
+    INFO("after a pause of " << pause.count() << " ms");
+    CHECK(helper_joined());
+    CHECK(run_counts(2, 64) == std::vector<int>(64, 1));
+  }
 }
