@@ -93,11 +93,11 @@ void tiled_fp32(strided_view a, strided_view b, const output_view& d, format_spe
   if (compute != fp32 && !done.b) b = rounded_copy(compute, b, buffers.b);
   // The portable kernel reads whole panels; the vector kernels read op(B) in place when its rows are contiguous.
   const bool packed = path == cpu_path::portable || b.col_stride != 1 || m > pack_b_min_rows;
-  if (packed) detail::pack_b(b, t.nr, buffers.packed_b);
-  const float* b_base = packed ? buffers.packed_b.data() : b.data;  // the caller's buffers, not the workers'
-  const std::int64_t b_row_stride = packed ? t.nr : b.row_stride;
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k_len);
   const int workers = work >= parallel_min_work ? threads : 1;
+  if (packed) detail::pack_b(b, t.nr, buffers.packed_b, workers);
+  const float* b_base = packed ? buffers.packed_b.data() : b.data;  // the caller's buffers, not the workers'
+  const std::int64_t b_row_stride = packed ? t.nr : b.row_stride;
   // With more than one thread the blocks shrink until each thread has a few (a 128 x 384 weight gradient is
   // three 128 x 128 blocks, which two threads share 2:1); where a block ends changes no element's bits.
   std::int64_t row_block = gemm_row_block, col_block = gemm_col_block;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "safeamp/sim/parallel.hpp"
+
 namespace safeamp::sim::detail {
 namespace {
 
@@ -11,6 +13,11 @@ constexpr tile_shape portable_tile{.mr = 4, .nr = 8};
 constexpr tile_shape avx2_tile{.mr = 4, .nr = 16};
 constexpr tile_shape avx512_wide_tile{.mr = 6, .nr = 64};
 constexpr tile_shape avx512_narrow_tile{.mr = 8, .nr = 32};
+
+// Rows of a panel transposed at a time by pack_b: 64 rows of a 64-column panel are 16 KiB, which L1 holds.
+constexpr std::int64_t pack_k_block = 64;
+// Floats of packed op(B) from which pack_b shares its panels among threads (a 128 x 256 operand and larger).
+constexpr double pack_parallel_min_floats = 1 << 15;
 
 // The portable tile: plain loops the compiler vectorises over the columns with the build's own flags (SSE2 in
 // a default x86-64 build); each lane does its column's scalar operations. It reads all nr columns of op(B), so
@@ -53,12 +60,15 @@ tile_shape tile_for(cpu_path p, std::int64_t n) noexcept {
   return portable_tile;
 }
 
-void pack_b(const strided_view& b, std::int64_t nr, std::vector<float>& out) {
+void pack_b(const strided_view& b, std::int64_t nr, std::vector<float>& out, int threads) {
   const std::int64_t k_len = b.rows;
-  const auto size = static_cast<std::size_t>((b.cols + nr - 1) / nr * nr * k_len);
+  const std::int64_t panels = (b.cols + nr - 1) / nr;
+  const auto size = static_cast<std::size_t>(panels * nr * k_len);
   if (out.size() < size) out.resize(size);
-  for (std::int64_t j0 = 0; j0 < b.cols; j0 += nr) {
-    float* panel = out.data() + j0 * k_len;  // panel j0 / nr follows j0 / nr panels of K * nr floats
+  float* const base = out.data();
+  const auto pack_panel = [&](std::int64_t p) {
+    const std::int64_t j0 = p * nr;
+    float* panel = base + j0 * k_len;  // panel p follows p panels of K * nr floats
     const std::int64_t cols = std::min(nr, b.cols - j0);
     if (b.col_stride == 1) {  // rows of op(B) contiguous: copy each panel row, zero its padding
       for (std::int64_t k = 0; k < k_len; ++k) {
@@ -66,14 +76,22 @@ void pack_b(const strided_view& b, std::int64_t nr, std::vector<float>& out) {
         std::memcpy(dst, b.data + k * b.row_stride + j0, static_cast<std::size_t>(cols) * sizeof(float));
         std::fill(dst + cols, dst + nr, 0.0f);
       }
-    } else {  // e.g. op(B) = X^T of a row-major X: column j of op(B) is row j of X, read along k
+      return;
+    }
+    // e.g. op(B) = X^T of a row-major X: column j of op(B) is row j of X, read along k. A transpose in blocks of
+    // pack_k_block rows of the panel, so that the lines it writes stay in L1 while its columns are filled.
+    for (std::int64_t k0 = 0; k0 < k_len; k0 += pack_k_block) {
+      const std::int64_t k1 = std::min(k_len, k0 + pack_k_block);
       for (std::int64_t c = 0; c < cols; ++c) {
         const float* src = b.data + (j0 + c) * b.col_stride;
-        for (std::int64_t k = 0; k < k_len; ++k) panel[k * nr + c] = src[k * b.row_stride];
+        for (std::int64_t k = k0; k < k1; ++k) panel[k * nr + c] = src[k * b.row_stride];
       }
-      for (std::int64_t k = 0; k < k_len; ++k) std::fill(panel + k * nr + cols, panel + (k + 1) * nr, 0.0f);
+      for (std::int64_t k = k0; k < k1; ++k) std::fill(panel + k * nr + cols, panel + (k + 1) * nr, 0.0f);
     }
-  }
+  };
+  // Each panel is written by one task; which thread packs it changes no float.
+  const bool parallel = static_cast<double>(size) >= pack_parallel_min_floats;
+  parallel_for(parallel ? threads : 1, panels, pack_panel);
 }
 
 void run_tile(cpu_path p, const tile_shape& s, const tile_args& t) noexcept {

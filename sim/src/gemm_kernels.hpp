@@ -85,8 +85,9 @@ struct tile_args {
 }
 
 /// op(B) (K, N) packed as panels of nr columns: panel p is K rows of nr floats, zero in the columns past N. Resizes
-/// `out` only when it is too small (buffers are reused between calls).
-void pack_b(const strided_view& b, std::int64_t nr, std::vector<float>& out);
+/// `out` only when it is too small (buffers are reused between calls). Large operands are packed by up to `threads`
+/// threads, one panel per task.
+void pack_b(const strided_view& b, std::int64_t nr, std::vector<float>& out, int threads = 1);
 
 /// One tile of shape s (tile_for(p, n)) on path p: acc = +0, acc = fl(acc + fl(a(i, k) * b(k, j))) for
 /// k = 0..K-1, then the epilogue.

@@ -171,6 +171,9 @@ TEST_CASE("every transpose, tile edge, block split and kernel path gives the doc
       {131, 19, 77, "partial tiles, op(B) read in place"},
       // 300 rows: more than two row blocks (op(B) packed); 150 columns: two column blocks, a partial panel.
       {300, 150, 40, "two row and column blocks, op(B) packed"},
+      // K = 230 = 3 x 64 + 38: pack_b transposes op(B) in blocks of 64 rows and a partial one; 230 x 150 is past
+      // the size from which two threads pack its panels.
+      {300, 150, 230, "K past the pack's row blocks, op(B) packed by two threads"},
       // Edge tiles of every row count and vector count: up to 32 columns the AVX-512 tile is 8 x 32 (rows 1-8
       // below: 13 = 8 + 5, 7, 6, 4, 2, 1; 5, 10, 20, 25 columns keep 1 or 2 vectors of 16), past it 6 x 64 (13 =
       // 6 + 6 + 1, 7 = 6 + 1, 5, 4, 3, 2; the last panel of 70, 100, 120 columns keeps 1, 3, 4 vectors); AVX2's
