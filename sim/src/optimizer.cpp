@@ -4,9 +4,16 @@
 #include <cmath>
 
 #include "optimizer_kernels.hpp"
+#include "safeamp/sim/parallel.hpp"
 #include "scalar_round.hpp"
 
 namespace safeamp::sim {
+namespace {
+
+// Elements of a parameter per task of the bulk AdamW update (five arrays of 8192 floats: 160 KiB, within L2).
+constexpr std::int64_t adamw_chunk = 8192;
+
+}  // namespace
 
 optimizer::optimizer(const optimizer_config& cfg, const precision_policy& pol, bool master_weights,
                      const parameter_list& params)
@@ -62,19 +69,32 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
     // ones written here (the build has -ffp-contract=off and no reassociation), so the bits do not depend on it.
     const bool bulk_adamw = cfg_.kind == optimizer_kind::adamw && fu == fp32;  // optimizer_kernels.hpp: same bits
     if (bulk_adamw) {
-      detail::adamw_fp32(safeamp::detail::kernel_path(), {.m = m,
-                                                          .v = v,
-                                                          .g = g,
-                                                          .w = w,
-                                                          .out = out,
-                                                          .n = n,
-                                                          .b1 = b1,
-                                                          .b2 = b2,
-                                                          .lr = lr,
-                                                          .c1 = c1,
-                                                          .c2 = c2,
-                                                          .eps = eps,
-                                                          .wd = wd});
+      const detail::adamw_fp32_args all{.m = m,
+                                        .v = v,
+                                        .g = g,
+                                        .w = w,
+                                        .out = out,
+                                        .n = n,
+                                        .b1 = b1,
+                                        .b2 = b2,
+                                        .lr = lr,
+                                        .c1 = c1,
+                                        .c2 = c2,
+                                        .eps = eps,
+                                        .wd = wd};
+      // Each element's update reads and writes that element alone, so chunks on several threads give the bits of
+      // one loop; the cut depends on n only.
+      const cpu_path path = safeamp::detail::kernel_path();
+      parallel_chunks(ctx.threads, n, adamw_chunk, [&](std::int64_t begin, std::int64_t end) {
+        detail::adamw_fp32_args part = all;
+        part.m += begin;
+        part.v += begin;
+        part.g += begin;
+        part.w += begin;
+        part.out += begin;
+        part.n = end - begin;
+        detail::adamw_fp32(path, part);
+      });
     } else {
       detail::with_round(fu, [&](auto round_update) {
         switch (cfg_.kind) {

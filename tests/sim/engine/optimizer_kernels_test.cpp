@@ -1,6 +1,7 @@
 // AdamW with an fp32 update (the bulk kernels of sim/src/optimizer_kernels*.{hpp,cpp}) against the documented
-// per-element order written out here, bit for bit, on lengths that end in every vector tail; run once per CPU
-// path (sim_optimizer_kernels_test_portable, _avx2, _avx512).
+// per-element order written out here, bit for bit, on lengths that end in every vector tail and on parameters
+// the update cuts into chunks (on one thread and on two); run once per CPU path (sim_optimizer_kernels_test_portable,
+// _avx2, _avx512).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -44,11 +45,14 @@ TEST_CASE("AdamW's fp32 update has the documented per-element bits on every leng
                              .beta2 = 0.95,
                              .epsilon = 1e-12,
                              .weight_decay = 0.01};
-  // 1..17 cover every AVX2 and AVX-512 tail; 100 and 1000 whole vectors and a tail.
+  // 1..17 cover every AVX2 and AVX-512 tail; 100 and 1000 whole vectors and a tail; 2 x 8192 + 77 and 3 x 8192
+  // are cut into chunks of 8192 (optimizer.cpp's adamw_chunk), the last one partial or whole.
   std::vector<Eigen::Index> lengths;
   for (Eigen::Index n = 1; n <= 17; ++n) lengths.push_back(n);
   lengths.push_back(100);
   lengths.push_back(1000);
+  lengths.push_back(2 * 8192 + 77);
+  lengths.push_back(3 * 8192);
   parameter_list params;
   for (const Eigen::Index n : lengths) (void)add_parameter(params, std::string("p").append(std::to_string(n)), 1, n);
   std::uint64_t state = 12345;
@@ -90,9 +94,10 @@ TEST_CASE("AdamW's fp32 update has the documented per-element bits on every leng
       }
     }
     ctx.begin_step(t);
+    ctx.threads = t == 2 ? 2 : 1;  // the chunks of step 2 shared between two threads
     opt.step(ctx, params);
     for (std::size_t i = 0; i < params.size(); ++i) {
-      INFO("step " << t << ", " << params[i].name);
+      INFO("step " << t << " on " << ctx.threads << " threads, " << params[i].name);
       std::int64_t mismatches = 0;
       for (Eigen::Index k = 0; k < params[i].value.size(); ++k) {
         const float got = params[i].value.data()[k];
