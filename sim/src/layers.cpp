@@ -71,7 +71,6 @@ void linear_layer::forward(exec_context& ctx, const precision_policy& pol, const
                            const matrix& x, matrix& y, format_spec out_format) {
   const matrix& w = params[weight].value;
   check_cols("linear input columns", x.cols(), w.rows());
-  input = x;
   y.resize(x.rows(), w.cols());
   y.rowwise() = params[bias].value.row(0);  // bias epilogue: D = x W + 1 b, added in fp32 before rounding
   const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, out_format, pol.matmul_blocks};
@@ -79,11 +78,14 @@ void linear_layer::forward(exec_context& ctx, const precision_policy& pol, const
   input_low_format = fp32;
   weight_low_format = fp32;
   if (!detail::rounds_operands(f)) {
+    input = x;
     ctx.activation_stats += gemm(f, x, w, y, opt);
     return;
   }
-  // x and W rounded here once, for this GEMM and for the backward's dW and dx, which would round `input` and the
-  // weight to the same bits.
+  // x and W rounded here once, for this GEMM and for the backward's dW and dx, which would round x and the weight
+  // to the same bits. The backward reads x only as input_low, so x itself is not kept (a copy of every
+  // activation that feeds a GEMM, made serially each step, saved).
+  input.resize(0, 0);
   const matrix& x_low = detail::round_operand(f.compute, x, input_low, ctx.threads);
   input_low_format = f.compute;
   const matrix& w_low = detail::round_operand(f.compute, w, weight_low, ctx.threads);
@@ -107,10 +109,15 @@ void linear_layer::backward(exec_context& ctx, const precision_policy& pol, para
   }
   // The same GEMMs with dy rounded once for both, and x as the forward rounded it (when it did, to this format).
   const bool x_kept =
-      input_low_format == f.compute && input_low.rows() == input.rows() && input_low.cols() == input.cols();
+      input_low_format == f.compute && input_low.rows() == dy.rows() && input_low.cols() == w.value.rows();
+  if (!x_kept && (input.rows() != dy.rows() || input.cols() != w.value.rows())) {
+    throw error("linear backward input", std::to_string(input.rows()) + " x " + std::to_string(input.cols()),
+                "the forward's input of " + std::to_string(dy.rows()) + " x " + std::to_string(w.value.rows()) +
+                    ", kept by a forward in this policy's matmul format");
+  }
   thread_local matrix dy_scratch;
   const matrix& dy_low = detail::round_operand(f.compute, dy, dy_scratch, ctx.threads);
-  w.grad.resize(input.cols(), dy.cols());
+  w.grad.resize(w.value.rows(), dy.cols());
   w.grad_stats += detail::gemm_views(f, detail::view_of(x_kept ? input_low : input, transpose::transposed),
                                      detail::view_of(dy_low), detail::output_of(w.grad),
                                      gemm_opts(ctx, 0.0f, transpose::transposed), {.a = x_kept, .b = true});

@@ -3,7 +3,9 @@
 // when softmax runs in fp16, not under fp16-mixed (softmax in fp32).
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -87,6 +89,37 @@ TEST_CASE("linear backward matches finite differences") {
   matrix wrong = random_matrix(7, 4, 5);
   CHECK_THROWS_WITH(l.forward(ctx, fp32_policy, params, wrong, y, fp32), Catch::Contains("linear input columns"));
   CHECK_THROWS_WITH(l.backward(ctx, fp32_policy, params, wrong, &dx), Catch::Contains("linear output-gradient columns"));
+}
+
+TEST_CASE("a mixed-policy linear layer keeps only its rounded input, with the bits of a backward from x itself") {
+  const precision_policy pol = presets::fp16_mixed;
+  parameter_list params;
+  exec_context ctx;
+  linear_layer l = make_linear(params, "fc", 6, 5);
+  params[l.weight].value = random_matrix(6, 5, 1);
+  params[l.bias].value = random_matrix(1, 5, 2);
+  const matrix x = random_matrix(7, 6, 3);
+  const matrix dy = random_matrix(7, 5, 4);
+  matrix y, dx;
+  l.forward(ctx, pol, params, x, y, pol.output);
+  CHECK(l.input.size() == 0);  // x itself is not copied: the backward reads x rounded to the matmul format
+  CHECK(l.input_low.rows() == 7);
+  CHECK(l.input_low.cols() == 6);
+  l.backward(ctx, pol, params, dy, &dx);
+  // dW = x^T dy as one GEMM on x itself gives, rounding x on the way in.
+  const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, pol.gradient, pol.matmul_blocks};
+  matrix want;
+  (void)gemm(f, x, dy, want, {.trans_a = transpose::transposed});
+  REQUIRE(want.rows() == params[l.weight].grad.rows());
+  REQUIRE(want.cols() == params[l.weight].grad.cols());
+  for (Eigen::Index i = 0; i < want.size(); ++i) {
+    INFO("dW element " << i);
+    CHECK(std::bit_cast<std::uint32_t>(params[l.weight].grad.data()[i]) == std::bit_cast<std::uint32_t>(want.data()[i]));
+  }
+  // A backward whose batch is not the forward's has no input to use: an error naming both shapes.
+  const matrix other = random_matrix(9, 5, 5);
+  CHECK_THROWS_WITH(l.backward(ctx, pol, params, other, &dx),
+                    Catch::Contains("linear backward input") && Catch::Contains("9 x 6"));
 }
 
 TEST_CASE("GELU and ReLU backward match finite differences") {
