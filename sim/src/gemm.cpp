@@ -170,10 +170,11 @@ void quantize_operand(const block_format& blocks, matrix& m, block_axis axis) {
 
 // The output cast of D, element (i, j) keyed as index i * N + j. A D whose rows are not adjacent (a block of a
 // larger matrix) is gathered into the calling thread's buffer, cast in one call and scattered back: the same
-// keys and bits as row by row, in one round_span call instead of M short ones.
-cast_stats cast_output(const output_view& d, format_spec f, const round_options& opt, philox_key key) {
+// keys and bits as row by row, in one round_span call instead of M short ones. A contiguous D is cast on the
+// GEMM's threads (cast_span's chunks: the same keys and bits on any thread count).
+cast_stats cast_output(const output_view& d, format_spec f, const round_options& opt, philox_key key, int threads) {
   const auto size = static_cast<std::size_t>(d.rows * d.cols);
-  if (d.row_stride == d.cols || d.rows <= 1) return cast_span(std::span<float>(d.data, size), f, opt, key);
+  if (d.row_stride == d.cols || d.rows <= 1) return cast_span(threads, std::span<float>(d.data, size), f, opt, key);
   thread_local std::vector<float> gathered;
   if (gathered.size() < size) gathered.resize(size);
   const auto row_bytes = static_cast<std::size_t>(d.cols) * sizeof(float);
@@ -243,7 +244,7 @@ cast_stats gemm_views(const gemm_formats& f, const strided_view& a, const stride
     if (!done.b) (void)cast_in_place(b_low, f.compute, round_options{}, philox_key{});
     sequential_acc(f.accumulate, a_low, b_low, d, opt.alpha, opt.beta);
   }
-  return cast_output(d, f.output, opt.rounding, opt.key);
+  return cast_output(d, f.output, opt.rounding, opt.key, opt.threads);
 }
 
 }  // namespace detail

@@ -65,22 +65,25 @@ float round_scalar_narrow(format_spec f, float x) noexcept {
 double cast_seconds_this_thread() noexcept { return cast_seconds_total; }
 
 cast_stats cast_in_place(exec_context& ctx, matrix& m, format_spec f) {
-  const cast_timer timer;
   const philox_key key = ctx.next_key();
-  const std::span<float> all = span_of(m);
-  const auto n = static_cast<std::int64_t>(all.size());
+  return cast_span(ctx.threads, span_of(m), f, ctx.rounding, key);
+}
+
+cast_stats cast_span(int threads, std::span<float> values, format_spec f, const round_options& opt, philox_key key) {
+  const cast_timer timer;
+  const auto n = static_cast<std::int64_t>(values.size());
   const std::int64_t chunks = (n + parallel_cast_chunk - 1) / parallel_cast_chunk;
-  if (ctx.threads <= 1 || chunks < 2) return cast_untimed(all, f, ctx.rounding, key);
+  if (threads <= 1 || chunks < 2) return cast_untimed(values, f, opt, key);
   // Each chunk's counters in its own slot, summed in chunk order afterwards (integer sums: any order would do).
   // (A reference to the caller's buffer: a task naming a thread_local would reach the worker thread's own.)
   thread_local std::vector<cast_stats> slots;
   std::vector<cast_stats>& parts = slots;
   parts.assign(static_cast<std::size_t>(chunks), cast_stats{});
-  parallel_chunks(ctx.threads, n, parallel_cast_chunk, [&](std::int64_t begin, std::int64_t end) {
+  parallel_chunks(threads, n, parallel_cast_chunk, [&](std::int64_t begin, std::int64_t end) {
     philox_key k = key;
     k.offset += static_cast<std::uint64_t>(begin);
-    parts[static_cast<std::size_t>(begin / parallel_cast_chunk)] = cast_untimed(
-        all.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)), f, ctx.rounding, k);
+    parts[static_cast<std::size_t>(begin / parallel_cast_chunk)] =
+        cast_untimed(values.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)), f, opt, k);
   });
   cast_stats total;
   for (const cast_stats& p : parts) total += p;

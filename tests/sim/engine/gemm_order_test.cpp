@@ -122,7 +122,8 @@ TEST_CASE("emulated GEMM gives the documented order's bits, not those of a more 
 }
 
 TEST_CASE("the output cast uses the caller's rounding mode and key (directed and stochastic)") {
-  const Eigen::Index m = 40, n = 24, k = 64;
+  // 1400 x 24 outputs are more than two of the cast's chunks of 16384 (the last partial), which two threads share.
+  const Eigen::Index m = 1400, n = 24, k = 64;
   const matrix a = wide_range(m, k, 11) * 0x1p-10f;  // keeps D well inside fp16's range (65504)
   const matrix b = wide_range(k, n, 12) * 0x1p-10f;
   matrix acc32;  // the fp32-accumulated result, before the output cast
@@ -132,22 +133,25 @@ TEST_CASE("the output cast uses the caller's rounding mode and key (directed and
       {.mode = rounding::toward_zero}, {.mode = rounding::toward_pos_inf}, {.mode = rounding::stochastic}};
   for (const format_spec out : {bf16, fp16}) {
     for (const round_options& opt : modes) {
-      INFO(format_name(out) << " output, mode " << static_cast<int>(opt.mode));
-      matrix d;
-      (void)gemm({bf16, fp32, out}, a, b, d, {.rounding = opt, .key = key});
-      std::int64_t mismatches = 0, unlike_nearest = 0;
-      for (Eigen::Index i = 0; i < acc32.size(); ++i) {
-        const auto index = static_cast<std::uint64_t>(i);  // row-major element index of D
-        const float want =
-            round_to(out, acc32.data()[i], opt, stochastic_bits(key.seed, key.stream, key.offset + index));
-        unlike_nearest += want != round_to(out, acc32.data()[i]) ? 1 : 0;
-        if (bits_of(d.data()[i]) != bits_of(want) && ++mismatches <= 3) {
-          UNSCOPED_INFO("element " << i << ": " << hex(d.data()[i]) << ", expected " << hex(want));
+      for (const int threads : {1, 2}) {
+        INFO(format_name(out) << " output, mode " << static_cast<int>(opt.mode) << ", threads " << threads);
+        matrix d;
+        const cast_stats stats = gemm({bf16, fp32, out}, a, b, d, {.rounding = opt, .key = key, .threads = threads});
+        CHECK(stats.elements == static_cast<std::uint64_t>(m * n));
+        std::int64_t mismatches = 0, unlike_nearest = 0;
+        for (Eigen::Index i = 0; i < acc32.size(); ++i) {
+          const auto index = static_cast<std::uint64_t>(i);  // row-major element index of D
+          const float want =
+              round_to(out, acc32.data()[i], opt, stochastic_bits(key.seed, key.stream, key.offset + index));
+          unlike_nearest += want != round_to(out, acc32.data()[i]) ? 1 : 0;
+          if (bits_of(d.data()[i]) != bits_of(want) && ++mismatches <= 3) {
+            UNSCOPED_INFO("element " << i << ": " << hex(d.data()[i]) << ", expected " << hex(want));
+          }
         }
+        CHECK(mismatches == 0);
+        // A cast that ignored the options (nearest even) would differ on these elements.
+        CHECK(unlike_nearest > acc32.size() / 8);
       }
-      CHECK(mismatches == 0);
-      // A cast that ignored the options (nearest even) would differ on these elements.
-      CHECK(unlike_nearest > acc32.size() / 8);
     }
   }
   // Another key gives other stochastic bits.

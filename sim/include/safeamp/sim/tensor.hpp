@@ -56,6 +56,10 @@ cast_stats cast_in_place(matrix& m, format_spec f, const round_options& opt, phi
 /// The same on a span (element i keyed as index key.offset + i): the cast of a block of a larger matrix.
 cast_stats cast_span(std::span<float> values, format_spec f, const round_options& opt, philox_key key);
 
+/// The same on up to `threads` threads, in chunks of 16384 elements cut by the span's length alone (each chunk keyed
+/// by its own offset), so the bits and counters do not depend on `threads`.
+cast_stats cast_span(int threads, std::span<float> values, format_spec f, const round_options& opt, philox_key key);
+
 /// dst = src rounded to f, in one pass (round_span from src into dst).
 cast_stats cast_copy(const matrix& src, matrix& dst, format_spec f, const round_options& opt, philox_key key);
 
