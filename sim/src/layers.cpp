@@ -28,14 +28,41 @@ gemm_options gemm_opts(exec_context& ctx, float beta = 0.0f, transpose ta = tran
 }
 
 // out(0, j) = sum_i in(i, j), left to right over rows, each addition rounded to f.
-void column_sums(format_spec f, const matrix& in, matrix& out) {
+// Columns per task of column_sums and rows per task of the bias broadcast; threads only from
+// parallel_min_elements elements on (the splits depend on the shape alone).
+constexpr Eigen::Index sum_cols_per_task = 64;
+constexpr Eigen::Index broadcast_elements_per_task = 16384;
+constexpr Eigen::Index parallel_min_elements = 32768;
+
+// out(0, j) = in(0, j) + in(1, j) + ... in row order, each addition rounded to f. Tasks own blocks of columns, so a
+// column's additions keep their order on any thread count.
+void column_sums(int threads, format_spec f, const matrix& in, matrix& out) {
   out.setZero(1, in.cols());
   float* sum = out.data();
+  const Eigen::Index cols = in.cols();
+  const Eigen::Index tasks = (cols + sum_cols_per_task - 1) / sum_cols_per_task;
   detail::with_round(f, [&](auto round) {
-    for (Eigen::Index i = 0; i < in.rows(); ++i) {
-      const float* row = in.data() + i * in.cols();
-      for (Eigen::Index j = 0; j < in.cols(); ++j) sum[j] = round(sum[j] + row[j]);
-    }
+    parallel_for(in.size() >= parallel_min_elements ? threads : 1, tasks, [&](std::int64_t task) {
+      const Eigen::Index j0 = task * sum_cols_per_task;
+      const Eigen::Index j1 = std::min(cols, j0 + sum_cols_per_task);
+      for (Eigen::Index i = 0; i < in.rows(); ++i) {
+        const float* row = in.data() + i * cols;
+        for (Eigen::Index j = j0; j < j1; ++j) sum[j] = round(sum[j] + row[j]);
+      }
+    });
+  });
+}
+
+// Every row of y (rows x bias.cols()) set to the bias row, in blocks of rows on up to `threads` threads.
+void broadcast_bias(int threads, const matrix& bias, matrix& y) {
+  const Eigen::Index cols = y.cols();
+  const Eigen::Index rows_per_task =
+      std::max<Eigen::Index>(1, broadcast_elements_per_task / std::max<Eigen::Index>(1, cols));
+  const Eigen::Index tasks = (y.rows() + rows_per_task - 1) / rows_per_task;
+  const float* b = bias.data();
+  parallel_for(y.size() >= parallel_min_elements ? threads : 1, tasks, [&](std::int64_t task) {
+    const Eigen::Index i1 = std::min(y.rows(), (task + 1) * rows_per_task);
+    for (Eigen::Index i = task * rows_per_task; i < i1; ++i) std::copy(b, b + cols, y.data() + i * cols);
   });
 }
 
@@ -71,8 +98,9 @@ void linear_layer::forward(exec_context& ctx, const precision_policy& pol, const
                            const matrix& x, matrix& y, format_spec out_format) {
   const matrix& w = params[weight].value;
   check_cols("linear input columns", x.cols(), w.rows());
+  check_cols("linear bias columns", params[bias].value.cols(), w.cols());
   y.resize(x.rows(), w.cols());
-  y.rowwise() = params[bias].value.row(0);  // bias epilogue: D = x W + 1 b, added in fp32 before rounding
+  broadcast_bias(ctx.threads, params[bias].value, y);  // bias epilogue: D = x W + 1 b, added in fp32 before rounding
   const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, out_format, pol.matmul_blocks};
   const gemm_options opt = gemm_opts(ctx, 1.0f);
   input_low_format = fp32;
@@ -102,7 +130,7 @@ void linear_layer::backward(exec_context& ctx, const precision_policy& pol, para
   const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, pol.gradient, pol.matmul_blocks};
   if (!detail::rounds_operands(f)) {
     w.grad_stats += gemm(f, input, dy, w.grad, gemm_opts(ctx, 0.0f, transpose::transposed));  // dW = x^T dy
-    column_sums(pol.format_for(op_class::reduction), dy, b.grad);                             // db = 1^T dy
+    column_sums(ctx.threads, pol.format_for(op_class::reduction), dy, b.grad);                // db = 1^T dy
     cast_gradient(ctx, pol, b);
     if (dx != nullptr) (void)gemm(f, dy, w.value, *dx, gemm_opts(ctx, 0.0f, transpose::none, transpose::transposed));
     return;
@@ -121,7 +149,7 @@ void linear_layer::backward(exec_context& ctx, const precision_policy& pol, para
   w.grad_stats += detail::gemm_views(f, detail::view_of(x_kept ? input_low : input, transpose::transposed),
                                      detail::view_of(dy_low), detail::output_of(w.grad),
                                      gemm_opts(ctx, 0.0f, transpose::transposed), {.a = x_kept, .b = true});
-  column_sums(pol.format_for(op_class::reduction), dy, b.grad);
+  column_sums(ctx.threads, pol.format_for(op_class::reduction), dy, b.grad);
   cast_gradient(ctx, pol, b);
   if (dx == nullptr) return;
   const bool w_kept =

@@ -1,9 +1,10 @@
 // Every layer's backward against central finite differences of its forward (fp32 policy, loss
 // L = sum(w * y) with random w), and the softmax-overflow demonstration: scores beyond 65504 overflow
 // when softmax runs in fp16, not under fp16-mixed (softmax in fp32).
-#include <catch2/catch.hpp>
+#include "safeamp/sim/layers.hpp"
 
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -14,7 +15,6 @@
 #include "safeamp/policy.hpp"
 #include "safeamp/sim/attention.hpp"
 #include "safeamp/sim/gemm.hpp"
-#include "safeamp/sim/layers.hpp"
 #include "safeamp/sim/loss.hpp"
 #include "safeamp/sim/parameter.hpp"
 
@@ -88,7 +88,8 @@ TEST_CASE("linear backward matches finite differences") {
   // Mismatched shapes are errors naming the field, never a silent broadcast.
   matrix wrong = random_matrix(7, 4, 5);
   CHECK_THROWS_WITH(l.forward(ctx, fp32_policy, params, wrong, y, fp32), Catch::Contains("linear input columns"));
-  CHECK_THROWS_WITH(l.backward(ctx, fp32_policy, params, wrong, &dx), Catch::Contains("linear output-gradient columns"));
+  CHECK_THROWS_WITH(l.backward(ctx, fp32_policy, params, wrong, &dx),
+                    Catch::Contains("linear output-gradient columns"));
 }
 
 TEST_CASE("a mixed-policy linear layer keeps only its rounded input, with the bits of a backward from x itself") {
@@ -114,12 +115,54 @@ TEST_CASE("a mixed-policy linear layer keeps only its rounded input, with the bi
   REQUIRE(want.cols() == params[l.weight].grad.cols());
   for (Eigen::Index i = 0; i < want.size(); ++i) {
     INFO("dW element " << i);
-    CHECK(std::bit_cast<std::uint32_t>(params[l.weight].grad.data()[i]) == std::bit_cast<std::uint32_t>(want.data()[i]));
+    CHECK(std::bit_cast<std::uint32_t>(params[l.weight].grad.data()[i]) ==
+          std::bit_cast<std::uint32_t>(want.data()[i]));
   }
   // A backward whose batch is not the forward's has no input to use: an error naming both shapes.
   const matrix other = random_matrix(9, 5, 5);
   CHECK_THROWS_WITH(l.backward(ctx, pol, params, other, &dx),
                     Catch::Contains("linear backward input") && Catch::Contains("9 x 6"));
+}
+
+TEST_CASE("linear bias on a large batch: y starts from b and db sums each column in row order, on 1 and 2 threads") {
+  // 300 x 150 outputs: past the size from which the bias broadcast and the column sums take threads; 150 columns
+  // are three blocks of the sums' 64 (the last partial).
+  const Eigen::Index rows = 300, in = 20, out = 150;
+  for (const int threads : {1, 2}) {
+    INFO("threads " << threads);
+    parameter_list params;
+    exec_context ctx;
+    ctx.threads = threads;
+    linear_layer l = make_linear(params, "fc", in, out);
+    params[l.weight].value = random_matrix(in, out, 1);
+    params[l.bias].value = random_matrix(1, out, 2);
+    const matrix zero = matrix::Zero(rows, in);
+    matrix y;
+    l.forward(ctx, fp32_policy, params, zero, y, fp32);
+    std::int64_t wrong = 0;
+    for (Eigen::Index i = 0; i < rows; ++i) {
+      for (Eigen::Index j = 0; j < out; ++j) wrong += y(i, j) == params[l.bias].value(0, j) ? 0 : 1;
+    }
+    CHECK(wrong == 0);
+    const matrix dy = random_matrix(rows, out, 3);
+    l.backward(ctx, fp32_policy, params, dy, nullptr);
+    std::int64_t sums_wrong = 0;
+    for (Eigen::Index j = 0; j < out; ++j) {
+      float sum = 0.0f;
+      for (Eigen::Index i = 0; i < rows; ++i) sum += dy(i, j);  // fp32 additions in row order
+      sums_wrong +=
+          std::bit_cast<std::uint32_t>(params[l.bias].grad(0, j)) == std::bit_cast<std::uint32_t>(sum) ? 0 : 1;
+    }
+    CHECK(sums_wrong == 0);
+  }
+  // A bias whose width is not the weight's is an error, not a read past its end.
+  parameter_list params;
+  exec_context ctx;
+  linear_layer l = make_linear(params, "fc", 6, 5);
+  params[l.bias].value = random_matrix(1, 4, 2);
+  matrix y;
+  CHECK_THROWS_WITH(l.forward(ctx, fp32_policy, params, random_matrix(3, 6, 3), y, fp32),
+                    Catch::Contains("linear bias columns"));
 }
 
 TEST_CASE("GELU and ReLU backward match finite differences") {
