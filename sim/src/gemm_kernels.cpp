@@ -17,7 +17,7 @@ constexpr tile_shape avx512_narrow_tile{.mr = 8, .nr = 32};
 // Rows of a panel transposed at a time by pack_b: 64 rows of a 64-column panel are 16 KiB, which L1 holds.
 constexpr std::int64_t pack_k_block = 64;
 // Floats of packed op(B) from which pack_b shares its panels among threads (a 128 x 256 operand and larger).
-constexpr double pack_parallel_min_floats = 1 << 15;
+constexpr std::size_t pack_parallel_min_floats = std::size_t{1} << 15;
 
 // The portable tile: plain loops the compiler vectorises over the columns with the build's own flags (SSE2 in
 // a default x86-64 build); each lane does its column's scalar operations. It reads all nr columns of op(B), so
@@ -90,8 +90,7 @@ void pack_b(const strided_view& b, std::int64_t nr, std::vector<float>& out, int
     }
   };
   // Each panel is written by one task; which thread packs it changes no float.
-  const bool parallel = static_cast<double>(size) >= pack_parallel_min_floats;
-  parallel_for(parallel ? threads : 1, panels, pack_panel);
+  parallel_for(size >= pack_parallel_min_floats ? threads : 1, panels, pack_panel);
 }
 
 void run_tile(cpu_path p, const tile_shape& s, const tile_args& t) noexcept {

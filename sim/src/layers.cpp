@@ -27,42 +27,36 @@ gemm_options gemm_opts(exec_context& ctx, float beta = 0.0f, transpose ta = tran
                       .threads = ctx.threads};
 }
 
-// out(0, j) = sum_i in(i, j), left to right over rows, each addition rounded to f.
-// Columns per task of column_sums and rows per task of the bias broadcast; threads only from
-// parallel_min_elements elements on (the splits depend on the shape alone).
+// Columns per task of column_sums, which takes threads only from sum_parallel_min_elements elements on; rows of
+// the bias broadcast per task: about broadcast_elements_per_task elements. The splits depend on the shape alone.
 constexpr Eigen::Index sum_cols_per_task = 64;
+constexpr Eigen::Index sum_parallel_min_elements = 32768;
 constexpr Eigen::Index broadcast_elements_per_task = 16384;
-constexpr Eigen::Index parallel_min_elements = 32768;
 
 // out(0, j) = in(0, j) + in(1, j) + ... in row order, each addition rounded to f. Tasks own blocks of columns, so a
 // column's additions keep their order on any thread count.
 void column_sums(int threads, format_spec f, const matrix& in, matrix& out) {
   out.setZero(1, in.cols());
   float* sum = out.data();
-  const Eigen::Index cols = in.cols();
-  const Eigen::Index tasks = (cols + sum_cols_per_task - 1) / sum_cols_per_task;
+  const int workers = in.size() >= sum_parallel_min_elements ? threads : 1;
   detail::with_round(f, [&](auto round) {
-    parallel_for(in.size() >= parallel_min_elements ? threads : 1, tasks, [&](std::int64_t task) {
-      const Eigen::Index j0 = task * sum_cols_per_task;
-      const Eigen::Index j1 = std::min(cols, j0 + sum_cols_per_task);
+    parallel_chunks(workers, in.cols(), sum_cols_per_task, [&](std::int64_t j0, std::int64_t j1) {
       for (Eigen::Index i = 0; i < in.rows(); ++i) {
-        const float* row = in.data() + i * cols;
+        const float* row = in.data() + i * in.cols();
         for (Eigen::Index j = j0; j < j1; ++j) sum[j] = round(sum[j] + row[j]);
       }
     });
   });
 }
 
-// Every row of y (rows x bias.cols()) set to the bias row, in blocks of rows on up to `threads` threads.
+// Every row of y set to the bias row (1 x y.cols()), in blocks of rows on up to `threads` threads.
 void broadcast_bias(int threads, const matrix& bias, matrix& y) {
   const Eigen::Index cols = y.cols();
   const Eigen::Index rows_per_task =
       std::max<Eigen::Index>(1, broadcast_elements_per_task / std::max<Eigen::Index>(1, cols));
-  const Eigen::Index tasks = (y.rows() + rows_per_task - 1) / rows_per_task;
   const float* b = bias.data();
-  parallel_for(y.size() >= parallel_min_elements ? threads : 1, tasks, [&](std::int64_t task) {
-    const Eigen::Index i1 = std::min(y.rows(), (task + 1) * rows_per_task);
-    for (Eigen::Index i = task * rows_per_task; i < i1; ++i) std::copy(b, b + cols, y.data() + i * cols);
+  parallel_chunks(threads, y.rows(), rows_per_task, [&](std::int64_t i0, std::int64_t i1) {
+    for (Eigen::Index i = i0; i < i1; ++i) std::copy(b, b + cols, y.data() + i * cols);
   });
 }
 

@@ -95,7 +95,7 @@ class worker_pool {
       wanted_ = helpers;
       joined_ = 0;
       failure_ = nullptr;
-      generation_.store(generation_.load() + 1);  // spinning helpers see this without the lock
+      generation_.fetch_add(1);  // spinning helpers see this without the lock
       sleepers = sleeping_ > 0;
     }
     if (sleepers) wake_.notify_all();
@@ -159,9 +159,9 @@ class worker_pool {
   const task_fn* task_ = nullptr;
   std::int64_t tasks_ = 0;
   std::atomic<std::int64_t> next_{0};
-  std::int64_t wanted_ = 0;  // helpers the open loop asks for (0: none open)
-  std::int64_t joined_ = 0;  // helpers that joined it
-  std::int64_t sleeping_ = 0;  // helpers waiting on wake_
+  std::int64_t wanted_ = 0;              // helpers the open loop asks for (0: none open)
+  std::int64_t joined_ = 0;              // helpers that joined it
+  std::int64_t sleeping_ = 0;            // helpers waiting on wake_
   std::atomic<std::int64_t> active_{0};  // helpers still draining it
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
