@@ -4,13 +4,15 @@
 // forward computed (activation_layer::gelu_tanh), and an input that is exactly a 16-bit float (fp16 or bf16: what
 // the activations of a mixed policy are stored in, so every GELU input there) takes its tanh from a table of the
 // 2^16 values, each entry being the very tanh call the element would have made. Inputs that are not such values
-// (fp32 policies, fp16 subnormals, inf, NaN) call tanh as before.
+// (fp32 policies, fp16 subnormals, inf, NaN) call tanh as before. The loops are activation_kernels.hpp's, one
+// back-end per CPU path (table gathers on AVX2 / AVX-512), with the scalar loop's bits.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "activation_kernels.hpp"
 #include "layer_common.hpp"
 #include "safeamp/config.hpp"
 #include "safeamp/error.hpp"
@@ -21,40 +23,12 @@
 namespace safeamp::sim {
 namespace {
 
-constexpr float gelu_c = 0.7978845608028654f;  // sqrt(2/pi)
-constexpr float gelu_a = 0.044715f;
+using detail::gelu_derivative_from_tanh;
+using detail::gelu_from_tanh;
+using detail::gelu_inner;
 
-// Elements per parallel task of the GELU forward (enough work per task to pay for a thread's start).
+// Elements per parallel task of the GELU forward and backward (enough work per task to pay for a thread's start).
 constexpr Eigen::Index elementwise_chunk = 8192;
-
-// GELU in three parts, so that the backward can take the forward's tanh instead of calling tanh again (the
-// same float expressions in the same order as gelu() and gelu_derivative(), hence the same bits).
-inline float gelu_inner(float x) noexcept { return gelu_c * (x + gelu_a * x * x * x); }
-inline float gelu_from_tanh(float x, float t) noexcept { return 0.5f * x * (1.0f + t); }
-inline float gelu_derivative_from_tanh(float x, float t) noexcept {
-  const float du = gelu_c * (1.0f + 3.0f * gelu_a * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
-}
-
-// ---- tanh of the GELU inner term for 16-bit inputs -----------------------------------------------------
-//   float bits: s | e (8) | m (23).
-//   bf16: x is a bf16 value iff the low 16 bits of m are zero; its code is bits >> 16 (inf/NaN excluded here).
-//   fp16: x is a normal fp16 value iff e - 127 lies in [-14, 15] and the low 13 bits of m are zero; its code is
-//         s << 15 | (e - 112) << 10 | m >> 13. Zero is code s << 15. fp16 subnormals are left to tanh.
-constexpr std::uint32_t no_code = 0xFFFFFFFFu;
-
-std::uint32_t bf16_code(std::uint32_t bits) noexcept {
-  const bool finite = ((bits >> 23) & 0xFFu) != 0xFFu;
-  return (bits & 0xFFFFu) == 0 && finite ? bits >> 16 : no_code;
-}
-
-std::uint32_t fp16_code(std::uint32_t bits) noexcept {
-  const std::uint32_t e = (bits >> 23) & 0xFFu;
-  const std::uint32_t sign = (bits >> 31) << 15;
-  if ((bits & 0x7FFFFFFFu) == 0) return sign;
-  if ((bits & 0x1FFFu) != 0 || e < 127 - 14 || e > 127 + 15) return no_code;
-  return sign | ((e - 112) << 10) | ((bits & 0x7FFFFFu) >> 13);
-}
 
 // table[code] = tanh(gelu_inner(value of code)) for every code of format F (entries of inf/NaN codes unused).
 template <format_spec F>
@@ -65,17 +39,6 @@ const std::vector<float>& gelu_tanh_table() {
     return t;
   }();
   return table;
-}
-
-// out[i] = gelu(in[i]), t[i] = its tanh, for i in [begin, end); Code gives the 16-bit code of a float or no_code.
-template <class Code>
-void gelu_span(const float* in, float* t, float* out, Eigen::Index begin, Eigen::Index end, const float* table,
-               Code code) noexcept {
-  for (Eigen::Index i = begin; i < end; ++i) {
-    const std::uint32_t c = table != nullptr ? code(safeamp::bit_cast<std::uint32_t>(in[i])) : no_code;
-    t[i] = c != no_code ? table[c] : std::tanh(gelu_inner(in[i]));
-    out[i] = gelu_from_tanh(in[i], t[i]);
-  }
 }
 
 // The casts after the activation's arithmetic: y in the elementwise format, stored in policy.output.
@@ -100,12 +63,39 @@ void check_activation_gradient(const matrix& input, const matrix& dy) {
 
 }  // namespace
 
+namespace detail {
+
+void gelu_forward(cpu_path p, const gelu_forward_args& a) noexcept {
+#if defined(SAFEAMP_X86_KERNELS)
+  if (p == cpu_path::avx512) return avx512::gelu_forward(a);
+  if (p == cpu_path::avx2) return avx2::gelu_forward(a);
+#endif
+  (void)p;
+  gelu_forward_scalar(a, 0, a.n);
+}
+
+void gelu_backward(cpu_path p, const float* x, const float* t, const float* dy, float* dx, std::int64_t n) noexcept {
+#if defined(SAFEAMP_X86_KERNELS)
+  if (p == cpu_path::avx512) return avx512::gelu_backward(x, t, dy, dx, n);
+  if (p == cpu_path::avx2) return avx2::gelu_backward(x, t, dy, dx, n);
+#endif
+  (void)p;
+  gelu_backward_scalar(x, t, dy, dx, 0, n);
+}
+
+}  // namespace detail
+
 float gelu(float x) noexcept { return gelu_from_tanh(x, std::tanh(gelu_inner(x))); }
 
 float gelu_derivative(float x) noexcept { return gelu_derivative_from_tanh(x, std::tanh(gelu_inner(x))); }
 
 void activation_layer::forward(exec_context& ctx, const precision_policy& pol, const matrix& x, matrix& y) {
-  input = x;
+  if (&x != &input) input = x;
+  forward_in_place(ctx, pol, y);
+}
+
+void activation_layer::forward_in_place(exec_context& ctx, const precision_policy& pol, matrix& y) {
+  const matrix& x = input;
   if (fn != activation_fn::gelu) {
     gelu_tanh.resize(0, 0);
     activation_forward(ctx, pol, fn, x, y);
@@ -113,22 +103,26 @@ void activation_layer::forward(exec_context& ctx, const precision_policy& pol, c
   }
   y.resize(x.rows(), x.cols());
   gelu_tanh.resize(x.rows(), x.cols());
-  const float* in = x.data();
-  float* t = gelu_tanh.data();
-  float* out = y.data();
   // The table of the format the policy stores activations in, if it is a 16-bit one (the inputs are checked
   // element by element all the same).
   const bool fp16_inputs = pol.output == fp16;
-  const float* table = fp16_inputs          ? gelu_tanh_table<fp16>().data()
-                       : pol.output == bf16 ? gelu_tanh_table<bf16>().data()
-                                            : nullptr;
+  const detail::gelu_forward_args all{.in = x.data(),
+                                      .t = gelu_tanh.data(),
+                                      .out = y.data(),
+                                      .n = x.size(),
+                                      .table = fp16_inputs          ? gelu_tanh_table<fp16>().data()
+                                               : pol.output == bf16 ? gelu_tanh_table<bf16>().data()
+                                                                    : nullptr,
+                                      .fp16 = fp16_inputs};
+  const cpu_path path = safeamp::detail::kernel_path();
   // Each element on its own, so chunks of elements are independent tasks.
   parallel_chunks(ctx.threads, x.size(), elementwise_chunk, [&](std::int64_t begin, std::int64_t end) {
-    if (fp16_inputs) {
-      gelu_span(in, t, out, begin, end, table, fp16_code);
-    } else {
-      gelu_span(in, t, out, begin, end, table, bf16_code);
-    }
+    detail::gelu_forward_args part = all;
+    part.in += begin;
+    part.t += begin;
+    part.out += begin;
+    part.n = end - begin;
+    detail::gelu_forward(path, part);
   });
   finish_activation_forward(ctx, pol, y);
 }
@@ -144,9 +138,10 @@ void activation_layer::backward(exec_context& ctx, const precision_policy& pol, 
   const float* t = gelu_tanh.data();
   const float* g = dy.data();
   float* out = dx.data();
+  const cpu_path path = safeamp::detail::kernel_path();
   // Each element on its own, as in the forward.
   parallel_chunks(ctx.threads, dy.size(), elementwise_chunk, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) out[i] = g[i] * gelu_derivative_from_tanh(in[i], t[i]);
+    detail::gelu_backward(path, in + begin, t + begin, g + begin, out + begin, end - begin);
   });
   finish_activation_backward(ctx, pol, dx);
 }

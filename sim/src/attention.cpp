@@ -62,12 +62,17 @@ philox_key task_key(philox_key base, std::int64_t task, std::int64_t elements_pe
 }  // namespace
 
 void attention_op::forward(exec_context& ctx, const precision_policy& pol, const matrix& qkv_in, matrix& out) {
+  if (&qkv_in != &qkv) qkv = qkv_in;
+  forward_in_place(ctx, pol, fp32, out);
+}
+
+void attention_op::forward_in_place(exec_context& ctx, const precision_policy& pol, format_spec qkv_format_in,
+                                    matrix& out) {
   const std::int64_t width = heads * head_dim;
-  if (qkv_in.cols() != 3 * width || qkv_in.rows() != sequences * context) {
-    throw error("attention qkv shape", std::to_string(qkv_in.rows()) + "x" + std::to_string(qkv_in.cols()),
+  if (qkv.cols() != 3 * width || qkv.rows() != sequences * context) {
+    throw error("attention qkv shape", std::to_string(qkv.rows()) + "x" + std::to_string(qkv.cols()),
                 std::to_string(sequences * context) + "x" + std::to_string(3 * width));
   }
-  qkv = qkv_in;
   out.resize(sequences * context, width);
   const std::int64_t tasks = sequences * heads;
   // P of every (b, h) is kept for the backward; between steps of the same shape the matrices keep their memory.
@@ -80,10 +85,17 @@ void attention_op::forward(exec_context& ctx, const precision_policy& pol, const
   const philox_key k_probs = ctx.next_key();
   const philox_key k_out = ctx.next_key();
   const std::int64_t tt = context * context;
-  // The head GEMMs' operands are rounded to the matmul format before them (QKV once per call, P once per head).
+  // The head GEMMs' operands are rounded to the matmul format before them: QKV once per call, in place (the
+  // backward reads it only rounded), unless its producer stored it in that format; P once per head, unless the
+  // policy stores it in that format.
   const detail::prerounded both{.a = true, .b = true};
-  thread_local matrix qkv_scratch;  // the caller's; the tasks reach it through `low` only
-  const matrix& low = detail::round_operand(fm, qkv, qkv_scratch, ctx.threads);
+  if (qkv_format_in == fm) {
+    detail::check_format_promise(fm, qkv, "attention qkv");
+  } else {
+    detail::round_operand_in_place(fm, qkv, ctx.threads);
+  }
+  qkv_format = fm;
+  const matrix& low = qkv;
   auto run = [&](std::int64_t task) {
     const std::int64_t b = task / heads;
     const std::int64_t h = task % heads;
@@ -100,7 +112,8 @@ void attention_op::forward(exec_context& ctx, const precision_policy& pol, const
     matrix& p = probs[static_cast<std::size_t>(task)];
     softmax_rows(fs, s, p, true);
     (void)cast_in_place(p, pol.output, ctx.rounding, task_key(k_probs, task, tt));
-    (void)detail::gemm_views({fm, pol.accumulate, pol.output}, detail::view_of(detail::round_operand(fm, p, p_low)), v,
+    const matrix& p_m = detail::operand_from(fm, pol.output, p, p_low, 1, "attention probabilities");
+    (void)detail::gemm_views({fm, pol.accumulate, pol.output}, detail::view_of(p_m), v,
                              detail::output_block(out, b * context, h * head_dim, context, head_dim),
                              {.rounding = ctx.rounding, .key = task_key(k_out, task, tt), .threads = 1}, both);
   };
@@ -110,7 +123,8 @@ void attention_op::forward(exec_context& ctx, const precision_policy& pol, const
   ctx.activation_stats += score_stats;
 }
 
-void attention_op::backward(exec_context& ctx, const precision_policy& pol, const matrix& dout, matrix& dqkv) {
+void attention_op::backward(exec_context& ctx, const precision_policy& pol, const matrix& dout, matrix& dqkv,
+                            format_spec dout_format) {
   const std::int64_t width = heads * head_dim;
   if (dout.cols() != width || dout.rows() != sequences * context) {
     throw error("attention output-gradient shape", std::to_string(dout.rows()) + "x" + std::to_string(dout.cols()),
@@ -126,8 +140,9 @@ void attention_op::backward(exec_context& ctx, const precision_policy& pol, cons
   const std::int64_t tt = context * context;
   const detail::prerounded both{.a = true, .b = true};  // as in the forward: QKV, dO, P and dS rounded beforehand
   thread_local matrix qkv_scratch, dout_scratch;        // the caller's; the tasks reach them through the references
-  const matrix& qkv_low = detail::round_operand(fm, qkv, qkv_scratch, ctx.threads);
-  const matrix& dout_low = detail::round_operand(fm, dout, dout_scratch, ctx.threads);
+  const matrix& qkv_low = detail::operand_from(fm, qkv_format, qkv, qkv_scratch, ctx.threads, "attention kept qkv");
+  const matrix& dout_low =
+      detail::operand_from(fm, dout_format, dout, dout_scratch, ctx.threads, "attention output gradient");
   auto run = [&](std::int64_t task) {
     const std::int64_t b = task / heads;
     const std::int64_t h = task % heads;
@@ -145,12 +160,15 @@ void attention_op::backward(exec_context& ctx, const precision_policy& pol, cons
     };
     (void)detail::gemm_views(fg, dout_h, v.transposed(), detail::output_block(dp, 0, 0, context, context),
                              opts(0, 1.0f), both);  // dP = dO V^T
-    (void)detail::gemm_views(fg, detail::view_of(detail::round_operand(fm, p, p_low), transpose::transposed), dout_h,
+    const matrix& p_m = detail::operand_from(fm, pol.output, p, p_low, 1, "attention probabilities");
+    (void)detail::gemm_views(fg, detail::view_of(p_m, transpose::transposed), dout_h,
                              detail::output_block(dqkv, row, 2 * width + h * head_dim, context, head_dim),
                              opts(1, 1.0f), both);  // dV = P^T dO
     softmax_rows_backward(fs, p, dp, ds);
     if (pol.gradient != fs) (void)cast_in_place(ds, pol.gradient, ctx.rounding, task_key(keys[2], task, tt));
-    const matrix& ds_m = detail::round_operand(fm, ds, ds_low);
+    // dS is a value of the gradient format after that cast, and of the softmax format without it.
+    const matrix& ds_m =
+        detail::operand_from(fm, pol.gradient != fs ? pol.gradient : fs, ds, ds_low, 1, "attention score gradient");
     (void)detail::gemm_views(fg, detail::view_of(ds_m), k,
                              detail::output_block(dqkv, row, h * head_dim, context, head_dim), opts(3, alpha),
                              both);  // dQ = alpha dS K

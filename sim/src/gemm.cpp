@@ -2,9 +2,12 @@
 #include "safeamp/sim/gemm.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gemm_views.hpp"
@@ -206,7 +209,28 @@ void check_formats(const gemm_formats& f) {
   }
 }
 
+// -1: not decided yet (NDEBUG and the environment decide), 0 off, 1 on.
+std::atomic<int> format_checks{-1};
+
 }  // namespace
+
+bool format_checks_enabled() noexcept {
+  int on = format_checks.load(std::memory_order_relaxed);
+  if (on < 0) {
+#ifdef NDEBUG
+    const char* env = std::getenv("SAFEAMP_SIM_CHECK_FORMATS");
+    on = env != nullptr && std::string_view(env) == "1" ? 1 : 0;
+#else
+    on = 1;
+#endif
+    int expected = -1;
+    (void)format_checks.compare_exchange_strong(expected, on, std::memory_order_relaxed);
+    on = format_checks.load(std::memory_order_relaxed);
+  }
+  return on == 1;
+}
+
+void set_format_checks(bool on) noexcept { format_checks.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 namespace detail {
 
@@ -220,6 +244,43 @@ const matrix& round_operand(format_spec f, const matrix& x, matrix& scratch, int
                      std::span<float>(scratch.data() + begin, count), round_options{}, philox_key{});
   });
   return scratch;
+}
+
+void round_operand_in_place(format_spec f, matrix& x, int threads) {
+  if (f == fp32) return;
+  parallel_chunks(threads, static_cast<std::int64_t>(x.size()), round_chunk, [&](std::int64_t begin, std::int64_t end) {
+    (void)round_span(f, std::span<float>(x.data() + begin, static_cast<std::size_t>(end - begin)), round_options{},
+                     philox_key{});
+  });
+}
+
+void check_format_promise(format_spec f, const matrix& x, const char* what) {
+  if (f == fp32 || !format_checks_enabled()) return;
+  constexpr std::size_t chunk = 4096;
+  std::vector<float> rounded(chunk);
+  const auto n = static_cast<std::size_t>(x.size());
+  for (std::size_t begin = 0; begin < n; begin += chunk) {
+    const std::size_t count = std::min(chunk, n - begin);
+    const std::span<const float> in(x.data() + begin, count);
+    (void)round_span(f, in, std::span<float>(rounded.data(), count), round_options{}, philox_key{});
+    if (std::memcmp(rounded.data(), in.data(), count * sizeof(float)) == 0) continue;
+    std::size_t i = 0;
+    while (std::memcmp(&rounded[i], &in[i], sizeof(float)) == 0) ++i;
+    throw error(std::string(what) + " (format check)",
+                "element " + std::to_string(begin + i) + " = " + std::to_string(in[i]) + ", not a value of " +
+                    format_name(f),
+                "every element a value of the format its producer declared (" + format_name(f) + ")");
+  }
+}
+
+const matrix& operand_from(format_spec f, format_spec x_format, const matrix& x, matrix& scratch, int threads,
+                           const char* what) {
+  if (f == fp32) return x;
+  if (x_format == f) {
+    check_format_promise(f, x, what);
+    return x;
+  }
+  return round_operand(f, x, scratch, threads);
 }
 
 cast_stats gemm_views(const gemm_formats& f, const strided_view& a, const strided_view& b, const output_view& d,

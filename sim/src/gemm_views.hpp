@@ -27,6 +27,20 @@ cast_stats gemm_views(const gemm_formats& formats, const strided_view& a, const 
 /// fp32. For operands passed as prerounded. Large x is rounded in chunks on up to `threads` threads (same bits).
 const matrix& round_operand(format_spec f, const matrix& x, matrix& scratch, int threads = 1);
 
+/// x rounded to f in place, as round_operand rounds (nothing to do for fp32).
+void round_operand_in_place(format_spec f, matrix& x, int threads = 1);
+
+/// x as the operand of a GEMM computing in f, when its producer says every element of x is already a value of
+/// x_format: x itself where that is f (or f is fp32), round_operand's copy into scratch otherwise. A format's values
+/// are fixed points of rounding to it, so either way the bits are round_operand's. With format checks on
+/// (format_checks_enabled, tensor.hpp), a promise that does not hold throws safeamp::error naming `what` instead.
+const matrix& operand_from(format_spec f, format_spec x_format, const matrix& x, matrix& scratch, int threads,
+                           const char* what);
+
+/// With format checks on: throws safeamp::error naming `what` if an element of x is not a value of f (NaN passes:
+/// every format's rounding keeps a NaN a NaN). Nothing otherwise.
+void check_format_promise(format_spec f, const matrix& x, const char* what);
+
 /// Whether a GEMM in these formats rounds its operands element by element to formats.compute (so that prerounded
 /// operands apply): a compute format other than fp32 and no block scaling.
 [[nodiscard]] inline bool rounds_operands(const gemm_formats& f) noexcept {

@@ -28,40 +28,49 @@ struct block_layer {
   linear_layer qkv, proj, fc1, fc2;
   attention_op attention;
   activation_layer act{.fn = activation_fn::gelu, .input = {}};
-  // The intermediates, kept between steps so that a step does not allocate (and page in) them again.
-  matrix a, qkv_out, o, p, h, g, da, dbranch, dh, dg, dqkv, dout;
+  // The intermediates, kept between steps so that a step does not allocate (and page in) them again. The inputs
+  // of the GEMMs, the attention and the activation are written straight into the layer that keeps them for the
+  // backward (its input_slot), and are stored activations: values of policy.output, so a layer computing its
+  // GEMMs in that format need not round them again. The gradients between the layers are values of
+  // policy.gradient (the GEMMs' output format in the backward, and the last cast of the activation, layer norm
+  // and residual backward).
+  matrix p, da, dbranch, dh, dg, dqkv, dout;
 
   void forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params, matrix& x,
                std::int64_t sequences) {
+    const format_spec stored = pol.output;
     attention.sequences = sequences;
-    ln1.forward(ctx, pol, params, x, a);
-    qkv.forward(ctx, pol, params, a, qkv_out, pol.output);
-    attention.forward(ctx, pol, qkv_out, o);
-    proj.forward(ctx, pol, params, o, p, pol.output);
+    ln1.forward(ctx, pol, params, x, qkv.input_slot());
+    qkv.forward_in_place(ctx, pol, params, stored, attention.input_slot(), pol.output);
+    attention.forward_in_place(ctx, pol, stored, proj.input_slot());
+    proj.forward_in_place(ctx, pol, params, stored, p, pol.output);
     residual_add(ctx, pol, x, p, x);
-    ln2.forward(ctx, pol, params, x, a);
-    fc1.forward(ctx, pol, params, a, h, pol.output);
-    act.forward(ctx, pol, h, g);
-    fc2.forward(ctx, pol, params, g, p, pol.output);
+    ln2.forward(ctx, pol, params, x, fc1.input_slot());
+    fc1.forward_in_place(ctx, pol, params, stored, act.input_slot(), pol.output);
+    act.forward_in_place(ctx, pol, fc2.input_slot());
+    fc2.forward_in_place(ctx, pol, params, stored, p, pol.output);
     residual_add(ctx, pol, x, p, x);
   }
 
-  // dx: the gradient of the block's output on entry, of its input on return.
-  void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, matrix& dx) {
+  // dx: the gradient of the block's output on entry (its elements values of dx_format; fp32 promises nothing), of
+  // its input on return (a value of policy.gradient then).
+  void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, matrix& dx,
+                format_spec dx_format) {
     const format_spec fe = pol.format_for(op_class::elementwise);
+    const format_spec fg = pol.gradient;
     auto join = [&](matrix& residual, const matrix& branch) {  // gradient of a residual sum
       residual += branch;
       (void)cast_in_place(ctx, residual, fe);
       if (pol.gradient != fe) (void)cast_in_place(ctx, residual, pol.gradient);
     };
-    fc2.backward(ctx, pol, params, dx, &dg);
+    fc2.backward(ctx, pol, params, dx, &dg, dx_format);
     act.backward(ctx, pol, dg, dh);
-    fc1.backward(ctx, pol, params, dh, &da);
+    fc1.backward(ctx, pol, params, dh, &da, fg);
     ln2.backward(ctx, pol, params, da, dbranch);
     join(dx, dbranch);
-    proj.backward(ctx, pol, params, dx, &dout);
-    attention.backward(ctx, pol, dout, dqkv);
-    qkv.backward(ctx, pol, params, dqkv, &da);
+    proj.backward(ctx, pol, params, dx, &dout, fg);
+    attention.backward(ctx, pol, dout, dqkv, fg);
+    qkv.backward(ctx, pol, params, dqkv, &da, fg);
     ln1.backward(ctx, pol, params, da, dbranch);
     join(dx, dbranch);
   }
@@ -197,13 +206,17 @@ class stack_model final : public model {
     matrix& dx = dx_;
     matrix& dy = dy_;
     const std::size_t head = layers_.size() - 1;
-    std::get<linear_layer>(layers_[head]).backward(ctx, pol, params_, dlogits, head == 0 ? nullptr : &dx);
+    // Every gradient passed between the layers is a value of policy.gradient: the loss casts dlogits to it, and
+    // each layer's backward ends with that cast (or with a GEMM whose output format it is), so the linear layers
+    // need not round them again for their GEMMs (checked with format checks on).
+    const format_spec fg = pol.gradient;
+    std::get<linear_layer>(layers_[head]).backward(ctx, pol, params_, dlogits, head == 0 ? nullptr : &dx, fg);
     for (std::size_t i = head; i-- > 0;) {
       std::visit(
           [&](auto& l) {
             using T = std::decay_t<decltype(l)>;
             if constexpr (std::is_same_v<T, linear_layer>) {
-              l.backward(ctx, pol, params_, dx, i == 0 ? nullptr : &dy);
+              l.backward(ctx, pol, params_, dx, i == 0 ? nullptr : &dy, fg);
               dx.swap(dy);
             } else if constexpr (std::is_same_v<T, activation_layer>) {
               l.backward(ctx, pol, dx, dy);
@@ -212,7 +225,7 @@ class stack_model final : public model {
               l.backward(ctx, pol, params_, dx, dy);
               dx.swap(dy);
             } else if constexpr (std::is_same_v<T, block_layer>) {
-              l.backward(ctx, pol, params_, dx);
+              l.backward(ctx, pol, params_, dx, fg);
             } else {
               l.backward(ctx, pol, params_, dx);  // embedding: first, consumes the gradient
             }

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "safeamp/sim/gemm.hpp"
 #include "safeamp/sim/loss.hpp"
 #include "safeamp/sim/parameter.hpp"
+#include "safeamp/sim/tensor.hpp"
 
 using namespace safeamp;
 using namespace safeamp::sim;
@@ -122,6 +124,89 @@ TEST_CASE("a mixed-policy linear layer keeps only its rounded input, with the bi
   const matrix other = random_matrix(9, 5, 5);
   CHECK_THROWS_WITH(l.backward(ctx, pol, params, other, &dx),
                     Catch::Contains("linear backward input") && Catch::Contains("9 x 6"));
+}
+
+TEST_CASE("forward_in_place and stored-format promises give forward()'s and backward()'s bits; a false one is an error when checked") {
+  const bool checks_were_on = format_checks_enabled();
+  set_format_checks(true);
+  parameter_list params;
+  linear_layer a = make_linear(params, "a", 6, 5);
+  params[a.weight].value = random_matrix(6, 5, 1);
+  params[a.bias].value = random_matrix(1, 5, 2);
+  linear_layer b = a;  // the same parameters
+  matrix x = random_matrix(7, 6, 3);
+  matrix dy = random_matrix(7, 5, 4);
+  for (const precision_policy& pol : {presets::fp16_mixed, presets::bf16_mixed, presets::fp32}) {
+    INFO("policy compute " << format_name(pol.compute));
+    // Values of the formats the producers would have stored them in, as the block's layers are.
+    matrix x_stored = x, dy_stored = dy;
+    (void)cast_in_place(x_stored, pol.output, round_options{}, philox_key{});
+    (void)cast_in_place(dy_stored, pol.gradient, round_options{}, philox_key{});
+    for (int step = 0; step < 2; ++step) {  // twice: the fp32 path swaps its buffers between the slot and `input`
+      INFO("step " << step);
+      exec_context ctx_a, ctx_b;
+      matrix y_a, y_b, dx_a, dx_b;
+      a.forward(ctx_a, pol, params, x_stored, y_a, pol.output);
+      a.backward(ctx_a, pol, params, dy_stored, &dx_a);
+      const matrix dw_a = params[a.weight].grad, db_a = params[a.bias].grad;
+      b.input_slot() = x_stored;
+      b.forward_in_place(ctx_b, pol, params, pol.output, y_b, pol.output);
+      b.backward(ctx_b, pol, params, dy_stored, &dx_b, pol.gradient);
+      const auto same_bits = [](const matrix& p, const matrix& q) {
+        if (p.rows() != q.rows() || p.cols() != q.cols()) return false;
+        for (Eigen::Index i = 0; i < p.size(); ++i) {
+          if (std::bit_cast<std::uint32_t>(p.data()[i]) != std::bit_cast<std::uint32_t>(q.data()[i])) return false;
+        }
+        return true;
+      };
+      CHECK(same_bits(y_a, y_b));
+      CHECK(same_bits(dx_a, dx_b));
+      CHECK(same_bits(dw_a, params[b.weight].grad));
+      CHECK(same_bits(db_a, params[b.bias].grad));
+    }
+  }
+  // Promises that do not hold: x and dy are fp32 values, not fp16 ones.
+  const precision_policy pol = presets::fp16_mixed;
+  exec_context ctx;
+  matrix y, dx;
+  b.input_slot() = x;
+  CHECK_THROWS_WITH(b.forward_in_place(ctx, pol, params, fp16, y, pol.output),
+                    Catch::Contains("linear input (format check)") && Catch::Contains("element 0") &&
+                        Catch::Contains("not a value of fp16"));
+  b.forward(ctx, pol, params, x, y, pol.output);
+  CHECK_THROWS_WITH(b.backward(ctx, pol, params, dy, &dx, fp16), Catch::Contains("linear output gradient"));
+  // The same for attention's QKV (the forward) and dO (the backward).
+  attention_op att;
+  att.sequences = 1;
+  att.context = 4;
+  att.heads = 1;
+  att.head_dim = 4;
+  att.input_slot() = random_matrix(4, 12, 5);
+  matrix out, dqkv;
+  CHECK_THROWS_WITH(att.forward_in_place(ctx, pol, fp16, out), Catch::Contains("attention qkv (format check)"));
+  att.forward(ctx, pol, random_matrix(4, 12, 5), out);
+  CHECK_THROWS_WITH(att.backward(ctx, pol, random_matrix(4, 4, 6), dqkv, fp16),
+                    Catch::Contains("attention output gradient (format check)"));
+  // Unchecked, nothing is looked at (a false promise would change the bits instead: the callers' to keep).
+  set_format_checks(false);
+  b.input_slot() = x;
+  CHECK_NOTHROW(b.forward_in_place(ctx, pol, params, fp16, y, pol.output));
+  set_format_checks(checks_were_on);
+}
+
+TEST_CASE("GELU forward_in_place reads its kept input: forward()'s bits") {
+  const precision_policy pol = presets::fp16_mixed;
+  matrix x = random_matrix(40, 30, 7, 2.0);
+  (void)cast_in_place(x, pol.output, round_options{}, philox_key{});
+  activation_layer a, b;
+  exec_context ctx;
+  matrix y_a, y_b;
+  a.forward(ctx, pol, x, y_a);
+  b.input_slot() = x;
+  b.forward_in_place(ctx, pol, y_b);
+  REQUIRE(y_a.size() == y_b.size());
+  CHECK(std::memcmp(y_a.data(), y_b.data(), sizeof(float) * static_cast<std::size_t>(y_a.size())) == 0);
+  CHECK(b.input.size() == x.size());  // kept for the backward
 }
 
 TEST_CASE("linear bias on a large batch: y starts from b and db sums each column in row order, on 1 and 2 threads") {
@@ -231,6 +316,63 @@ TEST_CASE("GELU of every fp16 and bf16 value has the bits of gelu() and gelu_der
   }
 }
 
+TEST_CASE("layer norm rows processed side by side give each row's own bits (fp32, fp16 and bf16 normalization)") {
+  // The forward's and backward's sums run over several rows at once; each row's bits must be those of the
+  // documented per-row order, written out here with round_to after every operation. 11 rows: groups of rows and
+  // rows left over; 37 columns.
+  const Eigen::Index rows = 11, width = 37;
+  for (const format_spec f : {fp32, fp16, bf16}) {
+    INFO("normalization " << format_name(f));
+    const precision_policy pol = presets::fp32.with_op(op_class::normalization, f);
+    const auto rf = [&](float v) { return round_to(f, v); };
+    const matrix x = random_matrix(rows, width, 21, 3.0);
+    matrix gv = random_matrix(1, width, 22), bv = random_matrix(1, width, 23);
+    const matrix dy = random_matrix(rows, width, 24);
+    parameter gain, bias;
+    gain.value = gv;
+    bias.value = bv;
+    exec_context ctx;
+    layer_norm_saved saved;
+    matrix y, dx;
+    layer_norm_forward(ctx, pol, gv, bv, 1e-5f, x, y, saved);
+    layer_norm_backward(ctx, pol, gain, bias, saved, dy, dx);
+    const float inv_width = 1.0f / static_cast<float>(width);
+    std::int64_t mismatches = 0;
+    const auto expect = [&](const char* what, Eigen::Index r, Eigen::Index j, float got, float want) {
+      if (std::bit_cast<std::uint32_t>(got) != std::bit_cast<std::uint32_t>(want) && ++mismatches <= 3) {
+        UNSCOPED_INFO(what << " (" << r << ", " << j << "): " << got << ", want " << want);
+      }
+    };
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      float sum = 0.0f, sq = 0.0f;
+      for (Eigen::Index j = 0; j < width; ++j) sum = rf(sum + rf(x(r, j)));
+      const float mean = rf(sum * inv_width);
+      for (Eigen::Index j = 0; j < width; ++j) {
+        const float d = rf(rf(x(r, j)) - mean);
+        sq = rf(sq + rf(d * d));
+      }
+      const float rs = rf(1.0f / std::sqrt(rf(rf(sq * inv_width) + 1e-5f)));
+      expect("rstd", r, 0, saved.rstd[static_cast<std::size_t>(r)], rs);
+      std::vector<float> xh(static_cast<std::size_t>(width)), dxh(static_cast<std::size_t>(width));
+      float s1 = 0.0f, s2 = 0.0f;
+      for (Eigen::Index j = 0; j < width; ++j) {
+        xh[static_cast<std::size_t>(j)] = rf(rf(rf(x(r, j)) - mean) * rs);
+        expect("y", r, j, y(r, j), rf(rf(xh[static_cast<std::size_t>(j)] * gv(0, j)) + bv(0, j)));
+        const float d = rf(dy(r, j) * gv(0, j));
+        dxh[static_cast<std::size_t>(j)] = d;
+        s1 = rf(s1 + d);
+        s2 = rf(s2 + rf(d * xh[static_cast<std::size_t>(j)]));
+      }
+      const float m1 = rf(s1 * inv_width), m2 = rf(s2 * inv_width);
+      for (Eigen::Index j = 0; j < width; ++j) {
+        const float inner = rf(dxh[static_cast<std::size_t>(j)] - m1 - xh[static_cast<std::size_t>(j)] * m2);
+        expect("dx", r, j, dx(r, j), rf(rs * inner));
+      }
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
 TEST_CASE("layer norm backward matches finite differences") {
   parameter_list params;
   exec_context ctx;
@@ -285,8 +427,14 @@ TEST_CASE("attention has the bits of its per-head GEMMs on copies, with matmuls 
   // The heads read Q, K, V in place from operands rounded to the matmul format once per call; the reference does
   // what each head means with the public gemm() on copied blocks (inputs rounded per GEMM). fp32 storage and
   // gradients with fp16 matmuls, so those roundings are not the identity; nearest rounding, so keys do not matter.
-  const precision_policy pol = presets::fp32.with_op(op_class::matmul, fp16);
-  const gemm_formats fg{fp16, fp32, fp32};
+  // And fp16-mixed, where P and dS are stored in the matmul format (so the heads do not round them again) and the
+  // caller writes QKV in place, saying it is fp16 already (forward_in_place), and says dO is (backward's format).
+  const bool in_place = GENERATE(false, true);
+  const precision_policy pol = in_place ? presets::fp16_mixed : presets::fp32.with_op(op_class::matmul, fp16);
+  INFO((in_place ? "fp16-mixed, forward_in_place" : "fp32 storage, fp16 matmuls"));
+  const gemm_formats fs_formats{fp16, fp32, pol.format_for(op_class::softmax)};
+  const gemm_formats fo{fp16, fp32, pol.output};
+  const gemm_formats fg{fp16, fp32, pol.gradient};
   exec_context ctx;
   attention_op att;
   att.sequences = 2;
@@ -294,11 +442,19 @@ TEST_CASE("attention has the bits of its per-head GEMMs on copies, with matmuls 
   att.heads = 2;
   att.head_dim = 8;
   const Eigen::Index t = att.context, dh = att.head_dim, width = att.heads * dh;
-  const matrix qkv = random_matrix(2 * t, 3 * width, 13);
-  const matrix dout = random_matrix(2 * t, width, 14);
+  matrix qkv = random_matrix(2 * t, 3 * width, 13);
+  matrix dout = random_matrix(2 * t, width, 14);
   matrix out, dqkv;
-  att.forward(ctx, pol, qkv, out);
-  att.backward(ctx, pol, dout, dqkv);
+  if (in_place) {
+    (void)cast_in_place(qkv, pol.output, round_options{}, philox_key{});
+    (void)cast_in_place(dout, pol.gradient, round_options{}, philox_key{});
+    att.input_slot() = qkv;
+    att.forward_in_place(ctx, pol, pol.output, out);
+    att.backward(ctx, pol, dout, dqkv, pol.gradient);
+  } else {
+    att.forward(ctx, pol, qkv, out);
+    att.backward(ctx, pol, dout, dqkv);
+  }
   const float alpha = 1.0f / std::sqrt(static_cast<float>(dh));
   std::int64_t mismatches = 0;
   const auto compare = [&](const char* what, const matrix& got, const matrix& want) {
@@ -316,13 +472,15 @@ TEST_CASE("attention has the bits of its per-head GEMMs on copies, with matmuls 
       const matrix v = qkv.block(b * t, 2 * width + h * dh, t, dh);
       const matrix dout_h = dout.block(b * t, h * dh, t, dh);
       matrix s, p, o, dp, dv, ds, dq, dk;
-      (void)gemm(fg, q, k, s, {.alpha = alpha, .trans_b = transpose::transposed});
+      (void)gemm(fs_formats, q, k, s, {.alpha = alpha, .trans_b = transpose::transposed});
       softmax_rows(fp32, s, p, true);
-      (void)gemm(fg, p, v, o);
+      (void)cast_in_place(p, pol.output, round_options{}, philox_key{});
+      (void)gemm(fo, p, v, o);
       compare("O", out.block(b * t, h * dh, t, dh), o);
       (void)gemm(fg, dout_h, v, dp, {.trans_b = transpose::transposed});
       (void)gemm(fg, p, dout_h, dv, {.trans_a = transpose::transposed});
       softmax_rows_backward(fp32, p, dp, ds);
+      (void)cast_in_place(ds, pol.gradient, round_options{}, philox_key{});
       (void)gemm(fg, ds, k, dq, {.alpha = alpha});
       (void)gemm(fg, ds, q, dk, {.alpha = alpha, .trans_a = transpose::transposed});
       compare("dQ", dqkv.block(b * t, h * dh, t, dh), dq);

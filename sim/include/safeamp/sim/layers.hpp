@@ -30,8 +30,19 @@ struct linear_layer {
   /// out_format: the format y is written in (policy.output, or a wider consumer format such as the loss's).
   void forward(exec_context& ctx, const precision_policy& pol, const parameter_list& params, const matrix& x, matrix& y,
                format_spec out_format);
-  /// Sets the weight/bias gradients (with counters) and, when dx is not null, dx = dy W^T.
-  void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, const matrix& dy, matrix* dx);
+  /// Where a caller may write the next forward's input itself (then calling forward_in_place), so that the layer
+  /// keeps it for the backward without a copy.
+  [[nodiscard]] matrix& input_slot() noexcept { return input_low; }
+  /// forward() on the input the caller wrote into input_slot(). x_format: a format that every element written
+  /// there is already a value of (a stored activation: policy.output); the GEMM's operand rounding is skipped
+  /// when it is the matmul format (rounding a value of a format to that format returns it unchanged), so the
+  /// bits are forward()'s. fp32 promises nothing.
+  void forward_in_place(exec_context& ctx, const precision_policy& pol, const parameter_list& params,
+                        format_spec x_format, matrix& y, format_spec out_format);
+  /// Sets the weight/bias gradients (with counters) and, when dx is not null, dx = dy W^T. dy_format: as x_format
+  /// above, for dy (a gradient cast to policy.gradient); fp32 promises nothing.
+  void backward(exec_context& ctx, const precision_policy& pol, parameter_list& params, const matrix& dy, matrix* dx,
+                format_spec dy_format = fp32);
 };
 
 /// Creates a linear layer's parameters "<name>.weight" (in, out) and "<name>.bias" (1, out).
@@ -44,6 +55,11 @@ struct activation_layer {
   matrix input;
   matrix gelu_tanh{};  // GELU: the forward's tanh(sqrt(2/pi) (x + 0.044715 x^3)) per element, reused by the backward
   void forward(exec_context& ctx, const precision_policy& pol, const matrix& x, matrix& y);
+  /// Where a caller may write the next forward's input itself (then calling forward_in_place): kept for the
+  /// backward without a copy.
+  [[nodiscard]] matrix& input_slot() noexcept { return input; }
+  /// forward() on the input the caller wrote into input_slot().
+  void forward_in_place(exec_context& ctx, const precision_policy& pol, matrix& y);
   void backward(exec_context& ctx, const precision_policy& pol, const matrix& dy, matrix& dx);
 };
 

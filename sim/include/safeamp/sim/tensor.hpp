@@ -48,6 +48,15 @@ struct exec_context {
   }
 };
 
+/// Whether the format promises given to the layers are checked element by element: the format a caller says
+/// an input of forward_in_place, or a backward's output gradient, already holds values of (so that the layer
+/// skips rounding it to its matmul format). A promise that does not hold then throws safeamp::error naming the
+/// input and the first element that is not a value of the format; unchecked, it would change the bits. On in
+/// builds without NDEBUG and where the environment sets SAFEAMP_SIM_CHECK_FORMATS=1 (the test suite does);
+/// set_format_checks overrides both.
+[[nodiscard]] bool format_checks_enabled() noexcept;
+void set_format_checks(bool on) noexcept;
+
 /// Rounds `m` in place to `f` (rounding mode from `opt`; stochastic bits keyed by `key` and element index)
 /// and returns the counters: the core round_span, whose kernels are chosen for the CPU at run time. fp32 is
 /// the identity (only NaN/inf are counted).
