@@ -132,6 +132,7 @@ void tiled_fp32(strided_view a, strided_view b, const output_view& d, format_spe
                           .cols = std::min(t.nr, j_end - j0),
                           .alpha = alpha,
                           .beta = beta,
+                          .c_row = d.c_row != nullptr ? d.c_row + j0 : nullptr,
                           .exact_products = exact});
       }
     }
@@ -290,20 +291,30 @@ cast_stats gemm_views(const gemm_formats& f, const strided_view& a, const stride
     throw error("gemm D shape", shape(d.rows, d.cols), shape(a.rows, b.cols));
   }
   check_formats(f);
+  if (f.accumulate == fp32 && !is_block_scaled(f.input_blocks)) {
+    tiled_fp32(a, b, d, f.compute, opt.alpha, opt.beta, opt.threads, done);
+    return cast_output(d, f.output, opt.rounding, opt.key, opt.threads);
+  }
+  // The other paths read C from D: a bias row is copied into every row first.
+  if (d.c_row != nullptr && opt.beta != 0.0f) {
+    for (std::int64_t i = 0; i < d.rows; ++i) {
+      std::memcpy(d.data + i * d.row_stride, d.c_row, static_cast<std::size_t>(d.cols) * sizeof(float));
+    }
+  }
+  output_view d_in_place = d;
+  d_in_place.c_row = nullptr;
   if (is_block_scaled(f.input_blocks)) {
     // Block-quantized along K (in copies made in op() layout), then the fp32 path on the dequantized values.
     matrix a_q = copy_of(a), b_q = copy_of(b);
     quantize_operand(f.input_blocks, a_q, block_axis::rows);
     quantize_operand(f.input_blocks, b_q, block_axis::columns);
-    tiled_fp32(view_of(a_q), view_of(b_q), d, fp32, opt.alpha, opt.beta, opt.threads, {});
-  } else if (f.accumulate == fp32) {
-    tiled_fp32(a, b, d, f.compute, opt.alpha, opt.beta, opt.threads, done);
+    tiled_fp32(view_of(a_q), view_of(b_q), d_in_place, fp32, opt.alpha, opt.beta, opt.threads, {});
   } else {
     // Inputs in the compute format (a conversion: round to nearest), in copies made in op() layout.
     matrix a_low = copy_of(a), b_low = copy_of(b);
     if (!done.a) (void)cast_in_place(a_low, f.compute, round_options{}, philox_key{});
     if (!done.b) (void)cast_in_place(b_low, f.compute, round_options{}, philox_key{});
-    sequential_acc(f.accumulate, a_low, b_low, d, opt.alpha, opt.beta);
+    sequential_acc(f.accumulate, a_low, b_low, d_in_place, opt.alpha, opt.beta);
   }
   return cast_output(d, f.output, opt.rounding, opt.key, opt.threads);
 }

@@ -41,7 +41,8 @@ void run_tile_portable(const tile_args& t) noexcept {
   for (std::int64_t r = 0; r < t.rows; ++r) {
     for (std::int64_t c = 0; c < t.cols; ++c) {
       float& out = t.d[r * t.d_row_stride + c];
-      out = t.beta == 0.0f ? t.alpha * acc[r][c] : t.alpha * acc[r][c] + t.beta * out;
+      const float cv = t.c_row != nullptr ? t.c_row[c] : out;
+      out = t.beta == 0.0f ? t.alpha * acc[r][c] : t.alpha * acc[r][c] + t.beta * cv;
     }
   }
 }

@@ -33,12 +33,15 @@ struct strided_view {
   [[nodiscard]] strided_view transposed() const noexcept { return {data, cols, rows, col_stride, row_stride}; }
 };
 
-/// A writable matrix with contiguous rows: element (i, j) at data[i * row_stride + j].
+/// A writable matrix with contiguous rows: element (i, j) at data[i * row_stride + j]. c_row, when not null: the
+/// GEMM's C is this row of `cols` floats repeated down every row (a bias), read instead of D, so D need not be
+/// filled with it first (beta still applies: fl(alpha * acc) + fl(beta * c_row[j])).
 struct output_view {
   float* data = nullptr;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   std::int64_t row_stride = 0;
+  const float* c_row = nullptr;
   [[nodiscard]] float& operator()(std::int64_t i, std::int64_t j) const noexcept { return data[i * row_stride + j]; }
 };
 
@@ -66,7 +69,8 @@ struct tile_args {
   std::int64_t rows = 0;  // rows of the tile that are kept (<= mr)
   std::int64_t cols = 0;  // columns of the tile that are kept (<= nr)
   float alpha = 1.0f;
-  float beta = 0.0f;  // != 0: d holds C on entry
+  float beta = 0.0f;              // != 0: d holds C on entry, or c_row does
+  const float* c_row = nullptr;   // not null: C's element (r, c) is c_row[c] for every row r (d is not read)
   // Every a(i, k) and b(k, j) is a value of a format whose products are exact in fp32
   // (products_exact_in_fp32), so the AVX-512 back-end may fuse the multiply and the add (same bits).
   bool exact_products = false;

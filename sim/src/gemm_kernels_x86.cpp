@@ -40,13 +40,14 @@ inline __m256i lanes_below(std::int64_t n) noexcept {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(kept), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-inline void store(float* d, __m256 acc, __m256i keep, bool full, float alpha, float beta) noexcept {
+// c: where C's 8 floats are (d itself, or the bias row's).
+inline void store(float* d, const float* c, __m256 acc, __m256i keep, bool full, float alpha, float beta) noexcept {
   __m256 e = _mm256_mul_ps(_mm256_set1_ps(alpha), acc);
   if (full) {
-    if (beta != 0.0f) e = _mm256_add_ps(e, _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(d)));
+    if (beta != 0.0f) e = _mm256_add_ps(e, _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(c)));
     _mm256_storeu_ps(d, e);
   } else {
-    if (beta != 0.0f) e = _mm256_add_ps(e, _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_maskload_ps(d, keep)));
+    if (beta != 0.0f) e = _mm256_add_ps(e, _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_maskload_ps(c, keep)));
     _mm256_maskstore_ps(d, keep, e);
   }
 }
@@ -73,8 +74,9 @@ void tile(const tile_args& t) noexcept {
   }
   for (int r = 0; r < rows; ++r) {
     float* dr = t.d + r * t.d_row_stride;
-    store(dr, acc[r][0], keep0, t.cols >= 8, t.alpha, t.beta);
-    if (t.cols > 8) store(dr + 8, acc[r][1], keep1, t.cols >= 16, t.alpha, t.beta);
+    const float* cr = t.c_row != nullptr ? t.c_row : dr;
+    store(dr, cr, acc[r][0], keep0, t.cols >= 8, t.alpha, t.beta);
+    if (t.cols > 8) store(dr + 8, cr + 8, acc[r][1], keep1, t.cols >= 16, t.alpha, t.beta);
   }
 }
 
@@ -120,9 +122,10 @@ inline __mmask16 lanes_below(std::int64_t n) noexcept {
   return static_cast<__mmask16>((1u << kept) - 1u);
 }
 
-inline void store(float* d, __m512 acc, __mmask16 keep, float alpha, float beta) noexcept {
+// c: where C's 16 floats are (d itself, or the bias row's).
+inline void store(float* d, const float* c, __m512 acc, __mmask16 keep, float alpha, float beta) noexcept {
   __m512 e = _mm512_mul_ps(_mm512_set1_ps(alpha), acc);
-  if (beta != 0.0f) e = _mm512_add_ps(e, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(keep, d)));
+  if (beta != 0.0f) e = _mm512_add_ps(e, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(keep, c)));
   _mm512_mask_storeu_ps(d, keep, e);
 }
 
@@ -160,7 +163,10 @@ void tile(const tile_args& t) noexcept {
   }
   for (int r = 0; r < mr; ++r) {
     float* dr = t.d + r * t.d_row_stride;
-    for (int v = 0; v < nv && 16 * v < t.cols; ++v) store(dr + 16 * v, acc[r][v], keep[v], t.alpha, t.beta);
+    const float* cr = t.c_row != nullptr ? t.c_row : dr;
+    for (int v = 0; v < nv && 16 * v < t.cols; ++v) {
+      store(dr + 16 * v, cr + 16 * v, acc[r][v], keep[v], t.alpha, t.beta);
+    }
   }
 }
 

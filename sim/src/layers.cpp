@@ -28,11 +28,10 @@ gemm_options gemm_opts(exec_context& ctx, float beta = 0.0f, transpose ta = tran
                       .threads = ctx.threads};
 }
 
-// Columns per task of column_sums, which takes threads only from sum_parallel_min_elements elements on; rows of
-// the bias broadcast per task: about broadcast_elements_per_task elements. The splits depend on the shape alone.
+// Columns per task of column_sums, which takes threads only from sum_parallel_min_elements elements on. The split
+// depends on the shape alone.
 constexpr Eigen::Index sum_cols_per_task = 64;
 constexpr Eigen::Index sum_parallel_min_elements = 32768;
-constexpr Eigen::Index broadcast_elements_per_task = 16384;
 
 // out(0, j) = in(0, j) + in(1, j) + ... in row order, each addition rounded to f. Tasks own blocks of columns, so a
 // column's additions keep their order on any thread count.
@@ -47,17 +46,6 @@ void column_sums(int threads, format_spec f, const matrix& in, matrix& out) {
         for (Eigen::Index j = j0; j < j1; ++j) sum[j] = round(sum[j] + row[j]);
       }
     });
-  });
-}
-
-// Every row of y set to the bias row (1 x y.cols()), in blocks of rows on up to `threads` threads.
-void broadcast_bias(int threads, const matrix& bias, matrix& y) {
-  const Eigen::Index cols = y.cols();
-  const Eigen::Index rows_per_task =
-      std::max<Eigen::Index>(1, broadcast_elements_per_task / std::max<Eigen::Index>(1, cols));
-  const float* b = bias.data();
-  parallel_chunks(threads, y.rows(), rows_per_task, [&](std::int64_t i0, std::int64_t i1) {
-    for (Eigen::Index i = i0; i < i1; ++i) std::copy(b, b + cols, y.data() + i * cols);
   });
 }
 
@@ -106,19 +94,21 @@ void linear_forward_gemm(linear_layer& l, exec_context& ctx, const gemm_formats&
   check_cols("linear input columns", x.cols(), w.rows());
   check_cols("linear bias columns", params[l.bias].value.cols(), w.cols());
   y.resize(x.rows(), w.cols());
-  broadcast_bias(ctx.threads, params[l.bias].value, y);  // bias epilogue: D = x W + 1 b, added in fp32 before rounding
+  // Bias epilogue: D = x W + 1 b, b added in fp32 before rounding, as the GEMM's C (beta 1), read from the bias row
+  // by the tiles rather than broadcast into D first.
+  detail::output_view d = detail::output_of(y);
+  d.c_row = params[l.bias].value.data();
   const gemm_options opt = gemm_opts(ctx, 1.0f);
   l.input_low_format = rounds ? f.compute : fp32;
   l.weight_low_format = fp32;
   if (!rounds) {
-    ctx.activation_stats += gemm(f, x, w, y, opt);
+    ctx.activation_stats += detail::gemm_views(f, detail::view_of(x), detail::view_of(w), d, opt);
     return;
   }
   // The weight rounded once, for this GEMM and for the backward's dx (the weight does not change between them).
   const matrix& w_low = detail::round_operand(f.compute, w, l.weight_low, ctx.threads);
   l.weight_low_format = f.compute;
-  ctx.activation_stats +=
-      detail::gemm_views(f, detail::view_of(x), detail::view_of(w_low), detail::output_of(y), opt, {.a = true, .b = true});
+  ctx.activation_stats += detail::gemm_views(f, detail::view_of(x), detail::view_of(w_low), d, opt, {.a = true, .b = true});
 }
 
 }  // namespace

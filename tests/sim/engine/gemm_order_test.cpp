@@ -9,7 +9,9 @@
 #include <string>
 
 #include "safeamp/format.hpp"
+#include "safeamp/policy.hpp"
 #include "safeamp/sim/gemm.hpp"
+#include "safeamp/sim/layers.hpp"
 #include "safeamp/sim/parameter.hpp"
 #include "sim/engine/sim_test_util.hpp"
 
@@ -290,4 +292,65 @@ TEST_CASE("a small format whose products fall below fp32's subnormal grid is not
   REQUIRE(round_to(tiny, a(0, 1)) == a(0, 1));
   REQUIRE(round_to(tiny, b(0, 0)) == b(0, 0));
   check_every_element({tiny, fp32, fp32}, a, b, 3.0f * std::ldexp(1.0f, -149));
+}
+
+TEST_CASE("a linear layer's bias epilogue (C read from the bias row, not from D) gives the documented bits") {
+  // The tiles read C from the bias row instead of a D filled with it: y(i, j) = out(fl32(acc) + b(j)), with
+  // alpha = beta = 1. Edge tiles of every path (run once per path, as above); the fp32 policy's GEMM, which does
+  // not round its operands; and the paths that read C from D (block-scaled inputs, fp16 accumulation), which
+  // fill D with the bias row first, against the public gemm() on a D filled by hand.
+  INFO("kernel path " << cpu_path_name(active_cpu_path()));
+  struct shape_case {
+    Eigen::Index m, n, k;
+  };
+  for (const shape_case sc : {shape_case{13, 5, 33}, shape_case{7, 30, 33}, shape_case{13, 70, 33},
+                              shape_case{7, 100, 33}, shape_case{300, 150, 40}}) {
+    for (const precision_policy& pol : {presets::fp16_mixed, presets::fp32, presets::fp32.with_op(op_class::matmul, fp16),
+                                        [] {
+                                          precision_policy p = presets::fp32;
+                                          p.matmul_blocks = mxfp8_e4m3;
+                                          return p;
+                                        }(),
+                                        [] {
+                                          precision_policy p = presets::fp16_mixed;
+                                          p.accumulate = fp16;
+                                          return p;
+                                        }()}) {
+      const gemm_formats f{pol.format_for(op_class::matmul), pol.accumulate, pol.output, pol.matmul_blocks};
+      INFO(sc.m << " x " << sc.n << " (K " << sc.k << "), matmul " << format_name(f.compute) << ", accumulate "
+                << format_name(f.accumulate) << (is_block_scaled(f.input_blocks) ? ", mxfp8 inputs" : ""));
+      parameter_list params;
+      exec_context ctx;
+      ctx.threads = 2;
+      linear_layer l = make_linear(params, "fc", sc.k, sc.n);
+      params[l.weight].value = wide_range(sc.k, sc.n, 31);
+      params[l.bias].value = wide_range(1, sc.n, 32);
+      const matrix x = wide_range(sc.m, sc.k, 33);
+      matrix y;
+      l.forward(ctx, pol, params, x, y, pol.output);
+      REQUIRE(y.rows() == sc.m);
+      REQUIRE(y.cols() == sc.n);
+      const matrix& b = params[l.bias].value;
+      matrix want(sc.m, sc.n);
+      if (f.accumulate == fp32 && !is_block_scaled(f.input_blocks)) {
+        for (Eigen::Index i = 0; i < sc.m; ++i) {
+          for (Eigen::Index j = 0; j < sc.n; ++j) {
+            want(i, j) = round_to(f.output, oracle(f, x, params[l.weight].value, i, j, 1.0f, 1.0f, b(0, j)));
+          }
+        }
+      } else {
+        for (Eigen::Index i = 0; i < sc.m; ++i) want.row(i) = b;
+        (void)gemm(f, x, params[l.weight].value, want, {.beta = 1.0f});
+      }
+      std::int64_t mismatches = 0;
+      for (Eigen::Index i = 0; i < sc.m; ++i) {
+        for (Eigen::Index j = 0; j < sc.n; ++j) {
+          if (bits_of(y(i, j)) != bits_of(want(i, j)) && ++mismatches <= 3) {
+            UNSCOPED_INFO("(" << i << ", " << j << "): " << hex(y(i, j)) << ", want " << hex(want(i, j)));
+          }
+        }
+      }
+      CHECK(mismatches == 0);
+    }
+  }
 }
