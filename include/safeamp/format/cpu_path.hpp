@@ -83,6 +83,21 @@ inline unsigned cpu_paths_here() noexcept {
   return paths;
 }
 
+/// Whether CPUID names the vendor AMD ("AuthenticAMD"): the AVX2 kernels' streaming loop takes the store order
+/// measured fastest there (round_avx2.hpp).
+inline bool cpu_vendor_is_amd() noexcept {
+#if defined(SAFEAMP_X86_KERNELS)
+  static const bool amd = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "Auth" "enti" "cAMD"
+  }();
+  return amd;
+#else
+  return false;
+#endif
+}
+
 }  // namespace detail
 
 /// True when this CPU (and this build) can run path p.

@@ -376,11 +376,12 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages8(const constants8<F>& v, cons
 }
 
 /// The deterministic modes over in[0..n): blocks of vectors whose all-normal test path_choice switches off where
-/// most vectors need the exact path; stream (large spans into a separate buffer): streaming stores after an
-/// unaligned head of at most 15 elements, four pages at a time, a line from each in turn (round_four_pages8; the
-/// AVX-512 kernels' order of one 64-byte vector a page made 32-byte streaming stores, half a line a page, 0.7x as
-/// fast on Zen 4, measured; in address order they ran at 0.65x memcpy on a Sapphire Rapids Xeon); the tail
-/// through a padded vector.
+/// most vectors need the exact path; stream (large spans into a separate buffer): streaming stores, in the order
+/// measured fastest on each vendor's CPUs (docs/performance.md): on AMD in address order after a head that aligns
+/// the output to 32 bytes (Zen 4, 64 Mi: 0.83-1.58x memcpy; the four-pages order 0.42-0.89x), elsewhere after an
+/// unaligned head of at most 15 elements, four pages at a time, a line from each in turn (round_four_pages8;
+/// address order ran at 0.65x memcpy on a Sapphire Rapids Xeon, the AVX-512 kernels' order of one 64-byte vector a
+/// page, half a line a page with 32-byte stores, 0.7x as fast on Zen 4); the tail through a padded vector.
 template <rounding R, format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_NOINLINE void round_chunk_impl(const float* in, float* out, std::size_t n, bool stream,
                                               local_counts& c) noexcept {
@@ -389,7 +390,10 @@ SAFEAMP_DETAIL_NOINLINE void round_chunk_impl(const float* in, float* out, std::
   counters8 acc;
   path_choice choice;
   std::size_t i = 0;
-  if (stream) {
+  if (stream && cpu_vendor_is_amd()) {
+    i = stream_head(out, n);
+    if (i != 0) round_few8<R, F, Ftz, Sat>(v, in, out, i, nullptr, acc);
+  } else if (stream) {
     const std::size_t misaligned = (reinterpret_cast<std::uintptr_t>(out) & 63u) / sizeof(float);
     const std::size_t head = std::min<std::size_t>(misaligned == 0 ? 0 : 16 - misaligned, n);
     for (; i < head; i += 8)
