@@ -89,11 +89,7 @@ void attention_op::forward_in_place(exec_context& ctx, const precision_policy& p
   // backward reads it only rounded), unless its producer stored it in that format; P once per head, unless the
   // policy stores it in that format.
   const detail::prerounded both{.a = true, .b = true};
-  if (qkv_format_in == fm) {
-    detail::check_format_promise(fm, qkv, "attention qkv");
-  } else {
-    detail::round_operand_in_place(fm, qkv, ctx.threads);
-  }
+  detail::operand_in_place(fm, qkv_format_in, qkv, ctx.threads, "attention qkv");
   qkv_format = fm;
   const matrix& low = qkv;
   auto run = [&](std::int64_t task) {

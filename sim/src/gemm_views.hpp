@@ -37,6 +37,10 @@ void round_operand_in_place(format_spec f, matrix& x, int threads = 1);
 const matrix& operand_from(format_spec f, format_spec x_format, const matrix& x, matrix& scratch, int threads,
                            const char* what);
 
+/// operand_from's twin for an operand the caller keeps: x rounded to f in place, unless its producer says every
+/// element is already a value of x_format == f (then only checked, as operand_from checks).
+void operand_in_place(format_spec f, format_spec x_format, matrix& x, int threads, const char* what);
+
 /// With format checks on: throws safeamp::error naming `what` if an element of x is not a value of f (NaN passes:
 /// every format's rounding keeps a NaN a NaN). Nothing otherwise.
 void check_format_promise(format_spec f, const matrix& x, const char* what);

@@ -137,11 +137,7 @@ void linear_layer::forward_in_place(exec_context& ctx, const precision_policy& p
   if (detail::rounds_operands(f)) {
     // Rounded in place, unless its producer stored it in the matmul format already (rounding would not change it).
     input.resize(0, 0);
-    if (x_format == f.compute) {
-      detail::check_format_promise(f.compute, input_low, "linear input");
-    } else {
-      detail::round_operand_in_place(f.compute, input_low, ctx.threads);
-    }
+    detail::operand_in_place(f.compute, x_format, input_low, ctx.threads, "linear input");
   } else {
     input.swap(input_low);  // the slot's buffer becomes the next slot (no allocation per step)
   }
