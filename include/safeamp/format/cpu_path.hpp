@@ -83,8 +83,8 @@ inline unsigned cpu_paths_here() noexcept {
   return paths;
 }
 
-/// Whether CPUID names the vendor AMD ("AuthenticAMD"): the AVX2 kernels' streaming loop takes the store order
-/// measured fastest there (round_avx2.hpp).
+/// Whether CPUID names the vendor AMD ("AuthenticAMD"): the streaming loops of the AVX2 and AVX-512 kernels take
+/// the store order measured fastest there (stream_order below).
 inline bool cpu_vendor_is_amd() noexcept {
 #if defined(SAFEAMP_X86_KERNELS)
   static const bool amd = [] {
@@ -136,10 +136,48 @@ inline cpu_path cpu_path_from_environment() {
 }
 }  // namespace detail
 
+/// The order in which the rounding kernels' streaming loops (spans of 16 MiB or more into a separate buffer)
+/// write: address order, or four 4 KiB pages at a time, a line from each in turn. Each was measured the faster
+/// on one vendor's CPUs (docs/performance.md, issue 18: address order on AMD Zen 4 and Zen 3, four pages on a
+/// Sapphire Rapids Xeon); the bits never depend on it.
+enum class stream_order : std::uint8_t { address, four_pages };
+
+/// "address" or "four_pages".
+[[nodiscard]] constexpr std::string_view stream_order_name(stream_order o) noexcept {
+  return o == stream_order::address ? "address" : "four_pages";
+}
+
+/// "address" or "four_pages"; anything else throws safeamp::error naming the accepted values.
+[[nodiscard]] inline stream_order parse_stream_order(std::string_view name) {
+  if (name == "address") return stream_order::address;
+  if (name == "four_pages") return stream_order::four_pages;
+  throw error("SAFEAMP_STREAM_ORDER", std::string(name), "address or four_pages");
+}
+
+/// The order this CPU's vendor gets: address where CPUID names AMD, else four_pages.
+[[nodiscard]] inline stream_order vendor_stream_order() noexcept {
+  return detail::cpu_vendor_is_amd() ? stream_order::address : stream_order::four_pages;
+}
+
+/// SAFEAMP_STREAM_ORDER=address|four_pages when set (tests run both on every machine, benchmarks compare them),
+/// else vendor_stream_order(). Read once per process; throws safeamp::error for another value.
+[[nodiscard]] inline stream_order active_stream_order() {
+  static const stream_order order = [] {
+    const char* requested = std::getenv("SAFEAMP_STREAM_ORDER");
+    if (requested == nullptr || *requested == '\0') return vendor_stream_order();
+    return parse_stream_order(requested);
+  }();
+  return order;
+}
+
 /// The path every bulk kernel takes: SAFEAMP_CPU_PATH when set, else best_cpu_path(); read once per process.
-/// Throws safeamp::error when the variable names an unknown path or one this CPU cannot run.
+/// Throws safeamp::error when the variable names an unknown path or one this CPU cannot run, or when
+/// SAFEAMP_STREAM_ORDER is set to something other than its two orders (so the throwing entry points report both).
 [[nodiscard]] inline cpu_path active_cpu_path() {
-  static const cpu_path p = detail::cpu_path_from_environment();
+  static const cpu_path p = [] {
+    (void)active_stream_order();
+    return detail::cpu_path_from_environment();
+  }();
   return p;
 }
 
@@ -152,6 +190,15 @@ namespace detail {
     return active_cpu_path();
   } catch (...) {
     return cpu_path::portable;
+  }
+}
+/// Whether the streaming loops write in address order (active_stream_order), inside noexcept code: a bad
+/// SAFEAMP_STREAM_ORDER has been reported by active_cpu_path() before any kernel runs; the vendor's order if not.
+[[nodiscard]] inline bool stream_in_address_order() noexcept {
+  try {
+    return active_stream_order() == stream_order::address;
+  } catch (...) {
+    return vendor_stream_order() == stream_order::address;
   }
 }
 }  // namespace detail

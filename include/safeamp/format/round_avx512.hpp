@@ -55,46 +55,69 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages(const vector_constants<F>& v,
   }
 }
 
+/// How a block of a deterministic chunk is stored: ordinary stores in address order; streaming stores in address
+/// order (AMD); streaming stores four pages at a time (elsewhere).
+enum class store_order { cached, streamed, four_pages };
+
 /// One block of a deterministic chunk, in the variant the block's choices pick: Always from choice (the all-normal
 /// test off), Merged from split (round16_nearest's merged test, on unless split.always; nearest even into fp16/fp8
-/// only). Stream: four pages with streaming stores (4096 elements), else `block` vectors with ordinary stores.
-template <rounding R, format_spec F, bool Ftz, bool Sat, bool Stream, bool Always, bool Merged>
+/// only). Order four_pages: 4096 elements; else `block` vectors.
+template <rounding R, format_spec F, bool Ftz, bool Sat, store_order Order, bool Always, bool Merged>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_block_as(const vector_constants<F>& v, const float* in, float* out,
                                                  std::size_t i, std::size_t block, counters16& acc) noexcept {
-  if constexpr (Stream) {
+  if constexpr (Order == store_order::four_pages) {
     round_four_pages<R, F, Ftz, Sat, Always, Merged>(v, in, out, i, acc);
   } else {
-    round_vectors<R, F, Ftz, Sat, Always, false, Merged>(v, in, out, i, block, acc);
+    round_vectors<R, F, Ftz, Sat, Always, Order == store_order::streamed, Merged>(v, in, out, i, block, acc);
   }
 }
-template <rounding R, format_spec F, bool Ftz, bool Sat, bool Stream>
+template <rounding R, format_spec F, bool Ftz, bool Sat, store_order Order>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_block(const path_choice& choice, const path_choice& split,
                                               const vector_constants<F>& v, const float* in, float* out, std::size_t i,
                                               std::size_t block, counters16& acc) noexcept {
   constexpr bool mergeable = R == rounding::nearest_even && !float_range_format(F);
   if (choice.always) {
     if (mergeable && !split.always) {
-      round_block_as<R, F, Ftz, Sat, Stream, true, mergeable>(v, in, out, i, block, acc);
+      round_block_as<R, F, Ftz, Sat, Order, true, mergeable>(v, in, out, i, block, acc);
     } else {
-      round_block_as<R, F, Ftz, Sat, Stream, true, false>(v, in, out, i, block, acc);
+      round_block_as<R, F, Ftz, Sat, Order, true, false>(v, in, out, i, block, acc);
     }
   } else if (mergeable && !split.always) {
-    round_block_as<R, F, Ftz, Sat, Stream, false, mergeable>(v, in, out, i, block, acc);
+    round_block_as<R, F, Ftz, Sat, Order, false, mergeable>(v, in, out, i, block, acc);
   } else {
-    round_block_as<R, F, Ftz, Sat, Stream, false, false>(v, in, out, i, block, acc);
+    round_block_as<R, F, Ftz, Sat, Order, false, false>(v, in, out, i, block, acc);
   }
+}
+
+/// Blocks of `block` vectors from i while a whole one fits in n, each with its own choices; returns the next i.
+template <rounding R, format_spec F, bool Ftz, bool Sat, store_order Order>
+SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_blocks(const vector_constants<F>& v, const float* in, float* out,
+                                                      std::size_t i, std::size_t n, std::size_t block,
+                                                      counters16& acc) noexcept {
+  path_choice choice, split;
+  for (; i + 16 * block <= n; i += 16 * block) {
+    choice.start(acc);
+    split.start_count(acc.odd_vectors);
+    round_block<R, F, Ftz, Sat, Order>(choice, split, v, in, out, i, block, acc);
+    choice.finish(acc, block);
+    split.finish_count(acc.odd_vectors, block);
+  }
+  return i;
 }
 
 /// A deterministic mode (nearest even, directed) over in[0..n) into out[0..n) (out may equal in): blocks of
 /// vectors whose all-normal test path_choice switches off where most vectors need the exact path, and (nearest
 /// even, fp16/fp8) whose merged test of the rare lanes a second path_choice switches off where more than 1 vector
-/// in 8 holds one; stream: write with non-temporal stores, four pages at a time.
+/// in 8 holds one. stream: non-temporal stores after a head that aligns the output to 64 bytes, in the order of
+/// active_stream_order (cpu_path.hpp): four pages at a time where CPUID does not name AMD (1.1-1.2x address order on
+/// the Xeon where it was first measured); in address order on AMD, as the AVX2 loop, whose four-pages order ran at
+/// 0.42-0.89x memcpy on Zen 4 against 0.83-1.58x in address order (docs/performance.md). This loop's own address
+/// order has not been timed on a Zen 4 yet: SAFEAMP_STREAM_ORDER=four_pages gives the other order for an A/B.
 template <rounding R, format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_NOINLINE void round_deterministic_chunk(const float* in, float* out, std::size_t n, bool stream,
                                                        local_counts& c) noexcept {
   vector_constants<F> v;
   counters16 acc;
-  path_choice choice, split;
   std::size_t i = 0;
   if (stream) {
     if (const std::size_t head = stream_head(out, n); head != 0) {
@@ -102,23 +125,14 @@ SAFEAMP_DETAIL_NOINLINE void round_deterministic_chunk(const float* in, float* o
                                load_round<R, F, Ftz, Sat>(v, in, nullptr, 0, first_lanes(head), acc));
       i = head;
     }
-    for (; i + 4096 <= n; i += 4096) {
-      choice.start(acc);
-      split.start_count(acc.odd_vectors);
-      round_block<R, F, Ftz, Sat, true>(choice, split, v, in, out, i, 256, acc);
-      choice.finish(acc, 256);
-      split.finish_count(acc.odd_vectors, 256);
+    if (stream_in_address_order()) {
+      i = round_blocks<R, F, Ftz, Sat, store_order::streamed>(v, in, out, i, n, 64, acc);
+    } else {
+      i = round_blocks<R, F, Ftz, Sat, store_order::four_pages>(v, in, out, i, n, 256, acc);
     }
     round_vectors<R, F, Ftz, Sat, false, true>(v, in, out, i, (n - i) / 16, acc);
   } else {
-    constexpr std::size_t block = 64;  // vectors
-    for (; i + 16 * block <= n; i += 16 * block) {
-      choice.start(acc);
-      split.start_count(acc.odd_vectors);
-      round_block<R, F, Ftz, Sat, false>(choice, split, v, in, out, i, block, acc);
-      choice.finish(acc, block);
-      split.finish_count(acc.odd_vectors, block);
-    }
+    i = round_blocks<R, F, Ftz, Sat, store_order::cached>(v, in, out, i, n, 64, acc);
     round_vectors<R, F, Ftz, Sat, false, false>(v, in, out, i, (n - i) / 16, acc);
   }
   i += (n - i) / 16 * 16;

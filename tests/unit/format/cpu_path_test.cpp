@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "safeamp/format.hpp"
 
@@ -72,4 +73,70 @@ TEST_CASE("unknown path names are rejected with the accepted ones named") {
     CHECK(what.find("avx3") != std::string::npos);
     CHECK(what.find("portable, avx2 or avx512") != std::string::npos);
   }
+}
+
+TEST_CASE("the streaming order is SAFEAMP_STREAM_ORDER when set, else the vendor's; bad names are rejected") {
+  for (const auto o : {safeamp::stream_order::address, safeamp::stream_order::four_pages})
+    CHECK(safeamp::parse_stream_order(safeamp::stream_order_name(o)) == o);
+  CHECK(safeamp::stream_order_name(safeamp::stream_order::address) == "address");
+  CHECK(safeamp::stream_order_name(safeamp::stream_order::four_pages) == "four_pages");
+  for (const char* bad : {"", "Address", "four-pages", "pages"}) {
+    try {
+      (void)safeamp::parse_stream_order(bad);
+      FAIL("parse_stream_order accepted '" << bad << "'");
+    } catch (const safeamp::error& e) {
+      const std::string what = e.what();
+      CHECK(what.find("SAFEAMP_STREAM_ORDER") != std::string::npos);
+      CHECK(what.find("address or four_pages") != std::string::npos);
+    }
+  }
+  const char* requested = std::getenv("SAFEAMP_STREAM_ORDER");
+  if (requested != nullptr && *requested != '\0') {
+    CHECK(safeamp::stream_order_name(safeamp::active_stream_order()) == std::string(requested));
+  } else {
+    CHECK(safeamp::active_stream_order() == safeamp::vendor_stream_order());
+#if defined(SAFEAMP_X86_KERNELS)
+    // The vendor string of /proc/cpuinfo against CPUID's.
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("vendor_id", 0) != 0) continue;
+      const bool amd = line.find("AuthenticAMD") != std::string::npos;
+      CHECK(safeamp::vendor_stream_order() ==
+            (amd ? safeamp::stream_order::address : safeamp::stream_order::four_pages));
+      break;
+    }
+#endif
+  }
+}
+
+TEST_CASE("a bad SAFEAMP_STREAM_ORDER is reported by the kernels' throwing entry points") {
+  const char* requested = std::getenv("SAFEAMP_STREAM_ORDER");
+  const bool bad = requested != nullptr && *requested != '\0' && std::string(requested) != "address" &&
+                   std::string(requested) != "four_pages";
+  if (!bad) {
+    CHECK_NOTHROW((void)safeamp::active_cpu_path());
+    return;
+  }
+  // The CTest instance format_cpu_path_stream_order_rejected sets SAFEAMP_STREAM_ORDER=sideways.
+  const auto check_error = [&](const safeamp::error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("SAFEAMP_STREAM_ORDER") != std::string::npos);
+    CHECK(what.find(requested) != std::string::npos);
+    CHECK(what.find("address or four_pages") != std::string::npos);
+  };
+  try {
+    (void)safeamp::active_cpu_path();
+    FAIL("active_cpu_path() accepted SAFEAMP_STREAM_ORDER=" << requested);
+  } catch (const safeamp::error& e) {
+    check_error(e);
+  }
+  std::vector<float> in(64, 1.5f), out(64, 0.0f);
+  try {
+    (void)safeamp::round_span(safeamp::fp16, in, out);
+    FAIL("round_span accepted SAFEAMP_STREAM_ORDER=" << requested);
+  } catch (const safeamp::error& e) {
+    check_error(e);
+  }
+  CHECK(out[0] == 0.0f);  // nothing written
 }
