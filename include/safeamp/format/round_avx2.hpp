@@ -6,7 +6,8 @@
 // Eight lanes at a time. A vector whose lanes all lie in the target's normal range [min normal, max finite] is
 // rounded by the fixed cut at bit 23 - M (round_fast.hpp explains why that is exact) and changes no counter.
 // Any other vector takes the exact path: special8 for the deterministic modes (float arithmetic whose rounding
-// comes from the instruction, see there), stochastic8 for stochastic rounding (round_float_bits lane for lane with
+// comes from the instruction, see there; fp16 nearest even, where most vectors need it, in pairs with the counters
+// read from the fp16 codes: fp16_nearest_pair), stochastic8 for stochastic rounding (round_float_bits lane for lane with
 // AVX2's per-lane shifts: vpsrlvd/vpsllvd give 0 for counts of 32 or more, which the 32-bit fraction relies on).
 #pragma once
 
@@ -111,6 +112,7 @@ struct constants8 {
   vec nan_fill = u32(k.nan_fill);
   vec quantum = u32(k.quantum_bits);
   vec all_ones = u32(0xFFFFFFFFu);
+  vec normal_exponent_limit = u32(0x01000000u);  // for not_normal_lanes' test of the exponent field
 
   struct unpinned {};
   /// Plain broadcasts, for a few vectors per call (round8's three-argument form): the compiler may fold or hoist
@@ -120,7 +122,7 @@ struct constants8 {
     pin(abs_mask), pin(inf), pin(max_bits), pin(inf_or_nan), pin(min_normal), pin(min_normal_minus_one);
     pin(range_bias), pin(range_limit), pin(one), pin(half_minus_one), pin(low), pin(keep), pin(emin_field);
     pin(mantissa_field), pin(reflect), pin(normal_from), pin(not_normal_flipped), pin(subnormal_flipped);
-    pin(sign_flip), pin(payload), pin(nan_fill), pin(quantum), pin(all_ones);
+    pin(sign_flip), pin(payload), pin(nan_fill), pin(quantum), pin(all_ones), pin(normal_exponent_limit);
   }
   static void pin(vec& x) noexcept { __asm__("" : "+x"(x)); }
   /// Unsigned x > c, with c given with its sign bit flipped.
@@ -289,6 +291,13 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec special8(const constants8<F>& v, vec u, vec a, 
   return _mm256_or_si256(ra, _mm256_andnot_si256(abs_mask, u));
 }
 
+/// The lanes of u that are not normal floats (zero, float subnormal, +-inf, NaN): its exponent field e is 0 or
+/// 255, and e + 2^23 (as a signed 32-bit integer) is then below 2^24 (0 gives 2^23, 255 wraps to INT_MIN).
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE vec not_normal_lanes(const constants8<F>& v, vec u) noexcept {
+  return _mm256_cmpgt_epi32(v.normal_exponent_limit, _mm256_add_epi32(_mm256_and_si256(u, v.inf), v.normal_from));
+}
+
 /// Eight elements: the fixed cut when every lane lies in the normal range, else the exact path (special8 for the
 /// deterministic modes, stochastic8 for stochastic rounding). Always: skip the test (the exact path is right for every
 /// lane); the caller picks it where most vectors need the exact path, so the branch would mispredict.
@@ -349,14 +358,109 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stream_head(const float* out, std::size
   return head < n ? head : n;
 }
 
-/// Vectors [i, i + 8 count) with ordinary or streaming stores.
+/// Counters of 16-bit lanes for fp16_nearest_pair: each lane counts at most one element per pair of vectors, so a
+/// round_vectors call (at most 64 vectors: a block, or what is left after the blocks) stays far below 2^16;
+/// added to the 32-bit counters (pairs of lanes summed by vpmaddwd) when the call ends.
+struct counters16x16 {
+  vec overflow, below_normal, zero_results;
+  // Written out: an implicit constructor would be compiled without the AVX2 target of this region.
+  counters16x16() noexcept
+      : overflow(_mm256_setzero_si256()), below_normal(overflow), zero_results(overflow) {}
+  SAFEAMP_DETAIL_ALWAYS_INLINE static vec widen(vec c) noexcept { return _mm256_madd_epi16(c, _mm256_set1_epi16(1)); }
+  template <format_spec F, bool Sat>
+  SAFEAMP_DETAIL_ALWAYS_INLINE void add_to(counters8& acc) const noexcept {
+    const vec over = widen(overflow);
+    acc.overflow = _mm256_add_epi32(acc.overflow, over);
+    if constexpr (!Sat) acc.infinity = _mm256_add_epi32(acc.infinity, over);
+    acc.below_normal = _mm256_add_epi32(acc.below_normal, widen(below_normal));
+    acc.zero_results = _mm256_add_epi32(acc.zero_results, widen(zero_results));
+  }
+};
+
+/// fp16, nearest even: 16 elements as two F16C conversions with the counters taken from the sixteen fp16 codes at
+/// once (a code's class is plain in its bits: 0x7C00 is the overflow's inf, codes below 0x0400 are below the
+/// normal range, 0 is zero), the results from the codes converted back, so the same bits as special8's F16C form
+/// with half its counting. Saturation and flushing are done on the codes: inf - 1 is max finite, and the sign bit
+/// kept alone is a signed zero. A pair with an input that is not a normal float (zero, float subnormal, +-inf,
+/// NaN) takes special8, one vector at a time.
+template <format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_nearest_pair(const constants8<F>& v, const float* src, float* dst, bool streamed,
+                                                    counters8& acc, counters16x16& acc16) noexcept {
+  static_assert(F == fp16, "the pair's counting reads fp16 codes");
+  const vec u0 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src));
+  const vec u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src + 8));
+  const vec rare = _mm256_or_si256(not_normal_lanes(v, u0), not_normal_lanes(v, u1));
+  vec y0, y1;
+  if (!_mm256_testz_si256(rare, rare)) {
+    y0 = special8<rounding::nearest_even, F, Ftz, Sat>(v, u0, _mm256_and_si256(u0, v.abs_mask), acc);
+    y1 = special8<rounding::nearest_even, F, Ftz, Sat>(v, u1, _mm256_and_si256(u1, v.abs_mask), acc);
+  } else {
+    constexpr int imm = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m128i h0 = _mm256_cvtps_ph(_mm256_castsi256_ps(u0), imm);
+    const __m128i h1 = _mm256_cvtps_ph(_mm256_castsi256_ps(u1), imm);
+    vec h = _mm256_inserti128_si256(_mm256_castsi128_si256(h0), h1, 1);
+    const vec ha = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+    const vec over = _mm256_cmpeq_epi16(ha, _mm256_set1_epi16(0x7C00));
+    const vec below = _mm256_cmpgt_epi16(_mm256_set1_epi16(0x0400), ha);
+    acc16.overflow = _mm256_sub_epi16(acc16.overflow, over);
+    acc16.below_normal = _mm256_sub_epi16(acc16.below_normal, below);
+    acc16.zero_results =
+        _mm256_sub_epi16(acc16.zero_results, Ftz ? below : _mm256_cmpeq_epi16(ha, _mm256_setzero_si256()));
+    if constexpr (Ftz || Sat) {
+      if constexpr (Sat) h = _mm256_add_epi16(h, over);  // +-inf - 1: +-max finite
+      if constexpr (Ftz) h = _mm256_andnot_si256(_mm256_andnot_si256(_mm256_set1_epi16(-0x8000), below), h);
+      y0 = _mm256_castps_si256(_mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+      y1 = _mm256_castps_si256(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
+    } else {
+      y0 = _mm256_castps_si256(_mm256_cvtph_ps(h0));
+      y1 = _mm256_castps_si256(_mm256_cvtph_ps(h1));
+    }
+  }
+  if (streamed) {
+    _mm256_stream_si256(reinterpret_cast<vec*>(dst), y0);
+    _mm256_stream_si256(reinterpret_cast<vec*>(dst + 8), y1);
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<vec*>(dst), y0);
+    _mm256_storeu_si256(reinterpret_cast<vec*>(dst + 8), y1);
+  }
+}
+
+/// How far ahead of the element it rounds the streaming loop in address order asks for its input (2 KiB): the
+/// hardware prefetcher alone left the loop at 0.7-0.8x memcpy on Zen 3, which this distance brought to 0.95-1.2x
+/// (docs/performance.md, issue 18).
+inline constexpr std::size_t stream_prefetch_floats = 512;
+
+/// Vectors [i, i + 8 count) with ordinary or streaming stores. Streaming (spans of 16 MiB or more, in address
+/// order; the four-pages loop has its own): the input of the line stream_prefetch_floats ahead is prefetched, one
+/// line (two vectors) at a time. fp16 nearest even in the Always variant: pairs of vectors (fp16_nearest_pair).
+/// `stream` picks a loop once per call: tested for every vector instead, it had g++ keep both store forms in the
+/// loop body, and bf16 nearest even ran at 0.6x in cache on Zen 3 (64 Ki, same-process A/B).
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const constants8<F>& v, const float* in, float* out, std::size_t i,
                                                 std::size_t count, bool stream, counters8& acc) noexcept {
   const vec no_bits = _mm256_setzero_si256();
-  for (std::size_t end = i + 8 * count; i < end; i += 8) {
-    round_store8<R, F, Ftz, Sat, Always>(v, in + i, out + i, no_bits, stream, acc);
+  const std::size_t end = i + 8 * count;
+  if constexpr (R == rounding::nearest_even && F == fp16 && Always) {
+    counters16x16 acc16;
+    if (stream) {
+      for (; i + 16 <= end; i += 16) {
+        _mm_prefetch(reinterpret_cast<const char*>(in + i + stream_prefetch_floats), _MM_HINT_T0);
+        fp16_nearest_pair<F, Ftz, Sat>(v, in + i, out + i, true, acc, acc16);
+      }
+    } else {
+      for (; i + 16 <= end; i += 16) fp16_nearest_pair<F, Ftz, Sat>(v, in + i, out + i, false, acc, acc16);
+    }
+    acc16.add_to<F, Sat>(acc);
+  } else if (stream) {
+    for (; i + 16 <= end; i += 16) {
+      _mm_prefetch(reinterpret_cast<const char*>(in + i + stream_prefetch_floats), _MM_HINT_T0);
+      round_store8<R, F, Ftz, Sat, Always>(v, in + i, out + i, no_bits, true, acc);
+      round_store8<R, F, Ftz, Sat, Always>(v, in + i + 8, out + i + 8, no_bits, true, acc);
+    }
+  } else {
+    for (; i < end; i += 8) round_store8<R, F, Ftz, Sat, Always>(v, in + i, out + i, no_bits, false, acc);
   }
+  for (; i < end; i += 8) round_store8<R, F, Ftz, Sat, Always>(v, in + i, out + i, no_bits, stream, acc);
 }
 
 /// Four 4 KiB pages [i, i + 4096) at a time, one whole 64-byte line (two vectors) from each in turn, with
@@ -377,8 +481,10 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages8(const constants8<F>& v, cons
 
 /// The deterministic modes over in[0..n): blocks of vectors whose all-normal test path_choice switches off where
 /// most vectors need the exact path; stream (large spans into a separate buffer): streaming stores, in the order
-/// measured fastest on each vendor's CPUs (docs/performance.md): on AMD in address order after a head that aligns
-/// the output to 32 bytes (Zen 4, 64 Mi: 0.83-1.58x memcpy; the four-pages order 0.42-0.89x), elsewhere after an
+/// measured fastest on each vendor's CPUs (docs/performance.md; active_stream_order, SAFEAMP_STREAM_ORDER forces
+/// one): on AMD in address order after a head that aligns the output to 32 bytes, with a prefetch of the input
+/// (Zen 4, 64 Mi: 0.83-1.58x memcpy, the four-pages order 0.42-0.89x; Zen 3: the four-pages order 0.13-0.16x),
+/// elsewhere after an
 /// unaligned head of at most 15 elements, four pages at a time, a line from each in turn (round_four_pages8;
 /// address order ran at 0.65x memcpy on a Sapphire Rapids Xeon, the AVX-512 kernels' order of one 64-byte vector a
 /// page, half a line a page with 32-byte stores, 0.7x as fast on Zen 4); the tail through a padded vector.
@@ -390,7 +496,7 @@ SAFEAMP_DETAIL_NOINLINE void round_chunk_impl(const float* in, float* out, std::
   counters8 acc;
   path_choice choice;
   std::size_t i = 0;
-  if (stream && cpu_vendor_is_amd()) {
+  if (stream && stream_in_address_order()) {
     i = stream_head(out, n);
     if (i != 0) round_few8<R, F, Ftz, Sat>(v, in, out, i, nullptr, acc);
   } else if (stream) {
