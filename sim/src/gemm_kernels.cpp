@@ -10,7 +10,7 @@ namespace safeamp::sim::detail {
 namespace {
 
 constexpr tile_shape portable_tile{.mr = 4, .nr = 8};
-constexpr tile_shape avx2_tile{.mr = 4, .nr = 16};
+constexpr tile_shape avx2_tile{.mr = 6, .nr = 16};
 constexpr tile_shape avx512_wide_tile{.mr = 6, .nr = 64};
 constexpr tile_shape avx512_narrow_tile{.mr = 8, .nr = 32};
 
@@ -92,6 +92,25 @@ void pack_b(const strided_view& b, std::int64_t nr, std::vector<float>& out, int
   };
   // Each panel is written by one task; which thread packs it changes no float.
   parallel_for(size >= pack_parallel_min_floats ? threads : 1, panels, pack_panel);
+}
+
+void copy_rows(cpu_path p, const strided_view& v, std::int64_t begin, std::int64_t end, float* out) noexcept {
+#if defined(SAFEAMP_X86_KERNELS)
+  if (p != cpu_path::portable && v.row_stride == 1) return avx2::copy_rows_transposing(v, begin, end, out);
+#endif
+  (void)p;
+  // Blocks of 16 x 16: the 16 lines read and the 16 written stay in L1 while the block is filled.
+  constexpr std::int64_t block = 16;
+  const std::int64_t k_len = v.cols;
+  for (std::int64_t i0 = begin; i0 < end; i0 += block) {
+    const std::int64_t i1 = std::min(end, i0 + block);
+    for (std::int64_t k0 = 0; k0 < k_len; k0 += block) {
+      const std::int64_t k1 = std::min(k_len, k0 + block);
+      for (std::int64_t k = k0; k < k1; ++k) {
+        for (std::int64_t i = i0; i < i1; ++i) out[i * k_len + k] = v(i, k);
+      }
+    }
+  }
 }
 
 void run_tile(cpu_path p, const tile_shape& s, const tile_args& t) noexcept {

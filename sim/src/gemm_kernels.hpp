@@ -93,12 +93,19 @@ struct tile_args {
 /// threads, one panel per task.
 void pack_b(const strided_view& b, std::int64_t nr, std::vector<float>& out, int threads = 1);
 
+/// Rows [begin, end) of op(A) = v copied row-major into out (element (i, k) at out[i * v.cols + k]): the copy the
+/// GEMM makes of an op(A) whose rows are strided. Plain copies of floats, the same on every path; on the vector
+/// paths a v whose columns are contiguous (v.row_stride == 1, op(A) = X^T) moves in 8 x 8 blocks transposed in
+/// registers.
+void copy_rows(cpu_path p, const strided_view& v, std::int64_t begin, std::int64_t end, float* out) noexcept;
+
 /// One tile of shape s (tile_for(p, n)) on path p: acc = +0, acc = fl(acc + fl(a(i, k) * b(k, j))) for
 /// k = 0..K-1, then the epilogue.
 void run_tile(cpu_path p, const tile_shape& s, const tile_args& t) noexcept;
 
 namespace avx2 {
 void run_tile(const tile_args& t) noexcept;
+void copy_rows_transposing(const strided_view& v, std::int64_t begin, std::int64_t end, float* out) noexcept;
 }
 namespace avx512 {
 void run_tile(const tile_args& t, std::int64_t nr) noexcept;

@@ -26,12 +26,12 @@ namespace safeamp::sim::detail {
 
 SAFEAMP_DETAIL_AVX2_BEGIN
 
-// ---- AVX2: 4 rows x 16 columns (8 ymm accumulators) ----------------------------------------------------
+// ---- AVX2: 6 rows x 16 columns (12 ymm accumulators) ---------------------------------------------------
 
 namespace avx2 {
 namespace {
 
-constexpr int mr = 4;
+constexpr int mr = 6;
 constexpr int nr = 16;
 
 // Lane c is all ones when c < n (n may be <= 0 or >= 8).
@@ -41,7 +41,7 @@ inline __m256i lanes_below(std::int64_t n) noexcept {
 }
 
 // c: where C's 8 floats are (d itself, or the bias row's).
-inline void store(float* d, const float* c, __m256 acc, __m256i keep, bool full, float alpha, float beta) noexcept {
+[[gnu::always_inline]] inline void store(float* d, const float* c, __m256 acc, __m256i keep, bool full, float alpha, float beta) noexcept {
   __m256 e = _mm256_mul_ps(_mm256_set1_ps(alpha), acc);
   if (full) {
     if (beta != 0.0f) e = _mm256_add_ps(e, _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(c)));
@@ -52,31 +52,38 @@ inline void store(float* d, const float* c, __m256 acc, __m256i keep, bool full,
   }
 }
 
-// Rows rows (<= mr) of the 4 x 16 tile.
+// Rows rows (<= mr) of the 6 x 16 tile.
 template <int rows, bool Masked>
 void tile(const tile_args& t) noexcept {
   const float* a_row[rows];
   for (int r = 0; r < rows; ++r) a_row[r] = t.a.data + std::min<std::int64_t>(t.i0 + r, t.a.rows - 1) * t.a.row_stride;
   const std::int64_t a_step = t.a.col_stride;
   const __m256i keep0 = lanes_below(t.cols), keep1 = lanes_below(t.cols - 8);
+  // The loop's bounds and strides in locals: read through `t` they are reloaded every k step, and g++ then also
+  // writes the accumulators back to the stack every step (measured 0.4x the in-register rate on Zen 3).
+  const std::int64_t k_len = t.a.cols;
+  const float* const b = t.b;
+  const std::int64_t b_step = t.b_row_stride;
   __m256 acc[rows][2];
   for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
-  for (std::int64_t k = 0; k < t.a.cols; ++k) {
-    const float* bk = t.b + k * t.b_row_stride;
+  for (std::int64_t k = 0; k < k_len; ++k) {
+    const float* bk = b + k * b_step;
     const __m256 b0 = Masked ? _mm256_maskload_ps(bk, keep0) : _mm256_loadu_ps(bk);
     const __m256 b1 = Masked ? _mm256_maskload_ps(bk + 8, keep1) : _mm256_loadu_ps(bk + 8);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int r = 0; r < rows; ++r) {
       const __m256 ar = _mm256_broadcast_ss(a_row[r] + k * a_step);
       acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(ar, b0));
       acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(ar, b1));
     }
   }
+#pragma GCC unroll 6
   for (int r = 0; r < rows; ++r) {
     float* dr = t.d + r * t.d_row_stride;
     const float* cr = t.c_row != nullptr ? t.c_row : dr;
-    store(dr, cr, acc[r][0], keep0, t.cols >= 8, t.alpha, t.beta);
-    if (t.cols > 8) store(dr + 8, cr + 8, acc[r][1], keep1, t.cols >= 16, t.alpha, t.beta);
+    const __m256 lo = acc[r][0], hi = acc[r][1];  // both read here, not under the branch
+    store(dr, cr, lo, keep0, t.cols >= 8, t.alpha, t.beta);
+    if (t.cols > 8) store(dr + 8, cr + 8, hi, keep1, t.cols >= 16, t.alpha, t.beta);
   }
 }
 
@@ -89,10 +96,49 @@ void tile_rows(const tile_args& t) noexcept {
   }
 }
 
+// out[r * out_stride + c] = src[c * src_stride + r] for r, c < 8: eight loads, the 8 x 8 transpose in registers
+// (unpack pairs, then quadruples, then the 128-bit halves), eight stores.
+inline void transpose8x8(const float* src, std::int64_t src_stride, float* out, std::int64_t out_stride) noexcept {
+  __m256 x[8];
+  for (int c = 0; c < 8; ++c) x[c] = _mm256_loadu_ps(src + c * src_stride);
+  __m256 t[8];
+  for (int c = 0; c < 8; c += 2) {
+    t[c] = _mm256_unpacklo_ps(x[c], x[c + 1]);
+    t[c + 1] = _mm256_unpackhi_ps(x[c], x[c + 1]);
+  }
+  __m256 u[8];
+  for (int c = 0; c < 8; c += 4) {
+    u[c] = _mm256_shuffle_ps(t[c], t[c + 2], 0x44);
+    u[c + 1] = _mm256_shuffle_ps(t[c], t[c + 2], 0xEE);
+    u[c + 2] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0x44);
+    u[c + 3] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0xEE);
+  }
+  for (int r = 0; r < 4; ++r) {
+    _mm256_storeu_ps(out + r * out_stride, _mm256_permute2f128_ps(u[r], u[r + 4], 0x20));
+    _mm256_storeu_ps(out + (r + 4) * out_stride, _mm256_permute2f128_ps(u[r], u[r + 4], 0x31));
+  }
+}
+
 }  // namespace
 
+void copy_rows_transposing(const strided_view& v, std::int64_t begin, std::int64_t end, float* out) noexcept {
+  const std::int64_t k_len = v.cols;
+  const std::int64_t k_stride = v.col_stride;
+  std::int64_t i0 = begin;
+  for (; i0 + 8 <= end; i0 += 8) {
+    std::int64_t k0 = 0;
+    for (; k0 + 8 <= k_len; k0 += 8) transpose8x8(v.data + i0 + k0 * k_stride, k_stride, out + i0 * k_len + k0, k_len);
+    for (std::int64_t k = k0; k < k_len; ++k) {
+      for (std::int64_t i = i0; i < i0 + 8; ++i) out[i * k_len + k] = v.data[i + k * k_stride];
+    }
+  }
+  for (std::int64_t i = i0; i < end; ++i) {
+    for (std::int64_t k = 0; k < k_len; ++k) out[i * k_len + k] = v.data[i + k * k_stride];
+  }
+}
+
 void run_tile(const tile_args& t) noexcept {
-  static_assert(mr == 4, "the switch below covers rows 1..mr");
+  static_assert(mr == 6, "the switch below covers rows 1..mr");
   switch (t.rows) {
     case 1:
       return tile_rows<1>(t);
@@ -100,8 +146,12 @@ void run_tile(const tile_args& t) noexcept {
       return tile_rows<2>(t);
     case 3:
       return tile_rows<3>(t);
-    default:
+    case 4:
       return tile_rows<4>(t);
+    case 5:
+      return tile_rows<5>(t);
+    default:
+      return tile_rows<6>(t);
   }
 }
 

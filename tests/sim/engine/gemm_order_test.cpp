@@ -183,7 +183,9 @@ TEST_CASE("every transpose, tile edge, block split and kernel path gives the doc
       // Edge tiles of every row count and vector count: up to 32 columns the AVX-512 tile is 8 x 32 (rows 1-8
       // below: 13 = 8 + 5, 7, 6, 4, 2, 1; 5, 10, 20, 25 columns keep 1 or 2 vectors of 16), past it 6 x 64 (13 =
       // 6 + 6 + 1, 7 = 6 + 1, 5, 4, 3, 2; the last panel of 70, 100, 120 columns keeps 1, 3, 4 vectors); AVX2's
-      // 4 x 16 tile ends in 1, 2, 3 rows. op(B) in place loads masked, packed panels read their zero padding.
+      // 6 x 16 tile ends in 1-5 rows (131 = 21 x 6 + 5). op(B) in place loads masked, packed panels read their zero
+      // padding. A transposed op(A) is copied row-major where D has 32 columns or more (8 x 8 blocks on the vector
+      // paths: 13, 131 and 300 rows and K = 33, 77, 230 end in partial blocks), read in place below that.
       {13, 5, 33, "edge tiles: 13 rows, 5 columns"},
       {7, 30, 33, "edge tiles: 7 rows, 30 columns"},
       {13, 70, 33, "edge tiles: 13 rows, 70 columns"},
