@@ -7,8 +7,10 @@
 // rounded by the fixed cut at bit 23 - M (round_fast.hpp explains why that is exact) and changes no counter.
 // Any other vector takes the exact path: special8 for the deterministic modes (float arithmetic whose rounding
 // comes from the instruction, see there; fp16 nearest even, where most vectors need it, in pairs with the counters
-// read from the fp16 codes: fp16_nearest_pair), stochastic8 for stochastic rounding (round_float_bits lane for lane with
-// AVX2's per-lane shifts: vpsrlvd/vpsllvd give 0 for counts of 32 or more, which the 32-bit fraction relies on).
+// read from the fp16 codes: fp16_nearest_pair; E4M3, E5M2 and the other formats of at most 7 mantissa bits, in
+// pairs whose results are packed into 16-bit lanes for the range tests and counters: narrow_pair), stochastic8
+// for stochastic rounding (round_float_bits lane for lane with AVX2's per-lane shifts: vpsrlvd/vpsllvd give 0 for
+// counts of 32 or more, which the 32-bit fraction relies on).
 #pragma once
 
 #include "safeamp/format/cpu_path.hpp"
@@ -358,20 +360,35 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stream_head(const float* out, std::size
   return head < n ? head : n;
 }
 
-/// Counters of 16-bit lanes for fp16_nearest_pair: each lane counts at most one element per pair of vectors, so a
-/// round_vectors call (at most 64 vectors: a block, or what is left after the blocks) stays far below 2^16;
-/// added to the 32-bit counters (pairs of lanes summed by vpmaddwd) when the call ends.
+/// The sixteen results of a pair kernel, with streaming or ordinary stores.
+SAFEAMP_DETAIL_ALWAYS_INLINE void store_pair(float* dst, vec y0, vec y1, bool streamed) noexcept {
+  if (streamed) {
+    _mm256_stream_si256(reinterpret_cast<vec*>(dst), y0);
+    _mm256_stream_si256(reinterpret_cast<vec*>(dst + 8), y1);
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<vec*>(dst), y0);
+    _mm256_storeu_si256(reinterpret_cast<vec*>(dst + 8), y1);
+  }
+}
+
+/// Counters of 16-bit lanes for the pair kernels (fp16_nearest_pair, narrow_pair): each lane counts at most one
+/// element per pair of vectors, so a round_vectors call (at most 64 vectors: a block, or what is left after the
+/// blocks) stays far below 2^15; added to the 32-bit counters (pairs of lanes summed by vpmaddwd) when the call
+/// ends. `special`: the overflows that became inf (NaN in a format without inf); SpecialIsOverflow: it is every
+/// overflow (nearest even without saturation), and the kernel does not count it separately.
 struct counters16x16 {
-  vec overflow, below_normal, zero_results;
+  vec overflow, special, below_normal, zero_results;
   // Written out: an implicit constructor would be compiled without the AVX2 target of this region.
   counters16x16() noexcept
-      : overflow(_mm256_setzero_si256()), below_normal(overflow), zero_results(overflow) {}
+      : overflow(_mm256_setzero_si256()), special(overflow), below_normal(overflow), zero_results(overflow) {}
   SAFEAMP_DETAIL_ALWAYS_INLINE static vec widen(vec c) noexcept { return _mm256_madd_epi16(c, _mm256_set1_epi16(1)); }
-  template <format_spec F, bool Sat>
+  template <format_spec F, bool SpecialIsOverflow>
   SAFEAMP_DETAIL_ALWAYS_INLINE void add_to(counters8& acc) const noexcept {
     const vec over = widen(overflow);
     acc.overflow = _mm256_add_epi32(acc.overflow, over);
-    if constexpr (!Sat) acc.infinity = _mm256_add_epi32(acc.infinity, over);
+    const vec to_special = SpecialIsOverflow ? over : widen(special);
+    if constexpr (has_infinity(F)) acc.infinity = _mm256_add_epi32(acc.infinity, to_special);
+    if constexpr (!has_infinity(F)) acc.nan = _mm256_add_epi32(acc.nan, to_special);
     acc.below_normal = _mm256_add_epi32(acc.below_normal, widen(below_normal));
     acc.zero_results = _mm256_add_epi32(acc.zero_results, widen(zero_results));
   }
@@ -416,13 +433,81 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_nearest_pair(const constants8<F>& v, cons
       y1 = _mm256_castps_si256(_mm256_cvtph_ps(h1));
     }
   }
-  if (streamed) {
-    _mm256_stream_si256(reinterpret_cast<vec*>(dst), y0);
-    _mm256_stream_si256(reinterpret_cast<vec*>(dst + 8), y1);
+  store_pair(dst, y0, y1, streamed);
+}
+
+/// Whether narrow_pair takes format F: a result has at most 7 mantissa bits, so the top 16 bits of its float hold it
+/// whole (sign, exponent, mantissa), as they hold min normal, max finite and what overflow gives (E4M3, E5M2 and
+/// the other small formats; not fp16, bf16 or tf32).
+template <format_spec F>
+inline constexpr bool pairs_in_16_bits = !traits<F>::float_range && traits<F>::k.mantissa_bits <= 7u &&
+                                         (traits<F>::k.min_normal_bits & 0xFFFFu) == 0u &&
+                                         (traits<F>::k.max_bits & 0xFFFFu) == 0u &&
+                                         (traits<F>::k.inf_or_nan & 0xFFFFu) == 0u;
+
+/// The top 16 bits of a float's bits, as a 16-bit lane.
+constexpr short top16(std::uint32_t bits) noexcept { return static_cast<short>(bits >> 16); }
+
+/// special8's rounding of the normal floats u (exponent fields e) into F, shifted down to the result's top 16 bits.
+template <rounding R, format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE vec rounded_top16(const constants8<F>& v, vec u, vec e) noexcept {
+  const vec q = _mm256_sub_epi32(_mm256_max_epi32(e, v.emin_field), v.mantissa_field);
+  const vec inv_q = _mm256_sub_epi32(v.reflect, q);
+  const __m256 whole = _mm256_round_ps(_mm256_mul_ps(_mm256_castsi256_ps(u), _mm256_castsi256_ps(inv_q)), round_imm<R>);
+  return _mm256_srli_epi32(_mm256_castps_si256(_mm256_mul_ps(whole, _mm256_castsi256_ps(q))), 16);
+}
+
+/// A deterministic mode into a narrow format (pairs_in_16_bits), 16 elements: each vector rounded as special8 does
+/// (x / Q to an integer by vroundps, scaled back), then the two results' top halves packed into one vector of
+/// sixteen 16-bit lanes (each result whole: pairs_in_16_bits), where overflow, flushing and the counters take one
+/// instruction per 16 elements instead of one per 8, and unpacked back into floats (the zero low halves come from
+/// the unpack). Same bits and counters as special8; a pair with an input that is not a normal float (zero, float
+/// subnormal, +-inf, NaN) takes special8, one vector at a time.
+template <rounding R, format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_ALWAYS_INLINE void narrow_pair(const constants8<F>& v, const float* src, float* dst, bool streamed,
+                                              counters8& acc, counters16x16& acc16) noexcept {
+  static_assert(pairs_in_16_bits<F> && R != rounding::stochastic);
+  constexpr round_constants k = traits<F>::k;
+  const vec u0 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src));
+  const vec u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src + 8));
+  const vec e0 = _mm256_and_si256(u0, v.inf);  // exponent fields
+  const vec e1 = _mm256_and_si256(u1, v.inf);
+  // not_normal_lanes on the fields already taken: 0 and 255 are below 2^24 after adding 2^23 (255 wraps).
+  const vec rare = _mm256_or_si256(_mm256_cmpgt_epi32(v.normal_exponent_limit, _mm256_add_epi32(e0, v.normal_from)),
+                                   _mm256_cmpgt_epi32(v.normal_exponent_limit, _mm256_add_epi32(e1, v.normal_from)));
+  vec y0, y1;
+  if (!_mm256_testz_si256(rare, rare)) {
+    y0 = special8<R, F, Ftz, Sat>(v, u0, _mm256_and_si256(u0, v.abs_mask), acc);
+    y1 = special8<R, F, Ftz, Sat>(v, u1, _mm256_and_si256(u1, v.abs_mask), acc);
   } else {
-    _mm256_storeu_si256(reinterpret_cast<vec*>(dst), y0);
-    _mm256_storeu_si256(reinterpret_cast<vec*>(dst + 8), y1);
+    // Lanes: u0's 0-3, u1's 0-3, u0's 4-7, u1's 4-7 (vpackusdw works per 128-bit half; the unpacks undo it).
+    const vec h = _mm256_packus_epi32(rounded_top16<R>(v, u0, e0), rounded_top16<R>(v, u1, e1));
+    const vec zero = _mm256_setzero_si256();
+    const vec max16 = _mm256_set1_epi16(top16(k.max_bits));
+    const vec min_normal16 = _mm256_set1_epi16(top16(k.min_normal_bits));
+    vec ha = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+    if constexpr (Ftz) ha = _mm256_andnot_si256(_mm256_cmpgt_epi16(min_normal16, ha), ha);
+    const vec over = _mm256_cmpgt_epi16(ha, max16);
+    acc16.overflow = _mm256_sub_epi16(acc16.overflow, over);
+    // The overflowed lanes that become inf (NaN without inf): those whose mode rounds away from zero.
+    if constexpr (!Sat && R != rounding::toward_zero) {
+      vec away = _mm256_set1_epi16(-1);
+      if constexpr (R == rounding::toward_pos_inf) away = _mm256_andnot_si256(_mm256_srai_epi16(h, 15), away);
+      if constexpr (R == rounding::toward_neg_inf) away = _mm256_srai_epi16(h, 15);
+      if constexpr (R != rounding::nearest_even)
+        acc16.special = _mm256_sub_epi16(acc16.special, _mm256_and_si256(over, away));
+      ha = select(over, select(away, _mm256_set1_epi16(top16(k.inf_or_nan)), max16), ha);
+    } else {
+      ha = select(over, max16, ha);
+    }
+    const vec below = _mm256_cmpgt_epi16(min_normal16, ha);
+    acc16.below_normal = _mm256_sub_epi16(acc16.below_normal, below);
+    acc16.zero_results = _mm256_sub_epi16(acc16.zero_results, Ftz ? below : _mm256_cmpeq_epi16(ha, zero));
+    const vec signed_h = _mm256_or_si256(ha, _mm256_and_si256(h, _mm256_set1_epi16(-0x8000)));
+    y0 = _mm256_unpacklo_epi16(zero, signed_h);
+    y1 = _mm256_unpackhi_epi16(zero, signed_h);
   }
+  store_pair(dst, y0, y1, streamed);
 }
 
 /// How far ahead of the element it rounds the streaming loop in address order asks for its input (2 KiB): the
@@ -432,7 +517,8 @@ inline constexpr std::size_t stream_prefetch_floats = 512;
 
 /// Vectors [i, i + 8 count) with ordinary or streaming stores. Streaming (spans of 16 MiB or more, in address
 /// order; the four-pages loop has its own): the input of the line stream_prefetch_floats ahead is prefetched, one
-/// line (two vectors) at a time. fp16 nearest even in the Always variant: pairs of vectors (fp16_nearest_pair).
+/// line (two vectors) at a time. In the Always variant, pairs of vectors: fp16 nearest even (fp16_nearest_pair), and
+/// the deterministic modes into the formats whose results fit 16 bits (narrow_pair).
 /// `stream` picks a loop once per call: tested for every vector instead, it had g++ keep both store forms in the
 /// loop body, and bf16 nearest even ran at 0.6x in cache on Zen 3 (64 Ki, same-process A/B).
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always>
@@ -450,7 +536,18 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const constants8<F>& v, const fl
     } else {
       for (; i + 16 <= end; i += 16) fp16_nearest_pair<F, Ftz, Sat>(v, in + i, out + i, false, acc, acc16);
     }
-    acc16.add_to<F, Sat>(acc);
+    acc16.add_to<F, !Sat>(acc);
+  } else if constexpr (R != rounding::stochastic && pairs_in_16_bits<F> && Always) {
+    counters16x16 acc16;
+    if (stream) {
+      for (; i + 16 <= end; i += 16) {
+        _mm_prefetch(reinterpret_cast<const char*>(in + i + stream_prefetch_floats), _MM_HINT_T0);
+        narrow_pair<R, F, Ftz, Sat>(v, in + i, out + i, true, acc, acc16);
+      }
+    } else {
+      for (; i + 16 <= end; i += 16) narrow_pair<R, F, Ftz, Sat>(v, in + i, out + i, false, acc, acc16);
+    }
+    acc16.add_to<F, R == rounding::nearest_even && !Sat>(acc);
   } else if (stream) {
     for (; i + 16 <= end; i += 16) {
       _mm_prefetch(reinterpret_cast<const char*>(in + i + stream_prefetch_floats), _MM_HINT_T0);
