@@ -8,6 +8,7 @@
 
 #include "safeamp/config.hpp"
 #include "safeamp/format/philox.hpp"
+#include "safeamp/format/round_kernel.hpp"  // SAFEAMP_DETAIL_ALWAYS_INLINE
 #include "safeamp/format/round_options.hpp"
 
 namespace safeamp::detail {
