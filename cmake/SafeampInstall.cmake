@@ -8,7 +8,7 @@ install(EXPORT safeamp-targets NAMESPACE safeamp:: DESTINATION ${SAFEAMP_CONFIG_
 
 if(SAFEAMP_HAVE_SIM)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/sim/include/safeamp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-  install(TARGETS safeamp_sim EXPORT safeamp-sim-targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(TARGETS safeamp_sim safeamp_format_kernels EXPORT safeamp-sim-targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(EXPORT safeamp-sim-targets NAMESPACE safeamp:: DESTINATION ${SAFEAMP_CONFIG_DIR})
 endif()
 if(SAFEAMP_HAVE_CUDA)

@@ -183,6 +183,30 @@ void quantize_blocks_dispatch(const block_format& b, float tensor_scale, const f
   }
 }
 
+/// The kernels of every element format, chosen by b.element (arguments checked by the caller). A template only so
+/// that it can be instantiated once (SAFEAMP_EXTERN_KERNELS, see round_span_formats in round_span.hpp).
+template <int Once = 0>
+void quantize_blocks_formats(const block_format& b, float ts, const float* src, float* dst, std::size_t rows,
+                             std::size_t cols, const block_options& opt, float* sc, cast_stats& st) {
+  if (b.element == fp8_e4m3)
+    quantize_blocks_dispatch<true, fp8_e4m3>(b, ts, src, dst, rows, cols, opt, sc, st);
+  else if (b.element == fp8_e5m2)
+    quantize_blocks_dispatch<true, fp8_e5m2>(b, ts, src, dst, rows, cols, opt, sc, st);
+  else if (b.element == fp6_e2m3)
+    quantize_blocks_dispatch<true, fp6_e2m3>(b, ts, src, dst, rows, cols, opt, sc, st);
+  else if (b.element == fp6_e3m2)
+    quantize_blocks_dispatch<true, fp6_e3m2>(b, ts, src, dst, rows, cols, opt, sc, st);
+  else if (b.element == fp4_e2m1)
+    quantize_blocks_dispatch<true, fp4_e2m1>(b, ts, src, dst, rows, cols, opt, sc, st);
+  else
+    quantize_blocks_dispatch<false, format_spec{}>(b, ts, src, dst, rows, cols, opt, sc, st);
+}
+
+#if defined(SAFEAMP_EXTERN_KERNELS)
+extern template void quantize_blocks_formats<0>(const block_format&, float, const float*, float*, std::size_t,
+                                                std::size_t, const block_options&, float*, cast_stats&);
+#endif
+
 }  // namespace detail
 
 /// Quantizes `in`, a row-major (opt.rows, in.size() / opt.rows) matrix, to the block format b along opt.axis:
@@ -216,18 +240,7 @@ inline block_result quantize_blocks(const block_format& b, std::span<const float
   const std::size_t rows = opt.rows;
   const float ts = result.tensor_scale;
   cast_stats& st = result.stats;
-  if (b.element == fp8_e4m3)
-    detail::quantize_blocks_dispatch<true, fp8_e4m3>(b, ts, src, dst, rows, cols, opt, sc, st);
-  else if (b.element == fp8_e5m2)
-    detail::quantize_blocks_dispatch<true, fp8_e5m2>(b, ts, src, dst, rows, cols, opt, sc, st);
-  else if (b.element == fp6_e2m3)
-    detail::quantize_blocks_dispatch<true, fp6_e2m3>(b, ts, src, dst, rows, cols, opt, sc, st);
-  else if (b.element == fp6_e3m2)
-    detail::quantize_blocks_dispatch<true, fp6_e3m2>(b, ts, src, dst, rows, cols, opt, sc, st);
-  else if (b.element == fp4_e2m1)
-    detail::quantize_blocks_dispatch<true, fp4_e2m1>(b, ts, src, dst, rows, cols, opt, sc, st);
-  else
-    detail::quantize_blocks_dispatch<false, format_spec{}>(b, ts, src, dst, rows, cols, opt, sc, st);
+  detail::quantize_blocks_formats(b, ts, src, dst, rows, cols, opt, sc, st);
   return result;
 }
 

@@ -176,6 +176,38 @@ void round_span_dispatch(cpu_path path, format_spec f, const float* in, float* o
 }  // namespace detail
 
 namespace detail {
+/// The kernels of every format and mode, chosen by f and opt.mode (arguments checked by the caller). This is where a
+/// translation unit instantiates them all, 6 named formats x 5 modes x 3 paths: about a minute of g++ -O3 for each
+/// unit that calls round_span. A template only so that it can be instantiated once: with SAFEAMP_EXTERN_KERNELS
+/// (opt-in; linking the CMake target safeamp::format_kernels defines it) the explicit instantiation declaration
+/// below keeps units from instantiating it, and src/format_kernels.cpp holds the one instantiation. Same code, same
+/// bits; see docs/api.md, "Compiling the kernels once".
+template <int Once = 0>
+void round_span_formats(cpu_path path, format_spec f, const float* src, float* dst, std::size_t n, round_options opt,
+                        philox_key key, cast_stats& stats) noexcept {
+  if (f == fp16)
+    round_span_dispatch<true, fp16>(path, f, src, dst, n, opt, key, stats);
+  else if (f == bf16)
+    round_span_dispatch<true, bf16>(path, f, src, dst, n, opt, key, stats);
+  else if (f == fp8_e4m3)
+    round_span_dispatch<true, fp8_e4m3>(path, f, src, dst, n, opt, key, stats);
+  else if (f == fp8_e5m2)
+    round_span_dispatch<true, fp8_e5m2>(path, f, src, dst, n, opt, key, stats);
+  else if (f == tf32)
+    round_span_dispatch<true, tf32>(path, f, src, dst, n, opt, key, stats);
+  else if (f == fp32)
+    round_span_dispatch<true, fp32>(path, f, src, dst, n, opt, key, stats);
+  else if (f.mantissa_bits == 0)
+    round_span_exponent_only(f, src, dst, n, opt, key, stats);
+  else
+    round_span_dispatch<false>(path, f, src, dst, n, opt, key, stats);
+}
+
+#if defined(SAFEAMP_EXTERN_KERNELS)
+extern template void round_span_formats<0>(cpu_path, format_spec, const float*, float*, std::size_t, round_options,
+                                           philox_key, cast_stats&) noexcept;
+#endif
+
 /// round_span on a given path (every path the CPU supports gives the same bits; the tests compare them).
 inline cast_stats round_span_on(cpu_path path, format_spec f, std::span<const float> in, std::span<float> out,
                                 round_options opt, philox_key key) {
@@ -198,22 +230,7 @@ inline cast_stats round_span_on(cpu_path path, format_spec f, std::span<const fl
   }
   cast_stats stats;
   stats.elements = n;
-  if (f == fp16)
-    round_span_dispatch<true, fp16>(path, f, src, dst, n, opt, key, stats);
-  else if (f == bf16)
-    round_span_dispatch<true, bf16>(path, f, src, dst, n, opt, key, stats);
-  else if (f == fp8_e4m3)
-    round_span_dispatch<true, fp8_e4m3>(path, f, src, dst, n, opt, key, stats);
-  else if (f == fp8_e5m2)
-    round_span_dispatch<true, fp8_e5m2>(path, f, src, dst, n, opt, key, stats);
-  else if (f == tf32)
-    round_span_dispatch<true, tf32>(path, f, src, dst, n, opt, key, stats);
-  else if (f == fp32)
-    round_span_dispatch<true, fp32>(path, f, src, dst, n, opt, key, stats);
-  else if (f.mantissa_bits == 0)
-    round_span_exponent_only(f, src, dst, n, opt, key, stats);
-  else
-    round_span_dispatch<false>(path, f, src, dst, n, opt, key, stats);
+  round_span_formats(path, f, src, dst, n, opt, key, stats);
   return stats;
 }
 }  // namespace detail
