@@ -213,6 +213,18 @@ inline constexpr int round_imm = (R == rounding::nearest_even     ? _MM_FROUND_T
                                                                   : _MM_FROUND_TO_NEG_INF) |
                                  _MM_FROUND_NO_EXC;
 
+/// The floats u (exponent fields e, normal or not) rounded into F in mode R by float arithmetic: x / Q to an integer
+/// by vroundps, scaled back by Q, the quantum of x's binade in F (at least F's smallest subnormal). The rounding
+/// comes from the instruction's immediate, not from MXCSR; overflow, flushing and non-normal inputs are the
+/// caller's (special8, narrow_pair).
+template <rounding R, format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE vec quantum_round(const constants8<F>& v, vec u, vec e) noexcept {
+  const vec q = _mm256_sub_epi32(_mm256_max_epi32(e, v.emin_field), v.mantissa_field);
+  const vec inv_q = _mm256_sub_epi32(v.reflect, q);  // 1 / Q: the exponent field reflected about 127
+  const __m256 whole = _mm256_round_ps(_mm256_mul_ps(_mm256_castsi256_ps(u), _mm256_castsi256_ps(inv_q)), round_imm<R>);
+  return _mm256_castps_si256(_mm256_mul_ps(whole, _mm256_castsi256_ps(q)));
+}
+
 /// Every lane of one vector in a deterministic mode, exactly, with the counters (the vectors that hold any value
 /// outside the target's normal range). The rounding itself, signs included:
 ///  * bf16, tf32: the fixed cut (cut8), exact for every finite input;
@@ -241,11 +253,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec special8(const constants8<F>& v, vec u, vec a, 
     const __m128i h = _mm256_cvtps_ph(_mm256_castsi256_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm256_castps_si256(_mm256_cvtph_ps(h));
   } else {
-    const vec q = _mm256_sub_epi32(_mm256_max_epi32(_mm256_and_si256(a, inf), v.emin_field), v.mantissa_field);
-    const vec inv_q = _mm256_sub_epi32(v.reflect, q);  // 1 / Q: the exponent field reflected about 127
-    const __m256 whole =
-        _mm256_round_ps(_mm256_mul_ps(_mm256_castsi256_ps(u), _mm256_castsi256_ps(inv_q)), round_imm<R>);
-    r = _mm256_castps_si256(_mm256_mul_ps(whole, _mm256_castsi256_ps(q)));
+    r = quantum_round<R>(v, u, _mm256_and_si256(a, inf));
   }
   vec ra = _mm256_and_si256(r, abs_mask);
   if constexpr (Ftz) ra = _mm256_and_si256(ra, _mm256_cmpgt_epi32(ra, v.min_normal_minus_one));
@@ -293,11 +301,16 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec special8(const constants8<F>& v, vec u, vec a, 
   return _mm256_or_si256(ra, _mm256_andnot_si256(abs_mask, u));
 }
 
-/// The lanes of u that are not normal floats (zero, float subnormal, +-inf, NaN): its exponent field e is 0 or
-/// 255, and e + 2^23 (as a signed 32-bit integer) is then below 2^24 (0 gives 2^23, 255 wraps to INT_MIN).
+/// The lanes whose exponent fields e (u & inf) are those of floats that are not normal (zero, float subnormal,
+/// +-inf, NaN): e is 0 or 255, and e + 2^23 (as a signed 32-bit integer) is then below 2^24 (0 gives 2^23, 255 wraps to INT_MIN).
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE vec not_normal_fields(const constants8<F>& v, vec e) noexcept {
+  return _mm256_cmpgt_epi32(v.normal_exponent_limit, _mm256_add_epi32(e, v.normal_from));
+}
+/// The same from the floats themselves.
 template <format_spec F>
 SAFEAMP_DETAIL_ALWAYS_INLINE vec not_normal_lanes(const constants8<F>& v, vec u) noexcept {
-  return _mm256_cmpgt_epi32(v.normal_exponent_limit, _mm256_add_epi32(_mm256_and_si256(u, v.inf), v.normal_from));
+  return not_normal_fields(v, _mm256_and_si256(u, v.inf));
 }
 
 /// Eight elements: the fixed cut when every lane lies in the normal range, else the exact path (special8 for the
@@ -448,13 +461,10 @@ inline constexpr bool pairs_in_16_bits = !traits<F>::float_range && traits<F>::k
 /// The top 16 bits of a float's bits, as a 16-bit lane.
 constexpr short top16(std::uint32_t bits) noexcept { return static_cast<short>(bits >> 16); }
 
-/// special8's rounding of the normal floats u (exponent fields e) into F, shifted down to the result's top 16 bits.
+/// quantum_round of the normal floats u (exponent fields e), shifted down to the result's top 16 bits.
 template <rounding R, format_spec F>
 SAFEAMP_DETAIL_ALWAYS_INLINE vec rounded_top16(const constants8<F>& v, vec u, vec e) noexcept {
-  const vec q = _mm256_sub_epi32(_mm256_max_epi32(e, v.emin_field), v.mantissa_field);
-  const vec inv_q = _mm256_sub_epi32(v.reflect, q);
-  const __m256 whole = _mm256_round_ps(_mm256_mul_ps(_mm256_castsi256_ps(u), _mm256_castsi256_ps(inv_q)), round_imm<R>);
-  return _mm256_srli_epi32(_mm256_castps_si256(_mm256_mul_ps(whole, _mm256_castsi256_ps(q))), 16);
+  return _mm256_srli_epi32(quantum_round<R>(v, u, e), 16);
 }
 
 /// A deterministic mode into a narrow format (pairs_in_16_bits), 16 elements: each vector rounded as special8 does
@@ -472,9 +482,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void narrow_pair(const constants8<F>& v, const floa
   const vec u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src + 8));
   const vec e0 = _mm256_and_si256(u0, v.inf);  // exponent fields
   const vec e1 = _mm256_and_si256(u1, v.inf);
-  // not_normal_lanes on the fields already taken: 0 and 255 are below 2^24 after adding 2^23 (255 wraps).
-  const vec rare = _mm256_or_si256(_mm256_cmpgt_epi32(v.normal_exponent_limit, _mm256_add_epi32(e0, v.normal_from)),
-                                   _mm256_cmpgt_epi32(v.normal_exponent_limit, _mm256_add_epi32(e1, v.normal_from)));
+  const vec rare = _mm256_or_si256(not_normal_fields(v, e0), not_normal_fields(v, e1));
   vec y0, y1;
   if (!_mm256_testz_si256(rare, rare)) {
     y0 = special8<R, F, Ftz, Sat>(v, u0, _mm256_and_si256(u0, v.abs_mask), acc);
@@ -510,6 +518,23 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void narrow_pair(const constants8<F>& v, const floa
   store_pair(dst, y0, y1, streamed);
 }
 
+/// Whether the Always variant of round_vectors rounds pairs of vectors in mode R into F: fp16 nearest even
+/// (fp16_nearest_pair) and the deterministic modes into the formats whose results fit 16 bits (narrow_pair).
+template <rounding R, format_spec F>
+inline constexpr bool has_pair_kernel =
+    (R == rounding::nearest_even && F == fp16) || (R != rounding::stochastic && pairs_in_16_bits<F>);
+
+/// The pair kernel of mode R and format F (has_pair_kernel), 16 elements.
+template <rounding R, format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_ALWAYS_INLINE void round_pair(const constants8<F>& v, const float* src, float* dst, bool streamed,
+                                             counters8& acc, counters16x16& acc16) noexcept {
+  if constexpr (F == fp16) {
+    fp16_nearest_pair<F, Ftz, Sat>(v, src, dst, streamed, acc, acc16);
+  } else {
+    narrow_pair<R, F, Ftz, Sat>(v, src, dst, streamed, acc, acc16);
+  }
+}
+
 /// How far ahead of the element it rounds the streaming loop in address order asks for its input (2 KiB): the
 /// hardware prefetcher alone left the loop at 0.7-0.8x memcpy on Zen 3, which this distance brought to 0.95-1.2x
 /// (docs/performance.md, issue 18).
@@ -526,27 +551,17 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const constants8<F>& v, const fl
                                                 std::size_t count, bool stream, counters8& acc) noexcept {
   const vec no_bits = _mm256_setzero_si256();
   const std::size_t end = i + 8 * count;
-  if constexpr (R == rounding::nearest_even && F == fp16 && Always) {
+  if constexpr (has_pair_kernel<R, F> && Always) {
     counters16x16 acc16;
     if (stream) {
       for (; i + 16 <= end; i += 16) {
         _mm_prefetch(reinterpret_cast<const char*>(in + i + stream_prefetch_floats), _MM_HINT_T0);
-        fp16_nearest_pair<F, Ftz, Sat>(v, in + i, out + i, true, acc, acc16);
+        round_pair<R, F, Ftz, Sat>(v, in + i, out + i, true, acc, acc16);
       }
     } else {
-      for (; i + 16 <= end; i += 16) fp16_nearest_pair<F, Ftz, Sat>(v, in + i, out + i, false, acc, acc16);
+      for (; i + 16 <= end; i += 16) round_pair<R, F, Ftz, Sat>(v, in + i, out + i, false, acc, acc16);
     }
-    acc16.add_to<F, !Sat>(acc);
-  } else if constexpr (R != rounding::stochastic && pairs_in_16_bits<F> && Always) {
-    counters16x16 acc16;
-    if (stream) {
-      for (; i + 16 <= end; i += 16) {
-        _mm_prefetch(reinterpret_cast<const char*>(in + i + stream_prefetch_floats), _MM_HINT_T0);
-        narrow_pair<R, F, Ftz, Sat>(v, in + i, out + i, true, acc, acc16);
-      }
-    } else {
-      for (; i + 16 <= end; i += 16) narrow_pair<R, F, Ftz, Sat>(v, in + i, out + i, false, acc, acc16);
-    }
+    // Nearest even without saturation turns every overflow into inf (NaN): the pair kernels do not count it apart.
     acc16.add_to<F, R == rounding::nearest_even && !Sat>(acc);
   } else if (stream) {
     for (; i + 16 <= end; i += 16) {
