@@ -6,8 +6,8 @@
 // Eight lanes at a time. A vector whose lanes all lie in the target's normal range [min normal, max finite] is
 // rounded by the fixed cut at bit 23 - M (round_fast.hpp explains why that is exact) and changes no counter.
 // Any other vector takes the exact path: special8 for the deterministic modes (float arithmetic whose rounding
-// comes from the instruction, see there; fp16 nearest even, where most vectors need it, in pairs with the counters
-// read from the fp16 codes: fp16_nearest_pair; E4M3, E5M2 and the other formats of at most 7 mantissa bits, in
+// comes from the instruction, see there; fp16, in blocks where most vectors need it, in pairs converted by F16C
+// in the mode's rounding with the counters read from the fp16 codes: fp16_pair; E4M3, E5M2 and the other formats of at most 7 mantissa bits, in
 // pairs whose results are packed into 16-bit lanes for the range tests and counters: narrow_pair), stochastic8
 // for stochastic rounding (round_float_bits lane for lane with AVX2's per-lane shifts: vpsrlvd/vpsllvd give 0 for
 // counts of 32 or more, which the 32-bit fraction relies on).
@@ -384,7 +384,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void store_pair(float* dst, vec y0, vec y1, bool st
   }
 }
 
-/// Counters of 16-bit lanes for the pair kernels (fp16_nearest_pair, narrow_pair): each lane counts at most one
+/// Counters of 16-bit lanes for the pair kernels (fp16_pair, narrow_pair): each lane counts at most one
 /// element per pair of vectors, so a round_vectors call (at most 64 vectors: a block, or what is left after the
 /// blocks) stays far below 2^15; added to the 32-bit counters (pairs of lanes summed by vpmaddwd) when the call
 /// ends. `special`: the overflows that became inf (NaN in a format without inf); SpecialIsOverflow: it is every
@@ -407,37 +407,54 @@ struct counters16x16 {
   }
 };
 
-/// fp16, nearest even: 16 elements as two F16C conversions with the counters taken from the sixteen fp16 codes at
-/// once (a code's class is plain in its bits: 0x7C00 is the overflow's inf, codes below 0x0400 are below the
-/// normal range, 0 is zero), the results from the codes converted back, so the same bits as special8's F16C form
-/// with half its counting. Saturation and flushing are done on the codes: inf - 1 is max finite, and the sign bit
-/// kept alone is a signed zero. A pair with an input that is not a normal float (zero, float subnormal, +-inf,
-/// NaN) takes special8, one vector at a time.
-template <format_spec F, bool Ftz, bool Sat>
-SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_nearest_pair(const constants8<F>& v, const float* src, float* dst, bool streamed,
-                                                    counters8& acc, counters16x16& acc16) noexcept {
-  static_assert(F == fp16, "the pair's counting reads fp16 codes");
+/// fp16, every deterministic mode: 16 elements as two F16C conversions in mode R (the instruction's rounding
+/// control, never MXCSR's) with the counters taken from the sixteen fp16 codes at once (a code's class is plain in
+/// its bits: 0x7C00 is the overflow's inf, codes below 0x0400 are below the normal range, 0 is zero), the results
+/// from the codes converted back, so the same bits as special8 with half its counting. An overflow in the direction
+/// the mode rounds is inf (0x7C00); one in the other direction (toward zero, or the sign the directed mode rounds
+/// toward zero) the conversion clamps to max finite, so it is counted from the input: |x| >= 2^16, the binade above
+/// fp16's. Saturation and flushing are done on the codes: inf - 1 is max finite, and the sign bit kept alone is a
+/// signed zero. A pair with an input that is not a normal float (zero, float subnormal, +-inf, NaN) takes special8,
+/// one vector at a time.
+template <rounding R, format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_pair(const constants8<F>& v, const float* src, float* dst, bool streamed,
+                                            counters8& acc, counters16x16& acc16) noexcept {
+  static_assert(F == fp16 && R != rounding::stochastic, "the pair's counting reads fp16 codes");
   const vec u0 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src));
   const vec u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src + 8));
   const vec rare = _mm256_or_si256(not_normal_lanes(v, u0), not_normal_lanes(v, u1));
   vec y0, y1;
   if (!_mm256_testz_si256(rare, rare)) {
-    y0 = special8<rounding::nearest_even, F, Ftz, Sat>(v, u0, _mm256_and_si256(u0, v.abs_mask), acc);
-    y1 = special8<rounding::nearest_even, F, Ftz, Sat>(v, u1, _mm256_and_si256(u1, v.abs_mask), acc);
+    y0 = special8<R, F, Ftz, Sat>(v, u0, _mm256_and_si256(u0, v.abs_mask), acc);
+    y1 = special8<R, F, Ftz, Sat>(v, u1, _mm256_and_si256(u1, v.abs_mask), acc);
   } else {
-    constexpr int imm = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    const __m128i h0 = _mm256_cvtps_ph(_mm256_castsi256_ps(u0), imm);
-    const __m128i h1 = _mm256_cvtps_ph(_mm256_castsi256_ps(u1), imm);
+    const __m128i h0 = _mm256_cvtps_ph(_mm256_castsi256_ps(u0), round_imm<R>);
+    const __m128i h1 = _mm256_cvtps_ph(_mm256_castsi256_ps(u1), round_imm<R>);
     vec h = _mm256_inserti128_si256(_mm256_castsi128_si256(h0), h1, 1);
     const vec ha = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
-    const vec over = _mm256_cmpeq_epi16(ha, _mm256_set1_epi16(0x7C00));
+    // Toward zero never reaches inf from a finite input.
+    const vec to_inf = R == rounding::toward_zero ? _mm256_setzero_si256()
+                                                  : _mm256_cmpeq_epi16(ha, _mm256_set1_epi16(0x7C00));
     const vec below = _mm256_cmpgt_epi16(_mm256_set1_epi16(0x0400), ha);
-    acc16.overflow = _mm256_sub_epi16(acc16.overflow, over);
+    if constexpr (R != rounding::toward_zero) acc16.overflow = _mm256_sub_epi16(acc16.overflow, to_inf);
+    if constexpr (R != rounding::nearest_even) {
+      if constexpr (!Sat && R != rounding::toward_zero) acc16.special = _mm256_sub_epi16(acc16.special, to_inf);
+      // The overflows the conversion clamped: |x| >= 2^16 where the mode rounds the magnitude down (toward zero:
+      // every lane; toward +inf: negative lanes, whose bits with the sign flipped are |x|; toward -inf: positive
+      // lanes, the only ones whose bits are positive as signed integers).
+      const vec big = u32(0x477FFFFFu);
+      const auto clamped = [&](vec u) noexcept {
+        if constexpr (R == rounding::toward_zero) return _mm256_cmpgt_epi32(_mm256_and_si256(u, v.abs_mask), big);
+        if constexpr (R == rounding::toward_pos_inf) return _mm256_cmpgt_epi32(_mm256_xor_si256(u, v.sign_flip), big);
+        if constexpr (R == rounding::toward_neg_inf) return _mm256_cmpgt_epi32(u, big);
+      };
+      acc.overflow = count(count(acc.overflow, clamped(u0)), clamped(u1));
+    }
     acc16.below_normal = _mm256_sub_epi16(acc16.below_normal, below);
     acc16.zero_results =
         _mm256_sub_epi16(acc16.zero_results, Ftz ? below : _mm256_cmpeq_epi16(ha, _mm256_setzero_si256()));
-    if constexpr (Ftz || Sat) {
-      if constexpr (Sat) h = _mm256_add_epi16(h, over);  // +-inf - 1: +-max finite
+    if constexpr (Ftz || (Sat && R != rounding::toward_zero)) {
+      if constexpr (Sat && R != rounding::toward_zero) h = _mm256_add_epi16(h, to_inf);  // +-inf - 1: +-max finite
       if constexpr (Ftz) h = _mm256_andnot_si256(_mm256_andnot_si256(_mm256_set1_epi16(-0x8000), below), h);
       y0 = _mm256_castps_si256(_mm256_cvtph_ps(_mm256_castsi256_si128(h)));
       y1 = _mm256_castps_si256(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
@@ -518,18 +535,17 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void narrow_pair(const constants8<F>& v, const floa
   store_pair(dst, y0, y1, streamed);
 }
 
-/// Whether the Always variant of round_vectors rounds pairs of vectors in mode R into F: fp16 nearest even
-/// (fp16_nearest_pair) and the deterministic modes into the formats whose results fit 16 bits (narrow_pair).
+/// Whether the Always variant of round_vectors rounds pairs of vectors in mode R into F: the deterministic modes
+/// into fp16 (fp16_pair) and into the formats whose results fit 16 bits (narrow_pair).
 template <rounding R, format_spec F>
-inline constexpr bool has_pair_kernel =
-    (R == rounding::nearest_even && F == fp16) || (R != rounding::stochastic && pairs_in_16_bits<F>);
+inline constexpr bool has_pair_kernel = R != rounding::stochastic && (F == fp16 || pairs_in_16_bits<F>);
 
 /// The pair kernel of mode R and format F (has_pair_kernel), 16 elements.
 template <rounding R, format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_pair(const constants8<F>& v, const float* src, float* dst, bool streamed,
                                              counters8& acc, counters16x16& acc16) noexcept {
   if constexpr (F == fp16) {
-    fp16_nearest_pair<F, Ftz, Sat>(v, src, dst, streamed, acc, acc16);
+    fp16_pair<R, F, Ftz, Sat>(v, src, dst, streamed, acc, acc16);
   } else {
     narrow_pair<R, F, Ftz, Sat>(v, src, dst, streamed, acc, acc16);
   }
@@ -542,8 +558,8 @@ inline constexpr std::size_t stream_prefetch_floats = 512;
 
 /// Vectors [i, i + 8 count) with ordinary or streaming stores. Streaming (spans of 16 MiB or more, in address
 /// order; the four-pages loop has its own): the input of the line stream_prefetch_floats ahead is prefetched, one
-/// line (two vectors) at a time. In the Always variant, pairs of vectors: fp16 nearest even (fp16_nearest_pair), and
-/// the deterministic modes into the formats whose results fit 16 bits (narrow_pair).
+/// line (two vectors) at a time. In the Always variant, pairs of vectors: the deterministic modes into fp16
+/// (fp16_pair) and into the formats whose results fit 16 bits (narrow_pair).
 /// `stream` picks a loop once per call: tested for every vector instead, it had g++ keep both store forms in the
 /// loop body, and bf16 nearest even ran at 0.6x in cache on Zen 3 (64 Ki, same-process A/B).
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always>

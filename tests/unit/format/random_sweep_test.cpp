@@ -99,13 +99,16 @@ safeamp::cast_stats scalar_stats(safeamp::format_spec f, std::span<const float> 
 // Data laid out in regions of 8 blocks of 4096 elements (the vector kernels choose per block of 1024 or 4096
 // elements: round_kernel.hpp's path_choice), 16-lane vectors of normal values in which some vectors hold one lane
 // below min normal (`below`: 1 vector in `below` if nonzero) or one rare lane (`rare`: zero, +-inf, NaN, or a
-// value next to the overflow threshold of nearest even), so that the kernels' choices (the all-normal test on or
-// off, the AVX-512 nearest-even kernel's merged test of the rare lanes on or off) switch back and forth.
+// value next to the overflow threshold of nearest even or of the directed modes), so that the kernels' choices (the
+// all-normal test on or off, the AVX-512 nearest-even kernel's merged test of the rare lanes on or off) switch back
+// and forth.
 std::vector<float> block_choice_data(std::mt19937_64& rng, safeamp::format_spec f, std::size_t regions) {
   const float max = safeamp::max_finite(f), lo = safeamp::min_normal(f);
   // max + half an ulp of the format at max: the tie of nearest even at the top, and its float neighbours.
   const float half_ulp = std::ldexp(1.0f, safeamp::max_exponent(f) - f.mantissa_bits - 1);
   const float tie = max + half_ulp;
+  // max + an ulp: where the modes that round the magnitude down start to overflow (clamped to max finite).
+  const float top = max + 2 * half_ulp;
   const float rare_values[] = {0.0f,
                                -0.0f,
                                INFINITY,
@@ -116,7 +119,11 @@ std::vector<float> block_choice_data(std::mt19937_64& rng, safeamp::format_spec 
                                -tie,
                                std::nextafter(tie, INFINITY),
                                std::nextafter(std::nextafter(tie, INFINITY), INFINITY),
-                               max};
+                               max,
+                               top,
+                               -top,
+                               std::nextafter(top, 0.0f),
+                               -std::nextafter(top, 0.0f)};
   struct pattern {
     unsigned below, rare;
   };
