@@ -7,10 +7,10 @@
 // rounded by the fixed cut at bit 23 - M (round_fast.hpp explains why that is exact) and changes no counter.
 // Any other vector takes the exact path: special8 for the deterministic modes (float arithmetic whose rounding
 // comes from the instruction, see there; fp16, in blocks where most vectors need it, in pairs converted by F16C
-// in the mode's rounding with the counters read from the fp16 codes: fp16_pair; E4M3, E5M2 and the other formats of at most 7 mantissa bits, in
-// pairs whose results are packed into 16-bit lanes for the range tests and counters: narrow_pair), stochastic8
-// for stochastic rounding (round_float_bits lane for lane with AVX2's per-lane shifts: vpsrlvd/vpsllvd give 0 for
-// counts of 32 or more, which the 32-bit fraction relies on).
+// in the mode's rounding with the counters read from the fp16 codes: fp16_pair; E4M3, E5M2 and the other formats of at
+// most 7 mantissa bits, in pairs whose results are packed into 16-bit lanes for the range tests and counters:
+// narrow_pair), stochastic8 for stochastic rounding (round_float_bits lane for lane with AVX2's per-lane shifts:
+// vpsrlvd/vpsllvd give 0 for counts of 32 or more, which the 32-bit fraction relies on).
 #pragma once
 
 #include "safeamp/format/cpu_path.hpp"
@@ -302,7 +302,8 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec special8(const constants8<F>& v, vec u, vec a, 
 }
 
 /// The lanes whose exponent fields e (u & inf) are those of floats that are not normal (zero, float subnormal,
-/// +-inf, NaN): e is 0 or 255, and e + 2^23 (as a signed 32-bit integer) is then below 2^24 (0 gives 2^23, 255 wraps to INT_MIN).
+/// +-inf, NaN): e is 0 or 255, and e + 2^23 (as a signed 32-bit integer) is then below 2^24 (0 gives 2^23, 255 wraps to
+/// INT_MIN).
 template <format_spec F>
 SAFEAMP_DETAIL_ALWAYS_INLINE vec not_normal_fields(const constants8<F>& v, vec e) noexcept {
   return _mm256_cmpgt_epi32(v.normal_exponent_limit, _mm256_add_epi32(e, v.normal_from));
@@ -407,19 +408,30 @@ struct counters16x16 {
   }
 };
 
-/// fp16, every deterministic mode: 16 elements as two F16C conversions in mode R (the instruction's rounding
-/// control, never MXCSR's) with the counters taken from the sixteen fp16 codes at once (a code's class is plain in
-/// its bits: 0x7C00 is the overflow's inf, codes below 0x0400 are below the normal range, 0 is zero), the results
-/// from the codes converted back, so the same bits as special8 with half its counting. An overflow in the direction
-/// the mode rounds is inf (0x7C00); one in the other direction (toward zero, or the sign the directed mode rounds
-/// toward zero) the conversion clamps to max finite, so it is counted from the input: |x| >= 2^16, the binade above
-/// fp16's. Saturation and flushing are done on the codes: inf - 1 is max finite, and the sign bit kept alone is a
-/// signed zero. A pair with an input that is not a normal float (zero, float subnormal, +-inf, NaN) takes special8,
-/// one vector at a time.
+/// Whether F's values are fp16's codes with the low 10 - M mantissa bits zero: an IEEE format of five exponent bits
+/// and fp16's bias (fp16 itself, E5M2). Rounding into F in a directed mode is then rounding into fp16 in that mode and
+/// then into F on the codes: F's values are fp16 values, so F's largest value at or below x is also F's largest at
+/// or below fp16's largest at or below x (likewise upward), and the code cut in the same direction finds it.
+template <format_spec F>
+inline constexpr bool on_fp16_grid = F.exponent_bits == 5 && F.mantissa_bits <= 10 &&
+                                     (F.specials == special_values::ieee) && F.bias_offset == 0 && !F.is_unsigned;
+
+/// fp16 in every deterministic mode, and the directed modes into E5M2 (on_fp16_grid): 16 elements as two F16C
+/// conversions in mode R (the instruction's rounding control, never MXCSR's), for E5M2 followed by the directed cut
+/// at bit 8 of the codes, with the counters taken from the sixteen codes at once (a code's class is plain in its
+/// bits: 0x7C00 is the overflow's inf, codes below 0x0400 are below the normal range, 0 is zero), the results from
+/// the codes converted back, so the same bits as special8 with half its counting. An overflow in the direction the
+/// mode rounds is inf (0x7C00); one in the other direction (toward zero, or the sign the directed mode rounds toward
+/// zero) the conversion clamps to fp16's max finite, so it is counted from the input: |x| >= 2^16, the binade above
+/// the top one of both formats. Saturation and flushing are done on the codes: inf less one quantum is max finite,
+/// and the sign bit kept alone is a signed zero. A pair with an input that is not a normal float (zero, float
+/// subnormal, +-inf, NaN) takes special8, one vector at a time.
 template <rounding R, format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_pair(const constants8<F>& v, const float* src, float* dst, bool streamed,
                                             counters8& acc, counters16x16& acc16) noexcept {
-  static_assert(F == fp16 && R != rounding::stochastic, "the pair's counting reads fp16 codes");
+  static_assert(on_fp16_grid<F> && R != rounding::stochastic && (F == fp16 || R != rounding::nearest_even),
+                "the pair's counting reads fp16 codes; nearest even into a narrower format would round twice");
+  constexpr short drop = static_cast<short>((1 << (10 - F.mantissa_bits)) - 1);  // code bits below F's mantissa
   const vec u0 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src));
   const vec u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src + 8));
   const vec rare = _mm256_or_si256(not_normal_lanes(v, u0), not_normal_lanes(v, u1));
@@ -431,10 +443,21 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_pair(const constants8<F>& v, const float*
     const __m128i h0 = _mm256_cvtps_ph(_mm256_castsi256_ps(u0), round_imm<R>);
     const __m128i h1 = _mm256_cvtps_ph(_mm256_castsi256_ps(u1), round_imm<R>);
     vec h = _mm256_inserti128_si256(_mm256_castsi128_si256(h0), h1, 1);
+    if constexpr (drop != 0) {
+      // The directed cut on sign-magnitude codes: the magnitude up (all ones below the cut added) where the mode
+      // rounds away from zero, then the bits below the cut cleared; a carry goes into the exponent, and from max
+      // finite up to inf.
+      vec up = _mm256_setzero_si256();
+      if constexpr (R == rounding::toward_pos_inf)
+        up = _mm256_andnot_si256(_mm256_srai_epi16(h, 15), _mm256_set1_epi16(drop));
+      if constexpr (R == rounding::toward_neg_inf)
+        up = _mm256_and_si256(_mm256_srai_epi16(h, 15), _mm256_set1_epi16(drop));
+      h = _mm256_andnot_si256(_mm256_set1_epi16(drop), _mm256_add_epi16(h, up));
+    }
     const vec ha = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
     // Toward zero never reaches inf from a finite input.
-    const vec to_inf = R == rounding::toward_zero ? _mm256_setzero_si256()
-                                                  : _mm256_cmpeq_epi16(ha, _mm256_set1_epi16(0x7C00));
+    const vec to_inf =
+        R == rounding::toward_zero ? _mm256_setzero_si256() : _mm256_cmpeq_epi16(ha, _mm256_set1_epi16(0x7C00));
     const vec below = _mm256_cmpgt_epi16(_mm256_set1_epi16(0x0400), ha);
     if constexpr (R != rounding::toward_zero) acc16.overflow = _mm256_sub_epi16(acc16.overflow, to_inf);
     if constexpr (R != rounding::nearest_even) {
@@ -453,8 +476,10 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_pair(const constants8<F>& v, const float*
     acc16.below_normal = _mm256_sub_epi16(acc16.below_normal, below);
     acc16.zero_results =
         _mm256_sub_epi16(acc16.zero_results, Ftz ? below : _mm256_cmpeq_epi16(ha, _mm256_setzero_si256()));
-    if constexpr (Ftz || (Sat && R != rounding::toward_zero)) {
-      if constexpr (Sat && R != rounding::toward_zero) h = _mm256_add_epi16(h, to_inf);  // +-inf - 1: +-max finite
+    constexpr bool saturates = Sat && R != rounding::toward_zero;
+    if constexpr (Ftz || saturates || drop != 0) {
+      // +-inf less one quantum of F: +-max finite.
+      if constexpr (saturates) h = _mm256_sub_epi16(h, _mm256_and_si256(to_inf, _mm256_set1_epi16(drop + 1)));
       if constexpr (Ftz) h = _mm256_andnot_si256(_mm256_andnot_si256(_mm256_set1_epi16(-0x8000), below), h);
       y0 = _mm256_castps_si256(_mm256_cvtph_ps(_mm256_castsi256_si128(h)));
       y1 = _mm256_castps_si256(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
@@ -470,10 +495,9 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_pair(const constants8<F>& v, const float*
 /// whole (sign, exponent, mantissa), as they hold min normal, max finite and what overflow gives (E4M3, E5M2 and
 /// the other small formats; not fp16, bf16 or tf32).
 template <format_spec F>
-inline constexpr bool pairs_in_16_bits = !traits<F>::float_range && traits<F>::k.mantissa_bits <= 7u &&
-                                         (traits<F>::k.min_normal_bits & 0xFFFFu) == 0u &&
-                                         (traits<F>::k.max_bits & 0xFFFFu) == 0u &&
-                                         (traits<F>::k.inf_or_nan & 0xFFFFu) == 0u;
+inline constexpr bool pairs_in_16_bits =
+    !traits<F>::float_range && traits<F>::k.mantissa_bits <= 7u && (traits<F>::k.min_normal_bits & 0xFFFFu) == 0u &&
+    (traits<F>::k.max_bits & 0xFFFFu) == 0u && (traits<F>::k.inf_or_nan & 0xFFFFu) == 0u;
 
 /// The top 16 bits of a float's bits, as a 16-bit lane.
 constexpr short top16(std::uint32_t bits) noexcept { return static_cast<short>(bits >> 16); }
@@ -539,12 +563,15 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void narrow_pair(const constants8<F>& v, const floa
 /// into fp16 (fp16_pair) and into the formats whose results fit 16 bits (narrow_pair).
 template <rounding R, format_spec F>
 inline constexpr bool has_pair_kernel = R != rounding::stochastic && (F == fp16 || pairs_in_16_bits<F>);
+/// Whether that pair kernel is fp16_pair (else narrow_pair).
+template <rounding R, format_spec F>
+inline constexpr bool pairs_by_f16c = F == fp16 || (on_fp16_grid<F> && R != rounding::nearest_even);
 
 /// The pair kernel of mode R and format F (has_pair_kernel), 16 elements.
 template <rounding R, format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_pair(const constants8<F>& v, const float* src, float* dst, bool streamed,
                                              counters8& acc, counters16x16& acc16) noexcept {
-  if constexpr (F == fp16) {
+  if constexpr (pairs_by_f16c<R, F>) {
     fp16_pair<R, F, Ftz, Sat>(v, src, dst, streamed, acc, acc16);
   } else {
     narrow_pair<R, F, Ftz, Sat>(v, src, dst, streamed, acc, acc16);
