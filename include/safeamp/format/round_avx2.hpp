@@ -385,6 +385,17 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void store_pair(float* dst, vec y0, vec y1, bool st
   }
 }
 
+/// The 16-bit lanes (sign-magnitude: fp16 codes, or the top halves of floats) whose magnitude mode R rounds away
+/// from zero: every lane in nearest even (where an overflow goes), none toward zero, by sign in the directed modes.
+template <rounding R>
+SAFEAMP_DETAIL_ALWAYS_INLINE vec away16(vec h) noexcept {
+  if constexpr (R == rounding::toward_zero) return _mm256_setzero_si256();
+  if constexpr (R == rounding::toward_pos_inf)
+    return _mm256_andnot_si256(_mm256_srai_epi16(h, 15), _mm256_set1_epi16(-1));
+  if constexpr (R == rounding::toward_neg_inf) return _mm256_srai_epi16(h, 15);
+  return _mm256_set1_epi16(-1);
+}
+
 /// Counters of 16-bit lanes for the pair kernels (fp16_pair, narrow_pair): each lane counts at most one
 /// element per pair of vectors, so a round_vectors call (at most 64 vectors: a block, or what is left after the
 /// blocks) stays far below 2^15; added to the 32-bit counters (pairs of lanes summed by vpmaddwd) when the call
@@ -447,11 +458,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_pair(const constants8<F>& v, const float*
       // The directed cut on sign-magnitude codes: the magnitude up (all ones below the cut added) where the mode
       // rounds away from zero, then the bits below the cut cleared; a carry goes into the exponent, and from max
       // finite up to inf.
-      vec up = _mm256_setzero_si256();
-      if constexpr (R == rounding::toward_pos_inf)
-        up = _mm256_andnot_si256(_mm256_srai_epi16(h, 15), _mm256_set1_epi16(drop));
-      if constexpr (R == rounding::toward_neg_inf)
-        up = _mm256_and_si256(_mm256_srai_epi16(h, 15), _mm256_set1_epi16(drop));
+      const vec up = _mm256_and_si256(away16<R>(h), _mm256_set1_epi16(drop));
       h = _mm256_andnot_si256(_mm256_set1_epi16(drop), _mm256_add_epi16(h, up));
     }
     const vec ha = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
@@ -459,13 +466,13 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_pair(const constants8<F>& v, const float*
     const vec to_inf =
         R == rounding::toward_zero ? _mm256_setzero_si256() : _mm256_cmpeq_epi16(ha, _mm256_set1_epi16(0x7C00));
     const vec below = _mm256_cmpgt_epi16(_mm256_set1_epi16(0x0400), ha);
-    if constexpr (R != rounding::toward_zero) acc16.overflow = _mm256_sub_epi16(acc16.overflow, to_inf);
+    acc16.overflow = _mm256_sub_epi16(acc16.overflow, to_inf);
     if constexpr (R != rounding::nearest_even) {
-      if constexpr (!Sat && R != rounding::toward_zero) acc16.special = _mm256_sub_epi16(acc16.special, to_inf);
-      // The overflows the conversion clamped: |x| >= 2^16 where the mode rounds the magnitude down (toward zero:
-      // every lane; toward +inf: negative lanes, whose bits with the sign flipped are |x|; toward -inf: positive
-      // lanes, the only ones whose bits are positive as signed integers).
-      const vec big = u32(0x477FFFFFu);
+      if constexpr (!Sat) acc16.special = _mm256_sub_epi16(acc16.special, to_inf);
+      // The overflows the conversion clamped: |x| above the top binade of F (2^16 for both formats) where the mode
+      // rounds the magnitude down (toward zero: every lane; toward +inf: negative lanes, whose bits with the sign
+      // flipped are |x|; toward -inf: positive lanes, the only ones whose bits are positive as signed integers).
+      const vec big = u32(traits<F>::k.max_bits | 0x007FFFFFu);
       const auto clamped = [&](vec u) noexcept {
         if constexpr (R == rounding::toward_zero) return _mm256_cmpgt_epi32(_mm256_and_si256(u, v.abs_mask), big);
         if constexpr (R == rounding::toward_pos_inf) return _mm256_cmpgt_epi32(_mm256_xor_si256(u, v.sign_flip), big);
@@ -540,9 +547,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void narrow_pair(const constants8<F>& v, const floa
     acc16.overflow = _mm256_sub_epi16(acc16.overflow, over);
     // The overflowed lanes that become inf (NaN without inf): those whose mode rounds away from zero.
     if constexpr (!Sat && R != rounding::toward_zero) {
-      vec away = _mm256_set1_epi16(-1);
-      if constexpr (R == rounding::toward_pos_inf) away = _mm256_andnot_si256(_mm256_srai_epi16(h, 15), away);
-      if constexpr (R == rounding::toward_neg_inf) away = _mm256_srai_epi16(h, 15);
+      const vec away = away16<R>(h);
       if constexpr (R != rounding::nearest_even)
         acc16.special = _mm256_sub_epi16(acc16.special, _mm256_and_si256(over, away));
       ha = select(over, select(away, _mm256_set1_epi16(top16(k.inf_or_nan)), max16), ha);
