@@ -374,6 +374,11 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stream_head(const float* out, std::size
   return head < n ? head : n;
 }
 
+/// How far ahead of the element it rounds the streaming loop in address order asks for its input (2 KiB): the
+/// hardware prefetcher alone left the loop at 0.7-0.8x memcpy on Zen 3, which this distance brought to 0.95-1.2x
+/// (docs/performance.md, issue 18).
+inline constexpr std::size_t stream_prefetch_floats = 512;
+
 /// The sixteen results of a pair kernel, with streaming or ordinary stores.
 SAFEAMP_DETAIL_ALWAYS_INLINE void store_pair(float* dst, vec y0, vec y1, bool streamed) noexcept {
   if (streamed) {
@@ -435,65 +440,57 @@ inline constexpr bool on_fp16_grid = F.exponent_bits == 5 && F.mantissa_bits <= 
 /// mode rounds is inf (0x7C00); one in the other direction (toward zero, or the sign the directed mode rounds toward
 /// zero) the conversion clamps to fp16's max finite, so it is counted from the input: |x| >= 2^16, the binade above
 /// the top one of both formats. Saturation and flushing are done on the codes: inf less one quantum is max finite,
-/// and the sign bit kept alone is a signed zero. A pair with an input that is not a normal float (zero, float
-/// subnormal, +-inf, NaN) takes special8, one vector at a time.
+/// and the sign bit kept alone is a signed zero. The inputs are normal floats (round_pairs gives the other pairs to
+/// special8).
 template <rounding R, format_spec F, bool Ftz, bool Sat>
-SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_pair(const constants8<F>& v, const float* src, float* dst, bool streamed,
+SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_pair(const constants8<F>& v, vec u0, vec u1, float* dst, bool streamed,
                                             counters8& acc, counters16x16& acc16) noexcept {
   static_assert(on_fp16_grid<F> && R != rounding::stochastic && (F == fp16 || R != rounding::nearest_even),
                 "the pair's counting reads fp16 codes; nearest even into a narrower format would round twice");
   constexpr short drop = static_cast<short>((1 << (10 - F.mantissa_bits)) - 1);  // code bits below F's mantissa
-  const vec u0 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src));
-  const vec u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src + 8));
-  const vec rare = _mm256_or_si256(not_normal_lanes(v, u0), not_normal_lanes(v, u1));
   vec y0, y1;
-  if (!_mm256_testz_si256(rare, rare)) {
-    y0 = special8<R, F, Ftz, Sat>(v, u0, _mm256_and_si256(u0, v.abs_mask), acc);
-    y1 = special8<R, F, Ftz, Sat>(v, u1, _mm256_and_si256(u1, v.abs_mask), acc);
+  const __m128i h0 = _mm256_cvtps_ph(_mm256_castsi256_ps(u0), round_imm<R>);
+  const __m128i h1 = _mm256_cvtps_ph(_mm256_castsi256_ps(u1), round_imm<R>);
+  vec h = _mm256_inserti128_si256(_mm256_castsi128_si256(h0), h1, 1);
+  if constexpr (drop != 0) {
+    // The directed cut on sign-magnitude codes: the magnitude up (all ones below the cut added) where the mode
+    // rounds away from zero, then the bits below the cut cleared; a carry goes into the exponent, and from max
+    // finite up to inf.
+    const vec up = _mm256_and_si256(away16<R>(h), _mm256_set1_epi16(drop));
+    h = _mm256_andnot_si256(_mm256_set1_epi16(drop), _mm256_add_epi16(h, up));
+  }
+  const vec ha = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+  // Toward zero never reaches inf from a finite input.
+  const vec to_inf =
+      R == rounding::toward_zero ? _mm256_setzero_si256() : _mm256_cmpeq_epi16(ha, _mm256_set1_epi16(0x7C00));
+  const vec below = _mm256_cmpgt_epi16(_mm256_set1_epi16(0x0400), ha);
+  acc16.overflow = _mm256_sub_epi16(acc16.overflow, to_inf);
+  if constexpr (R != rounding::nearest_even) {
+    if constexpr (!Sat) acc16.special = _mm256_sub_epi16(acc16.special, to_inf);
+    // The overflows the conversion clamped: |x| above the top binade of F (2^16 for both formats) where the mode
+    // rounds the magnitude down (toward zero: every lane; toward +inf: negative lanes, whose bits with the sign
+    // flipped are |x|; toward -inf: positive lanes, the only ones whose bits are positive as signed integers).
+    const vec big = u32(traits<F>::k.max_bits | 0x007FFFFFu);
+    const auto clamped = [&](vec u) noexcept {
+      if constexpr (R == rounding::toward_zero) return _mm256_cmpgt_epi32(_mm256_and_si256(u, v.abs_mask), big);
+      if constexpr (R == rounding::toward_pos_inf) return _mm256_cmpgt_epi32(_mm256_xor_si256(u, v.sign_flip), big);
+      if constexpr (R == rounding::toward_neg_inf) return _mm256_cmpgt_epi32(u, big);
+    };
+    acc.overflow = count(count(acc.overflow, clamped(u0)), clamped(u1));
+  }
+  acc16.below_normal = _mm256_sub_epi16(acc16.below_normal, below);
+  acc16.zero_results =
+      _mm256_sub_epi16(acc16.zero_results, Ftz ? below : _mm256_cmpeq_epi16(ha, _mm256_setzero_si256()));
+  constexpr bool saturates = Sat && R != rounding::toward_zero;
+  if constexpr (Ftz || saturates || drop != 0) {
+    // +-inf less one quantum of F: +-max finite.
+    if constexpr (saturates) h = _mm256_sub_epi16(h, _mm256_and_si256(to_inf, _mm256_set1_epi16(drop + 1)));
+    if constexpr (Ftz) h = _mm256_andnot_si256(_mm256_andnot_si256(_mm256_set1_epi16(-0x8000), below), h);
+    y0 = _mm256_castps_si256(_mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+    y1 = _mm256_castps_si256(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
   } else {
-    const __m128i h0 = _mm256_cvtps_ph(_mm256_castsi256_ps(u0), round_imm<R>);
-    const __m128i h1 = _mm256_cvtps_ph(_mm256_castsi256_ps(u1), round_imm<R>);
-    vec h = _mm256_inserti128_si256(_mm256_castsi128_si256(h0), h1, 1);
-    if constexpr (drop != 0) {
-      // The directed cut on sign-magnitude codes: the magnitude up (all ones below the cut added) where the mode
-      // rounds away from zero, then the bits below the cut cleared; a carry goes into the exponent, and from max
-      // finite up to inf.
-      const vec up = _mm256_and_si256(away16<R>(h), _mm256_set1_epi16(drop));
-      h = _mm256_andnot_si256(_mm256_set1_epi16(drop), _mm256_add_epi16(h, up));
-    }
-    const vec ha = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
-    // Toward zero never reaches inf from a finite input.
-    const vec to_inf =
-        R == rounding::toward_zero ? _mm256_setzero_si256() : _mm256_cmpeq_epi16(ha, _mm256_set1_epi16(0x7C00));
-    const vec below = _mm256_cmpgt_epi16(_mm256_set1_epi16(0x0400), ha);
-    acc16.overflow = _mm256_sub_epi16(acc16.overflow, to_inf);
-    if constexpr (R != rounding::nearest_even) {
-      if constexpr (!Sat) acc16.special = _mm256_sub_epi16(acc16.special, to_inf);
-      // The overflows the conversion clamped: |x| above the top binade of F (2^16 for both formats) where the mode
-      // rounds the magnitude down (toward zero: every lane; toward +inf: negative lanes, whose bits with the sign
-      // flipped are |x|; toward -inf: positive lanes, the only ones whose bits are positive as signed integers).
-      const vec big = u32(traits<F>::k.max_bits | 0x007FFFFFu);
-      const auto clamped = [&](vec u) noexcept {
-        if constexpr (R == rounding::toward_zero) return _mm256_cmpgt_epi32(_mm256_and_si256(u, v.abs_mask), big);
-        if constexpr (R == rounding::toward_pos_inf) return _mm256_cmpgt_epi32(_mm256_xor_si256(u, v.sign_flip), big);
-        if constexpr (R == rounding::toward_neg_inf) return _mm256_cmpgt_epi32(u, big);
-      };
-      acc.overflow = count(count(acc.overflow, clamped(u0)), clamped(u1));
-    }
-    acc16.below_normal = _mm256_sub_epi16(acc16.below_normal, below);
-    acc16.zero_results =
-        _mm256_sub_epi16(acc16.zero_results, Ftz ? below : _mm256_cmpeq_epi16(ha, _mm256_setzero_si256()));
-    constexpr bool saturates = Sat && R != rounding::toward_zero;
-    if constexpr (Ftz || saturates || drop != 0) {
-      // +-inf less one quantum of F: +-max finite.
-      if constexpr (saturates) h = _mm256_sub_epi16(h, _mm256_and_si256(to_inf, _mm256_set1_epi16(drop + 1)));
-      if constexpr (Ftz) h = _mm256_andnot_si256(_mm256_andnot_si256(_mm256_set1_epi16(-0x8000), below), h);
-      y0 = _mm256_castps_si256(_mm256_cvtph_ps(_mm256_castsi256_si128(h)));
-      y1 = _mm256_castps_si256(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
-    } else {
-      y0 = _mm256_castps_si256(_mm256_cvtph_ps(h0));
-      y1 = _mm256_castps_si256(_mm256_cvtph_ps(h1));
-    }
+    y0 = _mm256_castps_si256(_mm256_cvtph_ps(h0));
+    y1 = _mm256_castps_si256(_mm256_cvtph_ps(h1));
   }
   store_pair(dst, y0, y1, streamed);
 }
@@ -519,48 +516,40 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec rounded_top16(const constants8<F>& v, vec u, ve
 /// (x / Q to an integer by vroundps, scaled back), then the two results' top halves packed into one vector of
 /// sixteen 16-bit lanes (each result whole: pairs_in_16_bits), where overflow, flushing and the counters take one
 /// instruction per 16 elements instead of one per 8, and unpacked back into floats (the zero low halves come from
-/// the unpack). Same bits and counters as special8; a pair with an input that is not a normal float (zero, float
-/// subnormal, +-inf, NaN) takes special8, one vector at a time.
+/// the unpack). Same bits and counters as special8, for inputs that are normal floats (round_pairs gives the other
+/// pairs to special8).
 template <rounding R, format_spec F, bool Ftz, bool Sat>
-SAFEAMP_DETAIL_ALWAYS_INLINE void narrow_pair(const constants8<F>& v, const float* src, float* dst, bool streamed,
-                                              counters8& acc, counters16x16& acc16) noexcept {
+SAFEAMP_DETAIL_ALWAYS_INLINE void narrow_pair(const constants8<F>& v, vec u0, vec u1, float* dst, bool streamed,
+                                              counters16x16& acc16) noexcept {
   static_assert(pairs_in_16_bits<F> && R != rounding::stochastic);
   constexpr round_constants k = traits<F>::k;
-  const vec u0 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src));
-  const vec u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(src + 8));
   const vec e0 = _mm256_and_si256(u0, v.inf);  // exponent fields
   const vec e1 = _mm256_and_si256(u1, v.inf);
-  const vec rare = _mm256_or_si256(not_normal_fields(v, e0), not_normal_fields(v, e1));
   vec y0, y1;
-  if (!_mm256_testz_si256(rare, rare)) {
-    y0 = special8<R, F, Ftz, Sat>(v, u0, _mm256_and_si256(u0, v.abs_mask), acc);
-    y1 = special8<R, F, Ftz, Sat>(v, u1, _mm256_and_si256(u1, v.abs_mask), acc);
+  // Lanes: u0's 0-3, u1's 0-3, u0's 4-7, u1's 4-7 (vpackusdw works per 128-bit half; the unpacks undo it).
+  const vec h = _mm256_packus_epi32(rounded_top16<R>(v, u0, e0), rounded_top16<R>(v, u1, e1));
+  const vec zero = _mm256_setzero_si256();
+  const vec max16 = _mm256_set1_epi16(top16(k.max_bits));
+  const vec min_normal16 = _mm256_set1_epi16(top16(k.min_normal_bits));
+  vec ha = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+  if constexpr (Ftz) ha = _mm256_andnot_si256(_mm256_cmpgt_epi16(min_normal16, ha), ha);
+  const vec over = _mm256_cmpgt_epi16(ha, max16);
+  acc16.overflow = _mm256_sub_epi16(acc16.overflow, over);
+  // The overflowed lanes that become inf (NaN without inf): those whose mode rounds away from zero.
+  if constexpr (!Sat && R != rounding::toward_zero) {
+    const vec away = away16<R>(h);
+    if constexpr (R != rounding::nearest_even)
+      acc16.special = _mm256_sub_epi16(acc16.special, _mm256_and_si256(over, away));
+    ha = select(over, select(away, _mm256_set1_epi16(top16(k.inf_or_nan)), max16), ha);
   } else {
-    // Lanes: u0's 0-3, u1's 0-3, u0's 4-7, u1's 4-7 (vpackusdw works per 128-bit half; the unpacks undo it).
-    const vec h = _mm256_packus_epi32(rounded_top16<R>(v, u0, e0), rounded_top16<R>(v, u1, e1));
-    const vec zero = _mm256_setzero_si256();
-    const vec max16 = _mm256_set1_epi16(top16(k.max_bits));
-    const vec min_normal16 = _mm256_set1_epi16(top16(k.min_normal_bits));
-    vec ha = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
-    if constexpr (Ftz) ha = _mm256_andnot_si256(_mm256_cmpgt_epi16(min_normal16, ha), ha);
-    const vec over = _mm256_cmpgt_epi16(ha, max16);
-    acc16.overflow = _mm256_sub_epi16(acc16.overflow, over);
-    // The overflowed lanes that become inf (NaN without inf): those whose mode rounds away from zero.
-    if constexpr (!Sat && R != rounding::toward_zero) {
-      const vec away = away16<R>(h);
-      if constexpr (R != rounding::nearest_even)
-        acc16.special = _mm256_sub_epi16(acc16.special, _mm256_and_si256(over, away));
-      ha = select(over, select(away, _mm256_set1_epi16(top16(k.inf_or_nan)), max16), ha);
-    } else {
-      ha = select(over, max16, ha);
-    }
-    const vec below = _mm256_cmpgt_epi16(min_normal16, ha);
-    acc16.below_normal = _mm256_sub_epi16(acc16.below_normal, below);
-    acc16.zero_results = _mm256_sub_epi16(acc16.zero_results, Ftz ? below : _mm256_cmpeq_epi16(ha, zero));
-    const vec signed_h = _mm256_or_si256(ha, _mm256_and_si256(h, _mm256_set1_epi16(-0x8000)));
-    y0 = _mm256_unpacklo_epi16(zero, signed_h);
-    y1 = _mm256_unpackhi_epi16(zero, signed_h);
+    ha = select(over, max16, ha);
   }
+  const vec below = _mm256_cmpgt_epi16(min_normal16, ha);
+  acc16.below_normal = _mm256_sub_epi16(acc16.below_normal, below);
+  acc16.zero_results = _mm256_sub_epi16(acc16.zero_results, Ftz ? below : _mm256_cmpeq_epi16(ha, zero));
+  const vec signed_h = _mm256_or_si256(ha, _mm256_and_si256(h, _mm256_set1_epi16(-0x8000)));
+  y0 = _mm256_unpacklo_epi16(zero, signed_h);
+  y1 = _mm256_unpackhi_epi16(zero, signed_h);
   store_pair(dst, y0, y1, streamed);
 }
 
@@ -574,19 +563,51 @@ inline constexpr bool pairs_by_f16c = F == fp16 || (on_fp16_grid<F> && R != roun
 
 /// The pair kernel of mode R and format F (has_pair_kernel), 16 elements.
 template <rounding R, format_spec F, bool Ftz, bool Sat>
-SAFEAMP_DETAIL_ALWAYS_INLINE void round_pair(const constants8<F>& v, const float* src, float* dst, bool streamed,
+SAFEAMP_DETAIL_ALWAYS_INLINE void round_pair(const constants8<F>& v, vec u0, vec u1, float* dst, bool streamed,
                                              counters8& acc, counters16x16& acc16) noexcept {
   if constexpr (pairs_by_f16c<R, F>) {
-    fp16_pair<R, F, Ftz, Sat>(v, src, dst, streamed, acc, acc16);
+    fp16_pair<R, F, Ftz, Sat>(v, u0, u1, dst, streamed, acc, acc16);
   } else {
-    narrow_pair<R, F, Ftz, Sat>(v, src, dst, streamed, acc, acc16);
+    narrow_pair<R, F, Ftz, Sat>(v, u0, u1, dst, streamed, acc16);
   }
 }
 
-/// How far ahead of the element it rounds the streaming loop in address order asks for its input (2 KiB): the
-/// hardware prefetcher alone left the loop at 0.7-0.8x memcpy on Zen 3, which this distance brought to 0.95-1.2x
-/// (docs/performance.md, issue 18).
-inline constexpr std::size_t stream_prefetch_floats = 512;
+/// The pairs of vectors [i, end) (a multiple of 16 elements) through the pair kernel of mode R and format F;
+/// returns the end. A pair with an input that is not a normal float (zero, float subnormal, +-inf, NaN) takes
+/// special8, one vector at a time. The pairs of normal floats run in an inner loop of their own that a rare pair
+/// leaves: with the rare pair's special8 in the same loop body, g++ kept the 16-bit counters on the stack (a load,
+/// subtract and store per counter and pair, carried from pair to pair through store forwarding), and fp16 on
+/// wide-range data in cache ran at 0.40x the F16C round trip on Zen 3 (0.52x with this loop, docs/performance.md);
+/// its register allocator works loop by loop, so the inner loop gets registers of its own.
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Streamed>
+SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_pairs(const constants8<F>& v, const float* in, float* out, std::size_t i,
+                                                     std::size_t end, counters8& acc) noexcept {
+  counters16x16 acc16;
+  const auto load = [&](std::size_t at, vec& u0, vec& u1) noexcept {
+    if constexpr (Streamed) _mm_prefetch(reinterpret_cast<const char*>(in + at + stream_prefetch_floats), _MM_HINT_T0);
+    u0 = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + at));
+    u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + at + 8));
+    const vec rare = _mm256_or_si256(not_normal_lanes(v, u0), not_normal_lanes(v, u1));
+    return _mm256_testz_si256(rare, rare) != 0;
+  };
+  while (i + 16 <= end) {
+    vec u0, u1;
+    if (!load(i, u0, u1)) {
+      const vec y0 = special8<R, F, Ftz, Sat>(v, u0, _mm256_and_si256(u0, v.abs_mask), acc);
+      const vec y1 = special8<R, F, Ftz, Sat>(v, u1, _mm256_and_si256(u1, v.abs_mask), acc);
+      store_pair(out + i, y0, y1, Streamed);
+      i += 16;
+      continue;
+    }
+    do {
+      round_pair<R, F, Ftz, Sat>(v, u0, u1, out + i, Streamed, acc, acc16);
+      i += 16;
+    } while (i + 16 <= end && load(i, u0, u1));
+  }
+  // Nearest even without saturation turns every overflow into inf (NaN): the pair kernels do not count it apart.
+  acc16.add_to<F, R == rounding::nearest_even && !Sat>(acc);
+  return i;
+}
 
 /// Vectors [i, i + 8 count) with ordinary or streaming stores. Streaming (spans of 16 MiB or more, in address
 /// order; the four-pages loop has its own): the input of the line stream_prefetch_floats ahead is prefetched, one
@@ -600,17 +621,8 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const constants8<F>& v, const fl
   const vec no_bits = _mm256_setzero_si256();
   const std::size_t end = i + 8 * count;
   if constexpr (has_pair_kernel<R, F> && Always) {
-    counters16x16 acc16;
-    if (stream) {
-      for (; i + 16 <= end; i += 16) {
-        _mm_prefetch(reinterpret_cast<const char*>(in + i + stream_prefetch_floats), _MM_HINT_T0);
-        round_pair<R, F, Ftz, Sat>(v, in + i, out + i, true, acc, acc16);
-      }
-    } else {
-      for (; i + 16 <= end; i += 16) round_pair<R, F, Ftz, Sat>(v, in + i, out + i, false, acc, acc16);
-    }
-    // Nearest even without saturation turns every overflow into inf (NaN): the pair kernels do not count it apart.
-    acc16.add_to<F, R == rounding::nearest_even && !Sat>(acc);
+    i = stream ? round_pairs<R, F, Ftz, Sat, true>(v, in, out, i, end - (end - i) % 16, acc)
+               : round_pairs<R, F, Ftz, Sat, false>(v, in, out, i, end - (end - i) % 16, acc);
   } else if (stream) {
     for (; i + 16 <= end; i += 16) {
       _mm_prefetch(reinterpret_cast<const char*>(in + i + stream_prefetch_floats), _MM_HINT_T0);

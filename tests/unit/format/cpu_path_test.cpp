@@ -140,3 +140,44 @@ TEST_CASE("a bad SAFEAMP_STREAM_ORDER is reported by the kernels' throwing entry
   }
   CHECK(out[0] == 0.0f);  // nothing written
 }
+
+// The vector kernels' block-by-block choice of the all-normal test (round_kernel.hpp's path_choice): on data where
+// most vectors take the exact path, the stretches of blocks without the test run 7, 15, 31, then 63 blocks, each
+// after a test block that confirms the choice; a test block that finds too few such vectors sets it back to 7.
+TEST_CASE("the kernels' path choice skips the test for longer stretches while the test keeps confirming it") {
+  safeamp::detail::path_choice choice;
+  std::size_t special = 0;  // running count of vectors that took the exact path
+  constexpr std::size_t vectors = 64;
+  std::vector<bool> skipped;  // per block: whether it ran without the test
+  const auto blocks = [&](std::size_t n, std::size_t special_per_block) {
+    for (std::size_t b = 0; b < n; ++b) {
+      choice.start_count(special);
+      skipped.push_back(choice.always);
+      // Only a test block counts the vectors that take the exact path (the kernels count them at the test).
+      if (!choice.always) special += special_per_block;
+      choice.finish_count(special, vectors);
+    }
+  };
+  // The lengths of the runs of skipping blocks, and whether the last block was a test block.
+  const auto runs = [&] {
+    std::vector<std::size_t> r;
+    std::size_t n = 0;
+    for (const bool s : skipped) {
+      if (s) ++n;
+      if (!s && n != 0) r.push_back(n), n = 0;
+    }
+    if (n != 0) r.push_back(n);
+    return r;
+  };
+  blocks(1 + 7 + 1 + 15 + 1 + 31 + 1 + 63 + 1 + 63 + 1, vectors);  // wide-range data throughout
+  CHECK(runs() == std::vector<std::size_t>{7, 15, 31, 63, 63});
+  CHECK_FALSE(skipped.back());
+  CHECK(choice.always);  // the last test block confirmed the choice again
+  blocks(63, vectors);   // its stretch
+  CHECK_FALSE(choice.always);
+  blocks(1, vectors / 8);  // a test block where exactly 1 vector in 8 took the exact path: not more, test stays on
+  CHECK_FALSE(choice.always);
+  skipped.clear();
+  blocks(1 + 7 + 1 + 15 + 1, vectors);  // wide-range data again: the stretches start over from 7
+  CHECK(runs() == std::vector<std::size_t>{7, 15});
+}
