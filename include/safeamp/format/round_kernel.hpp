@@ -171,7 +171,7 @@ struct local_counts {
 /// 16-lane vectors hold one) is followed by seven blocks without the test and its unpredictable branch, then the
 /// test runs for one block again. Each further test that confirms the choice doubles the stretch (plus one: 15, 31,
 /// then 63 blocks at most); one that does not sets it back to seven. With a test block every eighth block, the AVX2
-/// fp16 kernel on wide-range data in cache (64 Ki, Zen 3) ran 13% longer. Counters: any type with a special_vectors
+/// fp16 kernel on wide-range data in cache (64 Ki, Zen 3) ran 15% longer. Counters: any type with a special_vectors
 /// count. The same rule steers the AVX-512 nearest-even kernels' second choice (the merged test of
 /// round16_nearest) from a count of its own: start_count/finish_count take any running count of the vectors that
 /// took the branch in question.
