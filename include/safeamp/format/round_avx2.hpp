@@ -525,7 +525,6 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void narrow_pair(const constants8<F>& v, vec u0, ve
   constexpr round_constants k = traits<F>::k;
   const vec e0 = _mm256_and_si256(u0, v.inf);  // exponent fields
   const vec e1 = _mm256_and_si256(u1, v.inf);
-  vec y0, y1;
   // Lanes: u0's 0-3, u1's 0-3, u0's 4-7, u1's 4-7 (vpackusdw works per 128-bit half; the unpacks undo it).
   const vec h = _mm256_packus_epi32(rounded_top16<R>(v, u0, e0), rounded_top16<R>(v, u1, e1));
   const vec zero = _mm256_setzero_si256();
@@ -548,9 +547,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void narrow_pair(const constants8<F>& v, vec u0, ve
   acc16.below_normal = _mm256_sub_epi16(acc16.below_normal, below);
   acc16.zero_results = _mm256_sub_epi16(acc16.zero_results, Ftz ? below : _mm256_cmpeq_epi16(ha, zero));
   const vec signed_h = _mm256_or_si256(ha, _mm256_and_si256(h, _mm256_set1_epi16(-0x8000)));
-  y0 = _mm256_unpacklo_epi16(zero, signed_h);
-  y1 = _mm256_unpackhi_epi16(zero, signed_h);
-  store_pair(dst, y0, y1, streamed);
+  store_pair(dst, _mm256_unpacklo_epi16(zero, signed_h), _mm256_unpackhi_epi16(zero, signed_h), streamed);
 }
 
 /// Whether the Always variant of round_vectors rounds pairs of vectors in mode R into F: the deterministic modes
@@ -621,8 +618,9 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const constants8<F>& v, const fl
   const vec no_bits = _mm256_setzero_si256();
   const std::size_t end = i + 8 * count;
   if constexpr (has_pair_kernel<R, F> && Always) {
-    i = stream ? round_pairs<R, F, Ftz, Sat, true>(v, in, out, i, end - (end - i) % 16, acc)
-               : round_pairs<R, F, Ftz, Sat, false>(v, in, out, i, end - (end - i) % 16, acc);
+    const std::size_t pairs_end = end - (end - i) % 16;
+    i = stream ? round_pairs<R, F, Ftz, Sat, true>(v, in, out, i, pairs_end, acc)
+               : round_pairs<R, F, Ftz, Sat, false>(v, in, out, i, pairs_end, acc);
   } else if (stream) {
     for (; i + 16 <= end; i += 16) {
       _mm_prefetch(reinterpret_cast<const char*>(in + i + stream_prefetch_floats), _MM_HINT_T0);

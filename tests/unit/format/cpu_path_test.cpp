@@ -158,7 +158,7 @@ TEST_CASE("the kernels' path choice skips the test for longer stretches while th
       choice.finish_count(special, vectors);
     }
   };
-  // The lengths of the runs of skipping blocks, and whether the last block was a test block.
+  // The lengths of the runs of blocks that skipped the test.
   const auto runs = [&] {
     std::vector<std::size_t> r;
     std::size_t n = 0;
