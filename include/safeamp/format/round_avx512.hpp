@@ -42,12 +42,15 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, co
 }
 
 /// Four 4 KiB pages [i, i + 4096) at a time, one vector from each in turn: more DRAM pages open at once, as
-/// glibc's memcpy does for large copies (measured 1.1-1.2x a plain streaming loop on the benchmark machine).
+/// glibc's memcpy does for large copies (measured 1.1-1.2x a plain streaming loop on the benchmark machine). The
+/// page loop is unrolled by request: without it, a -O2 build rounded 64 Mi of wide-range data at 0.85-0.90x memcpy
+/// on an Intel Xeon against 0.95-0.98x at -O3, and 0.91-0.96x with it (docs/performance.md).
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always, bool Merged>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages(const vector_constants<F>& v, const float* in, float* out,
                                                    std::size_t i, counters16& acc) noexcept {
   constexpr std::size_t page = 1024;
   for (std::size_t j = i; j < i + page; j += 16) {
+#pragma GCC unroll 4
     for (std::size_t p = 0; p < 4 * page; p += page) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + j + p),
                           load_round<R, F, Ftz, Sat, Always, Merged>(v, in, nullptr, j + p, 0xFFFF, acc));
@@ -61,15 +64,21 @@ enum class store_order { cached, streamed, four_pages };
 
 /// One block of a deterministic chunk, in the variant the block's choices pick: Always from choice (the all-normal
 /// test off), Merged from split (round16_nearest's merged test, on unless split.always; nearest even into fp16/fp8
-/// only). Order four_pages: 4096 elements; else `block` vectors.
+/// only). Order four_pages: 4096 elements; else `block` vectors. The block counts into counters of its own, added
+/// to acc at its end: with acc, which lives through the whole chunk, g++ 12 at -O3 kept the counters on the stack
+/// in the vector loop (a load, masked subtract and store per counter and vector), and fp16 nearest even on
+/// wide-range data in cache ran at 0.54x the F16C round trip on an Intel Xeon, against 0.72x with the block's own
+/// (docs/performance.md).
 template <rounding R, format_spec F, bool Ftz, bool Sat, store_order Order, bool Always, bool Merged>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_block_as(const vector_constants<F>& v, const float* in, float* out,
                                                  std::size_t i, std::size_t block, counters16& acc) noexcept {
+  counters16 own;
   if constexpr (Order == store_order::four_pages) {
-    round_four_pages<R, F, Ftz, Sat, Always, Merged>(v, in, out, i, acc);
+    round_four_pages<R, F, Ftz, Sat, Always, Merged>(v, in, out, i, own);
   } else {
-    round_vectors<R, F, Ftz, Sat, Always, Order == store_order::streamed, Merged>(v, in, out, i, block, acc);
+    round_vectors<R, F, Ftz, Sat, Always, Order == store_order::streamed, Merged>(v, in, out, i, block, own);
   }
+  acc.add(own);
 }
 template <rounding R, format_spec F, bool Ftz, bool Sat, store_order Order>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_block(const path_choice& choice, const path_choice& split,

@@ -44,6 +44,17 @@ struct counters16 {
 
   counters16() noexcept {}  // user-provided, so that it is compiled under this header's target pragma
 
+  /// Another set's counts added to these (a block's own counters, round_block_as).
+  SAFEAMP_DETAIL_ALWAYS_INLINE void add(const counters16& o) noexcept {
+    overflow = _mm512_add_epi32(overflow, o.overflow);
+    nan = _mm512_add_epi32(nan, o.nan);
+    infinity = _mm512_add_epi32(infinity, o.infinity);
+    below_normal = _mm512_add_epi32(below_normal, o.below_normal);
+    zero_results = _mm512_add_epi32(zero_results, o.zero_results);
+    zero_inputs = _mm512_add_epi32(zero_inputs, o.zero_inputs);
+    special_vectors += o.special_vectors;
+    odd_vectors += o.odd_vectors;
+  }
   void add_to(local_counts& c) const noexcept {
     c.add_vector_counts(sum(overflow), sum(nan), sum(infinity), sum(below_normal), sum(zero_results), sum(zero_inputs));
   }
