@@ -114,7 +114,7 @@ struct constants8 {
   vec nan_fill = u32(k.nan_fill);
   vec quantum = u32(k.quantum_bits);
   vec all_ones = u32(0xFFFFFFFFu);
-  vec normal_exponent_limit = u32(0x01000000u);  // for not_normal_lanes' test of the exponent field
+  vec normal_exponent_limit = u32(0x01000000u);  // for not_normal_pair_lanes' test of the exponent field
 
   struct unpinned {};
   /// Plain broadcasts, for a few vectors per call (round8's three-argument form): the compiler may fold or hoist
@@ -301,17 +301,15 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec special8(const constants8<F>& v, vec u, vec a, 
   return _mm256_or_si256(ra, _mm256_andnot_si256(abs_mask, u));
 }
 
-/// The lanes whose exponent fields e (u & inf) are those of floats that are not normal (zero, float subnormal,
-/// +-inf, NaN): e is 0 or 255, and e + 2^23 (as a signed 32-bit integer) is then below 2^24 (0 gives 2^23, 255 wraps to
-/// INT_MIN).
+/// The lanes where u0 or u1 is not a normal float (zero, float subnormal, +-inf, NaN), with one compare. Such a
+/// float's exponent field e (u & inf) is 0 or 255, and e + 2^23 (as a signed 32-bit integer) is then below 2^24 (0
+/// gives 2^23, 255 wraps to INT_MIN); the lane-wise signed minimum of the two sums lies below 2^24 iff one of them
+/// does.
 template <format_spec F>
-SAFEAMP_DETAIL_ALWAYS_INLINE vec not_normal_fields(const constants8<F>& v, vec e) noexcept {
-  return _mm256_cmpgt_epi32(v.normal_exponent_limit, _mm256_add_epi32(e, v.normal_from));
-}
-/// The same from the floats themselves.
-template <format_spec F>
-SAFEAMP_DETAIL_ALWAYS_INLINE vec not_normal_lanes(const constants8<F>& v, vec u) noexcept {
-  return not_normal_fields(v, _mm256_and_si256(u, v.inf));
+SAFEAMP_DETAIL_ALWAYS_INLINE vec not_normal_pair_lanes(const constants8<F>& v, vec u0, vec u1) noexcept {
+  const vec d0 = _mm256_add_epi32(_mm256_and_si256(u0, v.inf), v.normal_from);
+  const vec d1 = _mm256_add_epi32(_mm256_and_si256(u1, v.inf), v.normal_from);
+  return _mm256_cmpgt_epi32(v.normal_exponent_limit, _mm256_min_epi32(d0, d1));
 }
 
 /// Eight elements: the fixed cut when every lane lies in the normal range, else the exact path (special8 for the
@@ -575,35 +573,49 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_pair(const constants8<F>& v, vec u0, vec
 /// leaves: with the rare pair's special8 in the same loop body, g++ kept the 16-bit counters on the stack (a load,
 /// subtract and store per counter and pair, carried from pair to pair through store forwarding), and fp16 on
 /// wide-range data in cache ran at 0.40x the F16C round trip on Zen 3 (0.52x with this loop, docs/performance.md);
-/// its register allocator works loop by loop, so the inner loop gets registers of its own.
-template <rounding R, format_spec F, bool Ftz, bool Sat, bool Streamed>
+/// its register allocator works loop by loop, so the inner loop gets registers of its own. FourPages (streaming
+/// only): [i, end) is four 4 KiB pages, end = i + 4096, taken a whole line (one pair) from each page in turn, the
+/// order of round_four_pages8; the pairs are then numbered, pair p being line p / 4 of page p % 4.
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Streamed, bool FourPages = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_pairs(const constants8<F>& v, const float* in, float* out, std::size_t i,
                                                      std::size_t end, counters8& acc) noexcept {
+  static_assert(!FourPages || Streamed);
   counters16x16 acc16;
-  const auto load = [&](std::size_t at, vec& u0, vec& u1) noexcept {
-    if constexpr (Streamed) _mm_prefetch(reinterpret_cast<const char*>(in + at + stream_prefetch_floats), _MM_HINT_T0);
-    u0 = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + at));
-    u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + at + 8));
-    const vec rare = _mm256_or_si256(not_normal_lanes(v, u0), not_normal_lanes(v, u1));
+  // Where pair p starts: in address order p is that element index itself.
+  const auto at = [i](std::size_t p) noexcept -> std::size_t {
+    if constexpr (FourPages) return i + ((p & 3u) << 10) + ((p >> 2) << 4);
+    return p;
+  };
+  constexpr std::size_t step = FourPages ? 1 : 16;
+  std::size_t p = FourPages ? 0 : i;
+  const std::size_t p_end = FourPages ? 256 : end;
+  const auto load = [&](std::size_t pair, vec& u0, vec& u1) noexcept {
+    const std::size_t from = at(pair);
+    if constexpr (Streamed && !FourPages) {
+      _mm_prefetch(reinterpret_cast<const char*>(in + from + stream_prefetch_floats), _MM_HINT_T0);
+    }
+    u0 = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + from));
+    u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + from + 8));
+    const vec rare = not_normal_pair_lanes(v, u0, u1);
     return _mm256_testz_si256(rare, rare) != 0;
   };
-  while (i + 16 <= end) {
+  while (p + step <= p_end) {
     vec u0, u1;
-    if (!load(i, u0, u1)) {
+    if (!load(p, u0, u1)) {
       const vec y0 = special8<R, F, Ftz, Sat>(v, u0, _mm256_and_si256(u0, v.abs_mask), acc);
       const vec y1 = special8<R, F, Ftz, Sat>(v, u1, _mm256_and_si256(u1, v.abs_mask), acc);
-      store_pair(out + i, y0, y1, Streamed);
-      i += 16;
+      store_pair(out + at(p), y0, y1, Streamed);
+      p += step;
       continue;
     }
     do {
-      round_pair<R, F, Ftz, Sat>(v, u0, u1, out + i, Streamed, acc, acc16);
-      i += 16;
-    } while (i + 16 <= end && load(i, u0, u1));
+      round_pair<R, F, Ftz, Sat>(v, u0, u1, out + at(p), Streamed, acc, acc16);
+      p += step;
+    } while (p + step <= p_end && load(p, u0, u1));
   }
   // Nearest even without saturation turns every overflow into inf (NaN): the pair kernels do not count it apart.
   acc16.add_to<F, R == rounding::nearest_even && !Sat>(acc);
-  return i;
+  return FourPages ? end : p;
 }
 
 /// Vectors [i, i + 8 count) with ordinary or streaming stores. Streaming (spans of 16 MiB or more, in address
@@ -635,16 +647,21 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const constants8<F>& v, const fl
 
 /// Four 4 KiB pages [i, i + 4096) at a time, one whole 64-byte line (two vectors) from each in turn, with
 /// streaming stores; out + i is 64-byte aligned. Both halves of a line are written back to back, so a
-/// write-combining buffer never holds half a line while the other pages are written.
+/// write-combining buffer never holds half a line while the other pages are written. In the Always variant, the
+/// pair kernels in the same order (round_pairs), as round_vectors uses them.
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages8(const constants8<F>& v, const float* in, float* out, std::size_t i,
                                                     counters8& acc) noexcept {
   constexpr std::size_t page = 1024;
-  const vec no_bits = _mm256_setzero_si256();
-  for (std::size_t j = i; j < i + page; j += 16) {
-    for (std::size_t p = 0; p < 4 * page; p += page) {
-      round_store8<R, F, Ftz, Sat, Always>(v, in + j + p, out + j + p, no_bits, true, acc);
-      round_store8<R, F, Ftz, Sat, Always>(v, in + j + p + 8, out + j + p + 8, no_bits, true, acc);
+  if constexpr (has_pair_kernel<R, F> && Always) {
+    round_pairs<R, F, Ftz, Sat, true, true>(v, in, out, i, i + 4 * page, acc);
+  } else {
+    const vec no_bits = _mm256_setzero_si256();
+    for (std::size_t j = i; j < i + page; j += 16) {
+      for (std::size_t p = 0; p < 4 * page; p += page) {
+        round_store8<R, F, Ftz, Sat, Always>(v, in + j + p, out + j + p, no_bits, true, acc);
+        round_store8<R, F, Ftz, Sat, Always>(v, in + j + p + 8, out + j + p + 8, no_bits, true, acc);
+      }
     }
   }
 }
