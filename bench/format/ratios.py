@@ -4,16 +4,25 @@
 Usage: bench_format --benchmark_format=json --benchmark_min_time=0.2 --benchmark_repetitions=3 \
          --benchmark_enable_random_interleaving=true > out.json; python3 ratios.py out.json
        python3 ratios.py --issue18 out.json [more.json ...]
+       python3 ratios.py --issue18 a_r1.json,a_r2.json,a_r3.json b_r1.json,b_r2.json,b_r3.json
 Every ratio divides two throughputs (elements/s) measured in the same run, on the same size and data set.
 --issue18 prints, for each file (one run: one build and one kernel path), the rows of docs/performance.md's
-issue-18 tables (fp16 / bf16 / E4M3 / E5M2 in each cell), one column per file.
+issue-18 tables (fp16 / bf16 / E4M3 / E5M2 in each cell), one column per file, or per comma-separated list of
+files (rounds of one build and path: each benchmark's median over them).
 """
 import json
+import statistics
 import sys
 
 
 def rates(path):
-    """(benchmark name, n, wide) -> items per second: the median where the run has repetitions."""
+    """(benchmark name, n, wide) -> items per second: the median where the run has repetitions. A path of
+    comma-separated files (rounds of one build and kernel path, run in turn with other builds) gives each
+    benchmark's median over the rounds."""
+    if "," in path:
+        rounds = [rates(p) for p in path.split(",")]
+        keys = set().union(*rounds)
+        return {k: statistics.median([r[k] for r in rounds if k in r]) for k in keys}
     runs = json.load(open(path))["benchmarks"]
     rate = {}
     have_medians = any(r.get("aggregate_name") == "median" for r in runs)
