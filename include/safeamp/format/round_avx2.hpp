@@ -376,6 +376,9 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stream_head(const float* out, std::size
 /// hardware prefetcher alone left the loop at 0.7-0.8x memcpy on Zen 3, which this distance brought to 0.95-1.2x
 /// (docs/performance.md, issue 18).
 inline constexpr std::size_t stream_prefetch_floats = 512;
+/// Floats in a 4 KiB page: the four-pages streaming order (round_four_pages8, round_pairs) takes a 64-byte line
+/// (16 floats, one pair of vectors) from each of four pages in turn.
+inline constexpr std::size_t page_floats = 1024;
 
 /// The sixteen results of a pair kernel, with streaming or ordinary stores.
 SAFEAMP_DETAIL_ALWAYS_INLINE void store_pair(float* dst, vec y0, vec y1, bool streamed) noexcept {
@@ -574,8 +577,8 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_pair(const constants8<F>& v, vec u0, vec
 /// subtract and store per counter and pair, carried from pair to pair through store forwarding), and fp16 on
 /// wide-range data in cache ran at 0.40x the F16C round trip on Zen 3 (0.52x with this loop, docs/performance.md);
 /// its register allocator works loop by loop, so the inner loop gets registers of its own. FourPages (streaming
-/// only): [i, end) is four 4 KiB pages, end = i + 4096, taken a whole line (one pair) from each page in turn, the
-/// order of round_four_pages8; the pairs are then numbered, pair p being line p / 4 of page p % 4.
+/// only): [i, end) is four 4 KiB pages, end = i + 4 page_floats, taken a whole line (one pair) from each page in
+/// turn, the order of round_four_pages8; the pairs are then numbered, pair p being line p / 4 of page p % 4.
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Streamed, bool FourPages = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_pairs(const constants8<F>& v, const float* in, float* out, std::size_t i,
                                                      std::size_t end, counters8& acc) noexcept {
@@ -583,12 +586,12 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_pairs(const constants8<F>& v, con
   counters16x16 acc16;
   // Where pair p starts: in address order p is that element index itself.
   const auto at = [i](std::size_t p) noexcept -> std::size_t {
-    if constexpr (FourPages) return i + ((p & 3u) << 10) + ((p >> 2) << 4);
+    if constexpr (FourPages) return i + (p % 4) * page_floats + (p / 4) * 16;
     return p;
   };
   constexpr std::size_t step = FourPages ? 1 : 16;
   std::size_t p = FourPages ? 0 : i;
-  const std::size_t p_end = FourPages ? 256 : end;
+  const std::size_t p_end = FourPages ? 4 * page_floats / 16 : end;
   const auto load = [&](std::size_t pair, vec& u0, vec& u1) noexcept {
     const std::size_t from = at(pair);
     if constexpr (Streamed && !FourPages) {
@@ -645,20 +648,19 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const constants8<F>& v, const fl
   for (; i < end; i += 8) round_store8<R, F, Ftz, Sat, Always>(v, in + i, out + i, no_bits, stream, acc);
 }
 
-/// Four 4 KiB pages [i, i + 4096) at a time, one whole 64-byte line (two vectors) from each in turn, with
+/// Four 4 KiB pages [i, i + 4 page_floats) at a time, one whole 64-byte line (two vectors) from each in turn, with
 /// streaming stores; out + i is 64-byte aligned. Both halves of a line are written back to back, so a
 /// write-combining buffer never holds half a line while the other pages are written. In the Always variant, the
 /// pair kernels in the same order (round_pairs), as round_vectors uses them.
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages8(const constants8<F>& v, const float* in, float* out, std::size_t i,
                                                     counters8& acc) noexcept {
-  constexpr std::size_t page = 1024;
   if constexpr (has_pair_kernel<R, F> && Always) {
-    round_pairs<R, F, Ftz, Sat, true, true>(v, in, out, i, i + 4 * page, acc);
+    round_pairs<R, F, Ftz, Sat, true, true>(v, in, out, i, i + 4 * page_floats, acc);
   } else {
     const vec no_bits = _mm256_setzero_si256();
-    for (std::size_t j = i; j < i + page; j += 16) {
-      for (std::size_t p = 0; p < 4 * page; p += page) {
+    for (std::size_t j = i; j < i + page_floats; j += 16) {
+      for (std::size_t p = 0; p < 4 * page_floats; p += page_floats) {
         round_store8<R, F, Ftz, Sat, Always>(v, in + j + p, out + j + p, no_bits, true, acc);
         round_store8<R, F, Ftz, Sat, Always>(v, in + j + p + 8, out + j + p + 8, no_bits, true, acc);
       }
@@ -692,14 +694,14 @@ SAFEAMP_DETAIL_NOINLINE void round_chunk_impl(const float* in, float* out, std::
     for (; i < head; i += 8)
       round_few8<R, F, Ftz, Sat>(v, in + i, out + i, std::min<std::size_t>(head - i, 8), nullptr, acc);
     i = head;
-    for (; i + 4096 <= n; i += 4096) {
+    for (; i + 4 * page_floats <= n; i += 4 * page_floats) {
       choice.start(acc);
       if (choice.always) {
         round_four_pages8<R, F, Ftz, Sat, true>(v, in, out, i, acc);
       } else {
         round_four_pages8<R, F, Ftz, Sat, false>(v, in, out, i, acc);
       }
-      choice.finish(acc, 512);
+      choice.finish(acc, 4 * page_floats / 8);
     }
   }
   constexpr std::size_t block = 64;  // vectors
