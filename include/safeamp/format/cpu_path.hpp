@@ -31,6 +31,18 @@
 #endif
 #define SAFEAMP_DETAIL_AVX2_BEGIN SAFEAMP_DETAIL_TARGET_BEGIN("avx2,f16c,bmi2")
 #define SAFEAMP_DETAIL_AVX512_BEGIN SAFEAMP_DETAIL_TARGET_BEGIN("avx512f,avx512bw,avx512dq,avx512vl,f16c,avx2,bmi2")
+#include <xmmintrin.h>
+
+#include <cstddef>
+
+namespace safeamp::detail {
+/// The streaming loops' software prefetch: asks for the 64-byte line `ahead` floats past p to come into L1. The
+/// address is formed as an integer because near the end of a span it lies past the array: a prefetch may name
+/// any address (it never faults), pointer arithmetic may not.
+[[gnu::always_inline]] inline void prefetch_ahead(const float* p, std::size_t ahead) noexcept {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(p) + ahead * sizeof(float)), _MM_HINT_T0);
+}
+}  // namespace safeamp::detail
 #endif
 
 namespace safeamp {

@@ -380,6 +380,12 @@ inline constexpr std::size_t stream_prefetch_floats = 512;
 /// (16 floats, one pair of vectors) from each of four pages in turn.
 inline constexpr std::size_t page_floats = 1024;
 
+/// How far ahead of the line it rounds the four-pages order asks for its input: the same line of the next four
+/// pages (16 KiB on). The hardware prefetcher alone kept too few loads in flight beside the non-temporal stores:
+/// on an Intel Xeon (AVX-512 FP16 host, AVX2 path) 64 Mi of wide-range data rounded to E4M3 and E5M2 at 0.77-0.78x
+/// memcpy without it and at 0.94-0.96x with it; 8 pages ahead was the same, 16 worse (docs/performance.md).
+inline constexpr std::size_t four_pages_prefetch_floats = 4 * page_floats;
+
 /// The sixteen results of a pair kernel, with streaming or ordinary stores.
 SAFEAMP_DETAIL_ALWAYS_INLINE void store_pair(float* dst, vec y0, vec y1, bool streamed) noexcept {
   if (streamed) {
@@ -594,8 +600,10 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_pairs(const constants8<F>& v, con
   const std::size_t p_end = FourPages ? 4 * page_floats / 16 : end;
   const auto load = [&](std::size_t pair, vec& u0, vec& u1) noexcept {
     const std::size_t from = at(pair);
-    if constexpr (Streamed && !FourPages) {
-      _mm_prefetch(reinterpret_cast<const char*>(in + from + stream_prefetch_floats), _MM_HINT_T0);
+    if constexpr (FourPages) {
+      prefetch_ahead(in + from, four_pages_prefetch_floats);
+    } else if constexpr (Streamed) {
+      prefetch_ahead(in + from, stream_prefetch_floats);
     }
     u0 = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + from));
     u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + from + 8));
@@ -622,9 +630,9 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_pairs(const constants8<F>& v, con
 }
 
 /// Vectors [i, i + 8 count) with ordinary or streaming stores. Streaming (spans of 16 MiB or more, in address
-/// order; the four-pages loop has its own): the input of the line stream_prefetch_floats ahead is prefetched, one
-/// line (two vectors) at a time. In the Always variant, pairs of vectors: the deterministic modes into fp16
-/// (fp16_pair) and into the formats whose results fit 16 bits (narrow_pair).
+/// order; the four-pages loop prefetches four_pages_prefetch_floats ahead): the input of the line
+/// stream_prefetch_floats ahead is prefetched, one line (two vectors) at a time. In the Always variant, pairs of
+/// vectors: the deterministic modes into fp16 (fp16_pair) and into the formats whose results fit 16 bits (narrow_pair).
 /// `stream` picks a loop once per call: tested for every vector instead, it had g++ keep both store forms in the
 /// loop body, and bf16 nearest even ran at 0.6x in cache on Zen 3 (64 Ki, same-process A/B).
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always>
@@ -638,7 +646,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const constants8<F>& v, const fl
                : round_pairs<R, F, Ftz, Sat, false>(v, in, out, i, pairs_end, acc);
   } else if (stream) {
     for (; i + 16 <= end; i += 16) {
-      _mm_prefetch(reinterpret_cast<const char*>(in + i + stream_prefetch_floats), _MM_HINT_T0);
+      prefetch_ahead(in + i, stream_prefetch_floats);
       round_store8<R, F, Ftz, Sat, Always>(v, in + i, out + i, no_bits, true, acc);
       round_store8<R, F, Ftz, Sat, Always>(v, in + i + 8, out + i + 8, no_bits, true, acc);
     }
@@ -650,8 +658,9 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const constants8<F>& v, const fl
 
 /// Four 4 KiB pages [i, i + 4 page_floats) at a time, one whole 64-byte line (two vectors) from each in turn, with
 /// streaming stores; out + i is 64-byte aligned. Both halves of a line are written back to back, so a
-/// write-combining buffer never holds half a line while the other pages are written. In the Always variant, the
-/// pair kernels in the same order (round_pairs), as round_vectors uses them.
+/// write-combining buffer never holds half a line while the other pages are written. Each line's input is
+/// prefetched a group ahead (four_pages_prefetch_floats). In the Always variant, the pair kernels in the same order
+/// (round_pairs), as round_vectors uses them.
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages8(const constants8<F>& v, const float* in, float* out, std::size_t i,
                                                     counters8& acc) noexcept {
@@ -661,6 +670,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages8(const constants8<F>& v, cons
     const vec no_bits = _mm256_setzero_si256();
     for (std::size_t j = i; j < i + page_floats; j += 16) {
       for (std::size_t p = 0; p < 4 * page_floats; p += page_floats) {
+        prefetch_ahead(in + j + p, four_pages_prefetch_floats);
         round_store8<R, F, Ftz, Sat, Always>(v, in + j + p, out + j + p, no_bits, true, acc);
         round_store8<R, F, Ftz, Sat, Always>(v, in + j + p + 8, out + j + p + 8, no_bits, true, acc);
       }
@@ -724,7 +734,11 @@ SAFEAMP_DETAIL_NOINLINE void round_chunk_impl(const float* in, float* out, std::
 /// Stochastic rounding of in[0..n) with the bits of key (element i: logical index key.offset + i): the Philox
 /// words are made 64 at a time (philox16) in registers right before use. The main loop needs the logical index of
 /// its first element to be a multiple of 4 and, to stream, a 32-byte aligned output; the elements before that
-/// point and after the last full step take words from a small buffer.
+/// point and after the last full step take words from a small buffer. Streaming goes in address order on every
+/// vendor, with the input prefetched stream_prefetch_floats ahead: on an Intel Xeon (AVX2 path forced, -O3) that
+/// took 64 Mi from 0.44-0.58x the generator's rate to 0.63-0.71x on N(0,1) data and from 0.31-0.47x to 0.52-0.72x
+/// on wide-range data; four pages at a time, with or without a prefetch, was no faster there. Untimed on AMD
+/// (docs/performance.md).
 template <format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out, std::size_t n, philox_key key,
                                                     bool stream, local_counts& c) noexcept {
@@ -747,6 +761,9 @@ SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out,
   if (lay.in_registers) {
     const philox16 gen(key.seed, key.stream);
     for (std::size_t s = 0; s < lay.steps; ++s, i += step) {
+      if (lay.stream) {
+        for (std::size_t line = 0; line < step; line += 16) prefetch_ahead(in + i + line, stream_prefetch_floats);
+      }
       vec w[8];
       gen(lay.first_block + philox16::blocks * s, w);
       for (std::size_t j = 0; j < 8; ++j)

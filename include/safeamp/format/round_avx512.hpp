@@ -27,6 +27,19 @@ SAFEAMP_DETAIL_AVX512_BEGIN
 
 namespace safeamp::detail::avx512 {
 
+/// Floats in a 4 KiB page: the four-pages streaming order takes a 64-byte vector from each of four pages in turn.
+inline constexpr std::size_t page_floats = 1024;
+
+/// How far ahead the streaming loops ask for their input. Four pages at a time: the same line of the next four
+/// pages. With only the hardware prefetcher, the loads and non-temporal stores did not overlap the arithmetic of
+/// stochastic rounding: on an Intel Xeon (AVX-512 FP16), 64 Mi elements took the time of memcpy plus that of
+/// rounding in cache. In the A/B of this change (-O3) stochastic rounding went from 0.38-0.42x the generator's
+/// rate to 0.52-0.66x on N(0,1) data and from 0.20-0.42x to 0.45-0.67x on wide-range data, and the deterministic
+/// modes on wide data from 0.91-0.98x memcpy to 1.04-1.06x. Address order: 4096 floats was the best of 512, 2048
+/// and 4096 on that Xeon (docs/performance.md); AMD's CPUs, which stream so, have not been timed with it.
+inline constexpr std::size_t four_pages_prefetch_floats = 4 * page_floats;
+inline constexpr std::size_t address_prefetch_floats = 4096;
+
 /// A deterministic mode: vectors [i, i + 16 count) of a chunk with full stores (streaming or not).
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always, bool Stream, bool Merged = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, const float* in, float* out,
@@ -42,16 +55,17 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, co
 }
 
 /// Four 4 KiB pages [i, i + 4096) at a time, one vector from each in turn: more DRAM pages open at once, as
-/// glibc's memcpy does for large copies (measured 1.1-1.2x a plain streaming loop on the benchmark machine). The
-/// page loop is unrolled by request: without it, a -O2 build rounded 64 Mi of wide-range data at 0.85-0.90x memcpy
-/// on an Intel Xeon against 0.95-0.98x at -O3, and 0.91-0.96x with it (docs/performance.md).
+/// glibc's memcpy does for large copies (measured 1.1-1.2x a plain streaming loop on the benchmark machine), each
+/// vector's input prefetched a group ahead (four_pages_prefetch_floats). The page loop is unrolled by request: without
+/// it, a -O2 build rounded 64 Mi of wide-range data at 0.85-0.90x memcpy on an Intel Xeon against 0.95-0.98x at -O3,
+/// and 0.91-0.96x with it (docs/performance.md).
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always, bool Merged>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages(const vector_constants<F>& v, const float* in, float* out,
                                                    std::size_t i, counters16& acc) noexcept {
-  constexpr std::size_t page = 1024;
-  for (std::size_t j = i; j < i + page; j += 16) {
+  for (std::size_t j = i; j < i + page_floats; j += 16) {
 #pragma GCC unroll 4
-    for (std::size_t p = 0; p < 4 * page; p += page) {
+    for (std::size_t p = 0; p < 4 * page_floats; p += page_floats) {
+      prefetch_ahead(in + j + p, four_pages_prefetch_floats);
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + j + p),
                           load_round<R, F, Ftz, Sat, Always, Merged>(v, in, nullptr, j + p, 0xFFFF, acc));
     }
@@ -153,13 +167,61 @@ SAFEAMP_DETAIL_NOINLINE void round_deterministic_chunk(const float* in, float* o
   acc.add_to(c);
 }
 
+/// One generator call's elements [at, at + 128) of a stochastic chunk, at - lay.start a multiple of 128: the words
+/// of blocks lay.first_block + (at - lay.start) / 4 on. Stream: streaming stores, the input prefetched `ahead`
+/// floats on.
+template <format_spec F, bool Ftz, bool Sat, bool Stream>
+SAFEAMP_DETAIL_ALWAYS_INLINE void stochastic_step(const vector_constants<F>& v, const philox32& gen,
+                                                  const stochastic_layout& lay, const float* in, float* out,
+                                                  std::size_t at, std::size_t ahead, counters16& acc) noexcept {
+  __m512i w[8];
+  gen(lay.first_block + (at - lay.start) / 4, w);
+  for (std::size_t j = 0; j < 8; ++j) {
+    if constexpr (Stream) prefetch_ahead(in + at + 16 * j, ahead);
+    const __m512i r = round16<rounding::stochastic, F, Ftz, Sat>(v, _mm512_loadu_si512(in + at + 16 * j), w[j], acc);
+    if constexpr (Stream) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + at + 16 * j), r);
+    } else {
+      _mm512_storeu_si512(out + at + 16 * j, r);
+    }
+  }
+}
+
+/// The streamed steps of a stochastic chunk (lay.stream): four pages at a time where the deterministic modes stream
+/// so (active_stream_order), the rest in address order; returns the element after the last step. A function of its
+/// own: inlined beside the cached loop, it cost that loop about a fifth of its speed in two same-run A/Bs (Intel
+/// Xeon, 64 Ki N(0,1): 0.68x the generator's rate against 0.82x; as its own function, within the noise).
+template <format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_streamed(const vector_constants<F>& v, const stochastic_layout& lay,
+                                                        philox_key key, const float* in, float* out,
+                                                        counters16& acc) noexcept {
+  constexpr std::size_t step = 4 * philox32::blocks;
+  const philox32 gen(key.seed, key.stream);
+  std::size_t s = 0, i = lay.start;
+  if (!stream_in_address_order()) {
+    constexpr std::size_t group = 4 * page_floats / step;  // steps in four pages: page k % 4, step k / 4 of it
+    for (; s + group <= lay.steps; s += group, i += 4 * page_floats) {
+      for (std::size_t k = 0; k < group; ++k) {
+        stochastic_step<F, Ftz, Sat, true>(v, gen, lay, in, out, i + k % 4 * page_floats + k / 4 * step,
+                                           four_pages_prefetch_floats, acc);
+      }
+    }
+  }
+  for (; s < lay.steps; ++s, i += step) {
+    stochastic_step<F, Ftz, Sat, true>(v, gen, lay, in, out, i, address_prefetch_floats, acc);
+  }
+  return i;
+}
+
 /// Stochastic rounding of in[0..n) with the bits of key (element i: logical index key.offset + i). The
 /// Philox words are made 128 at a time (philox32) right where they are used, in registers: the generator is bound
 /// by its own arithmetic, and the rounding's instructions and memory traffic fill the gaps beside it (a buffer of
 /// words first, then a memory-bound pass, was measured about 1.3x slower on 64 Mi elements). The main loop needs
 /// the logical index of its first element to be a multiple of 4 (the words of a block go to 4 consecutive
 /// elements) and, to stream, a 64-byte aligned output; the few elements before that point and after the last full
-/// step take words from a small buffer.
+/// step take words from a small buffer. Streaming goes in the deterministic modes' order (active_stream_order):
+/// four pages at a time, a generator call's 128 elements (eight lines) from each in turn, or in address order (AMD);
+/// with the input prefetched either way (four_pages_prefetch_floats, address_prefetch_floats).
 template <format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out, std::size_t n, philox_key key,
                                                     bool stream, local_counts& c) noexcept {
@@ -182,18 +244,12 @@ SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out,
   if (lay.start != 0) few(0, lay.start);
   std::size_t i = lay.start;
   if (lay.in_registers) {
-    const philox32 gen(key.seed, key.stream);
-    for (std::size_t s = 0; s < lay.steps; ++s, i += step) {
-      __m512i w[8];
-      gen(lay.first_block + philox32::blocks * s, w);
-      for (std::size_t j = 0; j < 8; ++j) {
-        const __m512i u = _mm512_loadu_si512(in + i + 16 * j);
-        const __m512i r = round16<R, F, Ftz, Sat>(v, u, w[j], acc);
-        if (lay.stream) {
-          _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i + 16 * j), r);
-        } else {
-          _mm512_storeu_si512(out + i + 16 * j, r);
-        }
+    if (lay.stream) {
+      i = stochastic_streamed<F, Ftz, Sat>(v, lay, key, in, out, acc);
+    } else {
+      const philox32 gen(key.seed, key.stream);
+      for (std::size_t s = 0; s < lay.steps; ++s, i += step) {
+        stochastic_step<F, Ftz, Sat, false>(v, gen, lay, in, out, i, 0, acc);
       }
     }
   } else {
