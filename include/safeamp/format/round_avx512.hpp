@@ -35,16 +35,21 @@ inline constexpr std::size_t page_floats = 1024;
 /// stochastic rounding: on an Intel Xeon (AVX-512 FP16), 64 Mi elements took the time of memcpy plus that of
 /// rounding in cache. In the A/B of this change (-O3) stochastic rounding went from 0.38-0.42x the generator's
 /// rate to 0.52-0.66x on N(0,1) data and from 0.20-0.42x to 0.45-0.67x on wide-range data, and the deterministic
-/// modes on wide data from 0.91-0.98x memcpy to 1.04-1.06x. Address order: 4096 floats was the best of 512, 2048
-/// and 4096 on that Xeon (docs/performance.md); AMD's CPUs, which stream so, have not been timed with it.
+/// modes on wide data from 0.91-0.98x memcpy to 1.04-1.06x. Address order (AMD; forced elsewhere): 4096 floats was
+/// the best of 512, 2048 and 4096 for stochastic rounding on that Xeon and within 0.04 of the best (2048) for the
+/// deterministic modes (docs/performance.md); AMD's CPUs, which stream so, have not been timed with it.
 inline constexpr std::size_t four_pages_prefetch_floats = 4 * page_floats;
 inline constexpr std::size_t address_prefetch_floats = 4096;
 
-/// A deterministic mode: vectors [i, i + 16 count) of a chunk with full stores (streaming or not).
+/// A deterministic mode: vectors [i, i + 16 count) of a chunk with full stores (streaming or not). Streaming (address
+/// order) prefetches address_prefetch_floats ahead: with the order forced on the Intel Xeon, 64 Mi rounded at
+/// 0.59-0.80x memcpy without it and 0.75-0.92x with it (2048 floats: 0.74-0.96, 512: 0.75-0.87); AMD's CPUs, which
+/// take this order by default, have not been timed with it.
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always, bool Stream, bool Merged = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, const float* in, float* out,
                                                 std::size_t i, std::size_t count, counters16& acc) noexcept {
   for (std::size_t end = i + 16 * count; i < end; i += 16) {
+    if constexpr (Stream) prefetch_ahead(in + i, address_prefetch_floats);
     const __m512i r = load_round<R, F, Ftz, Sat, Always, Merged>(v, in, nullptr, i, 0xFFFF, acc);
     if constexpr (Stream) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), r);
