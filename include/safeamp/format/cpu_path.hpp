@@ -36,6 +36,16 @@
 #include <cstddef>
 
 namespace safeamp::detail {
+/// Floats in a 4 KiB page. Where CPUID does not name AMD, the streaming loops go four pages at a time, a 64-byte
+/// line (or, AVX-512 stochastic rounding, a generator call's 128 elements) from each page in turn.
+inline constexpr std::size_t page_floats = 1024;
+/// How far ahead the four-pages loops (AVX2 and AVX-512) ask for their input: the same line of the next four pages.
+/// The hardware prefetcher alone did not keep the loads in flight beside the non-temporal stores. On an Intel Xeon
+/// (AVX-512 FP16), 64 Mi of wide-range data rounded to E4M3/E5M2 on the AVX2 path went from 0.77-0.78x memcpy to
+/// 0.94-0.96x with it (8 pages ahead the same, 16 worse). AVX-512 stochastic rounding went from 0.38-0.42x the
+/// generator's rate to 0.52-0.66x on N(0,1) data (docs/performance.md).
+inline constexpr std::size_t four_pages_prefetch_floats = 4 * page_floats;
+
 /// The streaming loops' software prefetch: asks for the 64-byte line `ahead` floats past p to come into L1. The
 /// address is formed as an integer because near the end of a span it lies past the array: a prefetch may name
 /// any address (it never faults), pointer arithmetic may not.

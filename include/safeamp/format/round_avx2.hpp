@@ -376,15 +376,6 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stream_head(const float* out, std::size
 /// hardware prefetcher alone left the loop at 0.7-0.8x memcpy on Zen 3, which this distance brought to 0.95-1.2x
 /// (docs/performance.md, issue 18).
 inline constexpr std::size_t stream_prefetch_floats = 512;
-/// Floats in a 4 KiB page: the four-pages streaming order (round_four_pages8, round_pairs) takes a 64-byte line
-/// (16 floats, one pair of vectors) from each of four pages in turn.
-inline constexpr std::size_t page_floats = 1024;
-
-/// How far ahead of the line it rounds the four-pages order asks for its input: the same line of the next four
-/// pages (16 KiB on). The hardware prefetcher alone kept too few loads in flight beside the non-temporal stores:
-/// on an Intel Xeon (AVX-512 FP16 host, AVX2 path) 64 Mi of wide-range data rounded to E4M3 and E5M2 at 0.77-0.78x
-/// memcpy without it and at 0.94-0.96x with it; 8 pages ahead was the same, 16 worse (docs/performance.md).
-inline constexpr std::size_t four_pages_prefetch_floats = 4 * page_floats;
 
 /// The sixteen results of a pair kernel, with streaming or ordinary stores.
 SAFEAMP_DETAIL_ALWAYS_INLINE void store_pair(float* dst, vec y0, vec y1, bool streamed) noexcept {

@@ -27,18 +27,10 @@ SAFEAMP_DETAIL_AVX512_BEGIN
 
 namespace safeamp::detail::avx512 {
 
-/// Floats in a 4 KiB page: the four-pages streaming order takes a 64-byte vector from each of four pages in turn.
-inline constexpr std::size_t page_floats = 1024;
-
-/// How far ahead the streaming loops ask for their input. Four pages at a time: the same line of the next four
-/// pages. With only the hardware prefetcher, the loads and non-temporal stores did not overlap the arithmetic of
-/// stochastic rounding: on an Intel Xeon (AVX-512 FP16), 64 Mi elements took the time of memcpy plus that of
-/// rounding in cache. In the A/B of this change (-O3) stochastic rounding went from 0.38-0.42x the generator's
-/// rate to 0.52-0.66x on N(0,1) data and from 0.20-0.42x to 0.45-0.67x on wide-range data, and the deterministic
-/// modes on wide data from 0.91-0.98x memcpy to 1.04-1.06x. Address order (AMD; forced elsewhere): 4096 floats was
-/// the best of 512, 2048 and 4096 for stochastic rounding on that Xeon and within 0.04 of the best (2048) for the
-/// deterministic modes (docs/performance.md); AMD's CPUs, which stream so, have not been timed with it.
-inline constexpr std::size_t four_pages_prefetch_floats = 4 * page_floats;
+/// How far ahead the AVX-512 loops that stream in address order (AMD; forced elsewhere) ask for their input. On an
+/// Intel Xeon with the order forced, 4096 floats was the best of 512, 2048 and 4096 for stochastic rounding and
+/// within 0.04 of the best (2048) for the deterministic modes (docs/performance.md). (The four-pages loops use
+/// four_pages_prefetch_floats, cpu_path.hpp.) AMD's CPUs, which stream so, have not been timed with it.
 inline constexpr std::size_t address_prefetch_floats = 4096;
 
 /// A deterministic mode: vectors [i, i + 16 count) of a chunk with full stores (streaming or not). Streaming (address
@@ -59,7 +51,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, co
   }
 }
 
-/// Four 4 KiB pages [i, i + 4096) at a time, one vector from each in turn: more DRAM pages open at once, as
+/// Four 4 KiB pages [i, i + 4 page_floats) at a time, one vector from each in turn: more DRAM pages open at once, as
 /// glibc's memcpy does for large copies (measured 1.1-1.2x a plain streaming loop on the benchmark machine), each
 /// vector's input prefetched a group ahead (four_pages_prefetch_floats). The page loop is unrolled by request: without
 /// it, a -O2 build rounded 64 Mi of wide-range data at 0.85-0.90x memcpy on an Intel Xeon against 0.95-0.98x at -O3,
@@ -83,8 +75,8 @@ enum class store_order { cached, streamed, four_pages };
 
 /// One block of a deterministic chunk, in the variant the block's choices pick: Always from choice (the all-normal
 /// test off), Merged from split (round16_nearest's merged test, on unless split.always; nearest even into fp16/fp8
-/// only). Order four_pages: 4096 elements; else `block` vectors. The block counts into counters of its own, added
-/// to acc at its end: with acc, which lives through the whole chunk, g++ 12 at -O3 kept the counters on the stack
+/// only). Order four_pages: 4 page_floats elements; else `block` vectors. The block counts into counters of its own,
+/// added to acc at its end: with acc, which lives through the whole chunk, g++ 12 at -O3 kept the counters on the stack
 /// in the vector loop (a load, masked subtract and store per counter and vector), and fp16 nearest even on
 /// wide-range data in cache ran at 0.54x the F16C round trip on an Intel Xeon, against 0.72x with the block's own
 /// (docs/performance.md).
@@ -156,7 +148,7 @@ SAFEAMP_DETAIL_NOINLINE void round_deterministic_chunk(const float* in, float* o
     if (stream_in_address_order()) {
       i = round_blocks<R, F, Ftz, Sat, store_order::streamed>(v, in, out, i, n, 64, acc);
     } else {
-      i = round_blocks<R, F, Ftz, Sat, store_order::four_pages>(v, in, out, i, n, 256, acc);
+      i = round_blocks<R, F, Ftz, Sat, store_order::four_pages>(v, in, out, i, n, 4 * page_floats / 16, acc);
     }
     round_vectors<R, F, Ftz, Sat, false, true>(v, in, out, i, (n - i) / 16, acc);
   } else {
