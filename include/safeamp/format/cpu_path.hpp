@@ -45,6 +45,14 @@ inline constexpr std::size_t page_floats = 1024;
 /// 0.94-0.96x with it (8 pages ahead the same, 16 worse). AVX-512 stochastic rounding went from 0.38-0.42x the
 /// generator's rate to 0.52-0.66x on N(0,1) data (docs/performance.md).
 inline constexpr std::size_t four_pages_prefetch_floats = 4 * page_floats;
+/// How far ahead every streaming loop in address order (AMD's order; elsewhere forced with SAFEAMP_STREAM_ORDER,
+/// and AVX2 stochastic rounding on every vendor) asks for its input: 2 KiB. On Zen 3 the AVX2 deterministic loop
+/// went from 0.7-0.8x memcpy without it to 0.95-1.2x. On Zen 4 (AVX-512 path, 64 Mi, 3 rounds) the deterministic
+/// modes gave 1.50-1.72x memcpy on wide-range data against 1.16-1.38x at 4096 floats and 1.45-1.66x with none, and
+/// stochastic rounding 0.77-0.79x the generator's rate on N(0,1) data against 0.74-0.75x at 4096. With the order
+/// forced on an Intel Xeon, 4096 floats was up to 0.09 better than 512 for AVX-512 stochastic rounding and the same
+/// within 0.05 for the deterministic modes (docs/performance.md, issue 18).
+inline constexpr std::size_t stream_prefetch_floats = 512;
 
 /// The streaming loops' software prefetch: asks for the 64-byte line `ahead` floats past p to come into L1. The
 /// address is formed as an integer because near the end of a span it lies past the array: a prefetch may name

@@ -372,11 +372,6 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stream_head(const float* out, std::size
   return head < n ? head : n;
 }
 
-/// How far ahead of the element it rounds the streaming loop in address order asks for its input (2 KiB): the
-/// hardware prefetcher alone left the loop at 0.7-0.8x memcpy on Zen 3, which this distance brought to 0.95-1.2x
-/// (docs/performance.md, issue 18).
-inline constexpr std::size_t stream_prefetch_floats = 512;
-
 /// The sixteen results of a pair kernel, with streaming or ordinary stores.
 SAFEAMP_DETAIL_ALWAYS_INLINE void store_pair(float* dst, vec y0, vec y1, bool streamed) noexcept {
   if (streamed) {
@@ -728,8 +723,9 @@ SAFEAMP_DETAIL_NOINLINE void round_chunk_impl(const float* in, float* out, std::
 /// point and after the last full step take words from a small buffer. Streaming goes in address order on every
 /// vendor, with the input prefetched stream_prefetch_floats ahead: on an Intel Xeon (AVX2 path forced, -O3) that
 /// took 64 Mi from 0.44-0.58x the generator's rate to 0.63-0.71x on N(0,1) data and from 0.31-0.47x to 0.52-0.72x
-/// on wide-range data; four pages at a time, with or without a prefetch, was no faster there. Untimed on AMD
-/// (docs/performance.md).
+/// on wide-range data; four pages at a time, with or without a prefetch, was no faster there. On Zen 4 (forced
+/// AVX2 path, 64 Mi, 2 rounds) the prefetch neither helped nor hurt: 0.64-0.81x on N(0,1) data with it, 0.60-0.78x
+/// without (docs/performance.md).
 template <format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out, std::size_t n, philox_key key,
                                                     bool stream, local_counts& c) noexcept {

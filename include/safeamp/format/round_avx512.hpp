@@ -27,21 +27,15 @@ SAFEAMP_DETAIL_AVX512_BEGIN
 
 namespace safeamp::detail::avx512 {
 
-/// How far ahead the AVX-512 loops that stream in address order (AMD; forced elsewhere) ask for their input. On an
-/// Intel Xeon with the order forced, 4096 floats was the best of 512, 2048 and 4096 for stochastic rounding and
-/// within 0.04 of the best (2048) for the deterministic modes (docs/performance.md). (The four-pages loops use
-/// four_pages_prefetch_floats, cpu_path.hpp.) AMD's CPUs, which stream so, have not been timed with it.
-inline constexpr std::size_t address_prefetch_floats = 4096;
-
 /// A deterministic mode: vectors [i, i + 16 count) of a chunk with full stores (streaming or not). Streaming (address
-/// order) prefetches address_prefetch_floats ahead: with the order forced on the Intel Xeon, 64 Mi rounded at
-/// 0.59-0.80x memcpy without it and 0.75-0.92x with it (2048 floats: 0.74-0.96, 512: 0.75-0.87); AMD's CPUs, which
-/// take this order by default, have not been timed with it.
+/// order, AMD's) prefetches stream_prefetch_floats (512) ahead: on Zen 4, 64 Mi of wide-range data rounded at
+/// 1.45-1.66x memcpy with no prefetch, 1.16-1.38x at 4096 floats ahead and 1.50-1.72x at 512; with the order forced
+/// on an Intel Xeon, 0.59-0.80x without, 0.75-0.92x at 4096 and 0.75-0.87x at 512.
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always, bool Stream, bool Merged = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, const float* in, float* out,
                                                 std::size_t i, std::size_t count, counters16& acc) noexcept {
   for (std::size_t end = i + 16 * count; i < end; i += 16) {
-    if constexpr (Stream) prefetch_ahead(in + i, address_prefetch_floats);
+    if constexpr (Stream) prefetch_ahead(in + i, stream_prefetch_floats);
     const __m512i r = load_round<R, F, Ftz, Sat, Always, Merged>(v, in, nullptr, i, 0xFFFF, acc);
     if constexpr (Stream) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), r);
@@ -131,8 +125,9 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_blocks(const vector_constants<F>&
 /// in 8 holds one. stream: non-temporal stores after a head that aligns the output to 64 bytes, in the order of
 /// active_stream_order (cpu_path.hpp): four pages at a time where CPUID does not name AMD (1.1-1.2x address order on
 /// the Xeon where it was first measured); in address order on AMD, as the AVX2 loop, whose four-pages order ran at
-/// 0.42-0.89x memcpy on Zen 4 against 0.83-1.58x in address order (docs/performance.md). This loop's own address
-/// order has not been timed on a Zen 4 yet: SAFEAMP_STREAM_ORDER=four_pages gives the other order for an A/B.
+/// 0.42-0.89x memcpy on Zen 4 against 0.83-1.58x in address order (docs/performance.md). This loop too: on Zen 4,
+/// 64 Mi nearest even ran at 0.85-1.06x memcpy four pages at a time against 1.14-1.69x in address order
+/// (SAFEAMP_STREAM_ORDER forces either order for such an A/B).
 template <rounding R, format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_NOINLINE void round_deterministic_chunk(const float* in, float* out, std::size_t n, bool stream,
                                                        local_counts& c) noexcept {
@@ -205,7 +200,7 @@ SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_streamed(const vector_constants<F
     }
   }
   for (; s < lay.steps; ++s, i += step) {
-    stochastic_step<F, Ftz, Sat, true>(v, gen, lay, in, out, i, address_prefetch_floats, acc);
+    stochastic_step<F, Ftz, Sat, true>(v, gen, lay, in, out, i, stream_prefetch_floats, acc);
   }
   return i;
 }
@@ -218,7 +213,7 @@ SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_streamed(const vector_constants<F
 /// elements) and, to stream, a 64-byte aligned output; the few elements before that point and after the last full
 /// step take words from a small buffer. Streaming goes in the deterministic modes' order (active_stream_order):
 /// four pages at a time, a generator call's 128 elements (eight lines) from each in turn, or in address order (AMD);
-/// with the input prefetched either way (four_pages_prefetch_floats, address_prefetch_floats).
+/// with the input prefetched either way (four_pages_prefetch_floats, stream_prefetch_floats).
 template <format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out, std::size_t n, philox_key key,
                                                     bool stream, local_counts& c) noexcept {
