@@ -89,7 +89,7 @@ template <rounding R, format_spec F, bool Ftz, bool Sat, store_order Order>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_block(const path_choice& choice, const path_choice& split,
                                               const vector_constants<F>& v, const float* in, float* out, std::size_t i,
                                               std::size_t block, counters16& acc) noexcept {
-  constexpr bool mergeable = R == rounding::nearest_even && !float_range_format(F);
+  constexpr bool mergeable = R == rounding::nearest_even && !float_range_format(F) && !codes_count<F, Ftz, Sat>;
   if (choice.always) {
     if (mergeable && !split.always) {
       round_block_as<R, F, Ftz, Sat, Order, true, mergeable>(v, in, out, i, block, acc);
@@ -103,18 +103,27 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_block(const path_choice& choice, const p
   }
 }
 
+/// How many blocks (at most 4 page_floats / 16 = 256 vectors each) round_blocks adds to a chunk's counters between
+/// two widenings of their 16-bit code counts: 128 x 256 vectors, plus the chunk's head, rest and tail, stay below
+/// 2^16 per lane.
+inline constexpr std::size_t code_blocks = 128;
+static_assert(code_blocks * (4 * page_floats / 16) + 258 < 65536);
+
 /// Blocks of `block` vectors from i while a whole one fits in n, each with its own choices; returns the next i.
 template <rounding R, format_spec F, bool Ftz, bool Sat, store_order Order>
 SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_blocks(const vector_constants<F>& v, const float* in, float* out,
                                                       std::size_t i, std::size_t n, std::size_t block,
                                                       counters16& acc) noexcept {
   path_choice choice, split;
-  for (; i + 16 * block <= n; i += 16 * block) {
+  for (std::size_t blocks = 1; i + 16 * block <= n; i += 16 * block, ++blocks) {
     choice.start(acc);
     split.start_count(acc.odd_vectors);
     round_block<R, F, Ftz, Sat, Order>(choice, split, v, in, out, i, block, acc);
     choice.finish(acc, block);
     split.finish_count(acc.odd_vectors, block);
+    if constexpr (codes_count<F, Ftz, Sat>) {
+      if (blocks % code_blocks == 0) acc.widen_codes();
+    }
   }
   return i;
 }

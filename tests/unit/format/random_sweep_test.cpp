@@ -1,6 +1,7 @@
 // Seeded random sweeps for every mode, overflow option and flush setting, named and generic formats, float
 // and double inputs (one rounding step, no double rounding), against the exact cpp_int oracle; and the
 // vectorised round_span() fast paths against the scalar encode()/decode(), bit for bit, counters included.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -356,6 +357,41 @@ TEST_CASE("large spans (streaming stores, misaligned output, Philox counter wrap
                                      << l.offset << " first mismatch at " << first_bad);
         CHECK(mismatches == 0);
         CHECK(got == want);
+      }
+    }
+  }
+}
+
+// The AVX-512 fp16 nearest-even kernel counts in 16-bit lanes between widenings (counters16's code counts): a span
+// in which every element lands in the same class makes every lane count every vector, up to 2^16 per lane in one
+// 2^20-element chunk, so a missed widening would wrap a lane to 0. Each path must count all n, in cache (blocks of 64
+// vectors) and streamed (16 MiB or more: blocks of four pages, or of 64 vectors in address order).
+TEST_CASE("counters of spans whose every element overflows, is subnormal or underflows, every path") {
+  struct one_class {
+    float x;
+    std::uint64_t safeamp::cast_stats::*counter;
+    std::uint64_t safeamp::cast_stats::*second;  // also n (an overflow's inf), or null
+  };
+  const one_class classes[] = {{-1.0e6f, &safeamp::cast_stats::overflow, &safeamp::cast_stats::infinity},
+                               {3.0e-6f, &safeamp::cast_stats::subnormal, nullptr},
+                               {-1.0e-9f, &safeamp::cast_stats::underflow, nullptr}};
+  for (const std::size_t n : {std::size_t{1} << 20, (std::size_t{1} << 22) + 16}) {
+    std::vector<float> in(n), out(n);
+    for (const one_class& c : classes) {
+      std::fill(in.begin(), in.end(), c.x);
+      for (const safeamp::cpu_path path : safeamp::all_cpu_paths) {
+        if (!safeamp::cpu_path_supported(path)) continue;
+        const safeamp::cast_stats got = safeamp::detail::round_span_on(path, safeamp::fp16, in, out, {}, {});
+        INFO("x " << c.x << " n " << n << " path " << safeamp::cpu_path_name(path));
+        CHECK(got.elements == n);
+        CHECK(got.*c.counter == n);
+        if (c.second != nullptr) CHECK(got.*c.second == n);
+        safeamp::cast_stats rest = got;
+        rest.elements = 0;
+        rest.*c.counter = 0;
+        if (c.second != nullptr) rest.*c.second = 0;
+        CHECK(rest == safeamp::cast_stats{});
+        CHECK(oracle::float_bits(out[n - 1]) == oracle::float_bits(safeamp::round_to(safeamp::fp16, c.x)));
       }
     }
   }
