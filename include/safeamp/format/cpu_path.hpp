@@ -54,6 +54,11 @@ inline constexpr std::size_t four_pages_prefetch_floats = 4 * page_floats;
 /// within 0.05 for the deterministic modes (docs/performance.md, issue 18).
 inline constexpr std::size_t stream_prefetch_floats = 512;
 
+/// fp16 codes (magnitudes) whose class the vector kernels read off the conversion's result: inf (every overflow in
+/// nearest even without saturation) and the smallest normal (codes below it are subnormal or zero).
+inline constexpr short fp16_inf_code = 0x7C00;
+inline constexpr short fp16_min_normal_code = 0x0400;
+
 /// The streaming loops' software prefetch: asks for the 64-byte line `ahead` floats past p to come into L1. The
 /// address is formed as an integer because near the end of a span it lies past the array: a prefetch may name
 /// any address (it never faults), pointer arithmetic may not.

@@ -455,8 +455,8 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void fp16_pair(const constants8<F>& v, vec u0, vec 
   const vec ha = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
   // Toward zero never reaches inf from a finite input.
   const vec to_inf =
-      R == rounding::toward_zero ? _mm256_setzero_si256() : _mm256_cmpeq_epi16(ha, _mm256_set1_epi16(0x7C00));
-  const vec below = _mm256_cmpgt_epi16(_mm256_set1_epi16(0x0400), ha);
+      R == rounding::toward_zero ? _mm256_setzero_si256() : _mm256_cmpeq_epi16(ha, _mm256_set1_epi16(fp16_inf_code));
+  const vec below = _mm256_cmpgt_epi16(_mm256_set1_epi16(fp16_min_normal_code), ha);
   acc16.overflow = _mm256_sub_epi16(acc16.overflow, to_inf);
   if constexpr (R != rounding::nearest_even) {
     if constexpr (!Sat) acc16.special = _mm256_sub_epi16(acc16.special, to_inf);

@@ -28,9 +28,7 @@ SAFEAMP_DETAIL_AVX512_BEGIN
 namespace safeamp::detail::avx512 {
 
 /// A deterministic mode: vectors [i, i + 16 count) of a chunk with full stores (streaming or not). Streaming (address
-/// order, AMD's) prefetches stream_prefetch_floats (512) ahead: on Zen 4, 64 Mi of wide-range data rounded at
-/// 1.45-1.66x memcpy with no prefetch, 1.16-1.38x at 4096 floats ahead and 1.50-1.72x at 512; with the order forced
-/// on an Intel Xeon, 0.59-0.80x without, 0.75-0.92x at 4096 and 0.75-0.87x at 512.
+/// order, AMD's) prefetches stream_prefetch_floats ahead (cpu_path.hpp, with its measurements).
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always, bool Stream, bool Merged = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, const float* in, float* out,
                                                 std::size_t i, std::size_t count, counters16& acc) noexcept {

@@ -102,6 +102,10 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i srl32(__m512i v) noexcept {
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i count(__m512i acc, __mmask16 k) noexcept {
   return _mm512_mask_sub_epi32(acc, k, acc, _mm512_set1_epi32(-1));
 }
+/// The same for counters of 16-bit lanes (counters16's code counts).
+SAFEAMP_DETAIL_ALWAYS_INLINE __m256i count(__m256i acc, __mmask16 k) noexcept {
+  return _mm256_mask_sub_epi16(acc, k, acc, _mm256_set1_epi16(-1));
+}
 
 /// The float bits of the smallest magnitude that nearest even sends above max finite: max finite + half an ulp
 /// when that tie goes up (max finite's last bit is odd, e.g. fp16 65520), else the next float (E4M3: 464 ties
@@ -183,12 +187,18 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void count_below_normal(const vector_constants<F>& 
 /// the format stores, made quiet. Zero, +-inf and NaN inputs are rare in most tensors: one compare (|x| - 1 >=
 /// inf - 1, unsigned) and a predictable branch keep their handling out of the common path. Results below min
 /// normal and zero results are counted as such; counters16::add_to forms subnormal and underflow from them.
+/// The lanes whose input is zero, +-inf or NaN (a = |x|): |x| - 1 >= inf - 1, unsigned.
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE __mmask16 rare_lanes(const vector_constants<F>& v, __m512i a) noexcept {
+  return _mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, v.one), v.inf_minus_one);
+}
+
 template <format_spec F, bool Sat>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i finish_special(const vector_constants<F>& v, __m512i a, __m512i r, __mmask16 big,
                                                     counters16& acc) noexcept {
   constexpr round_constants k = vector_constants<F>::k;
   const __m512i overflow_bits = Sat ? v.max_finite : u32(k.inf_or_nan);
-  const __mmask16 rare = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, v.one), v.inf_minus_one);
+  const __mmask16 rare = rare_lanes(v, a);
   if (rare == 0) {
     r = _mm512_mask_mov_epi32(r, big, overflow_bits);
     acc.overflow = count(acc.overflow, big);
@@ -278,19 +288,16 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
         _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm512_castps_si512(_mm512_maskz_cvtph_ps(0xFFFF, h));
     if constexpr (codes_count<F, Ftz, Sat>) {
-      // Without saturation every overflow is already inf, and without zero, inf or NaN inputs (|x| - 1 >= inf - 1,
-      // unsigned, finds them) the counters come from the sixteen codes at once, as on the AVX2 path (fp16_pair):
-      // 0x7C00 is an overflow's inf, codes below 0x0400 lie below the normal range and 0 is a zero result. Compares
-      // and counts of 16-bit lanes in a 256-bit register: on Zen 4, wide-range data in cache went from 0.46x the
-      // F16C round trip (finish_special's 32-bit lanes) to 0.6x (docs/performance.md).
-      if (_mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, v.one), v.inf_minus_one) == 0) {
-        const __m256i minus_one = _mm256_set1_epi16(-1);
-        acc.code_overflow = _mm256_mask_sub_epi16(
-            acc.code_overflow, _mm256_cmpeq_epi16_mask(h, _mm256_set1_epi16(0x7C00)), acc.code_overflow, minus_one);
-        const __mmask16 below = _mm256_cmplt_epu16_mask(h, _mm256_set1_epi16(0x0400));
-        acc.code_below_normal = _mm256_mask_sub_epi16(acc.code_below_normal, below, acc.code_below_normal, minus_one);
-        acc.code_zero_results = _mm256_mask_sub_epi16(acc.code_zero_results, _mm256_mask_testn_epi16_mask(below, h, h),
-                                                      acc.code_zero_results, minus_one);
+      // Without saturation every overflow is already inf, and without zero, inf or NaN inputs (rare_lanes) the
+      // counters come from the sixteen codes at once, as on the AVX2 path (fp16_pair): fp16_inf_code is an
+      // overflow, codes below fp16_min_normal_code lie below the normal range and 0 is a zero result. Compares and
+      // counts of 16-bit lanes in a 256-bit register: on Zen 4, wide-range data in cache went from 0.46x the F16C
+      // round trip (finish_special's 32-bit lanes) to 0.6x (docs/performance.md).
+      if (rare_lanes(v, a) == 0) {
+        acc.code_overflow = count(acc.code_overflow, _mm256_cmpeq_epi16_mask(h, _mm256_set1_epi16(fp16_inf_code)));
+        const __mmask16 below = _mm256_cmplt_epu16_mask(h, _mm256_set1_epi16(fp16_min_normal_code));
+        acc.code_below_normal = count(acc.code_below_normal, below);
+        acc.code_zero_results = count(acc.code_zero_results, _mm256_mask_testn_epi16_mask(below, h, h));
         return _mm512_ternarylogic_epi32(r, u, v.sign, 0xF8);  // r | (u & sign)
       }
     }
