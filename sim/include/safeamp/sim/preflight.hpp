@@ -47,8 +47,8 @@ struct preflight_estimate {
 
 /// What the estimate is computed from besides the runs: the process's own memory before training (binary,
 /// libraries, the scenario; `safeamp sim` reads it after measure_training_rate, whose run pages in the training
-/// code and grows the allocator's pools), the rate at which this build and machine run the simulator's emulated training
-/// (floating-point operations per second, see measure_training_rate), and the transformer's corpus.
+/// code and grows the allocator's pools), the rate at which this build and machine run the simulator's emulated
+/// training (floating-point operations per second, see measure_training_rate), and the transformer's corpus.
 struct preflight_inputs {
   double base_bytes = 0.0;
   double flops_per_second = 1e9;
