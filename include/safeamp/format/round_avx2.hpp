@@ -312,6 +312,22 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec not_normal_pair_lanes(const constants8<F>& v, v
   return _mm256_cmpgt_epi32(v.normal_exponent_limit, _mm256_min_epi32(d0, d1));
 }
 
+/// Whether u0 or u1 holds a zero, an infinity or a NaN: the test of the pairs that fp16_pair takes. F16C rounds
+/// float subnormals exactly in every mode whatever MXCSR.FTZ says, so only those inputs need the exact path; under
+/// DAZ, which reads a float subnormal as 0, the product below reads it as 0 as well and sends its pair there. Three
+/// float instructions where not_normal_pair_lanes takes six integer ones, which compete with the kernel's own integer
+/// work for the same vector units. The product p = u0 u1 is then zero, infinite or NaN, and p - p is 0 for a finite p
+/// and NaN otherwise, so p == p - p or the two are unordered. The product of two other floats can also underflow to
+/// zero (|u0 u1| < 2^-149; under FTZ below 2^-126, under DAZ with a float subnormal) or overflow (|u0 u1| >= 2^128):
+/// such a pair takes the exact path, which gives the same bits, so the data and the floating-point environment change
+/// the time, never the results. (narrow_pair keeps not_normal_pair_lanes: its vroundps kernel would read a float
+/// subnormal as 0 under DAZ, and flush x / Q under FTZ.)
+SAFEAMP_DETAIL_ALWAYS_INLINE bool zero_inf_or_nan_pair(vec u0, vec u1) noexcept {
+  const __m256 p = _mm256_mul_ps(_mm256_castsi256_ps(u0), _mm256_castsi256_ps(u1));
+  const __m256 rare = _mm256_cmp_ps(p, _mm256_sub_ps(p, p), _CMP_EQ_UQ);
+  return _mm256_testz_ps(rare, rare) == 0;
+}
+
 /// Eight elements: the fixed cut when every lane lies in the normal range, else the exact path (special8 for the
 /// deterministic modes, stochastic8 for stochastic rounding). Always: skip the test (the exact path is right for every
 /// lane); the caller picks it where most vectors need the exact path, so the branch would mispredict.
@@ -563,14 +579,15 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_pair(const constants8<F>& v, vec u0, vec
 }
 
 /// The pairs of vectors [i, end) (a multiple of 16 elements) through the pair kernel of mode R and format F;
-/// returns the end. A pair with an input that is not a normal float (zero, float subnormal, +-inf, NaN) takes
-/// special8, one vector at a time. The pairs of normal floats run in an inner loop of their own that a rare pair
-/// leaves: with the rare pair's special8 in the same loop body, g++ kept the 16-bit counters on the stack (a load,
-/// subtract and store per counter and pair, carried from pair to pair through store forwarding), and fp16 on
-/// wide-range data in cache ran at 0.40x the F16C round trip on Zen 3 (0.52x with this loop, docs/performance.md);
-/// its register allocator works loop by loop, so the inner loop gets registers of its own. FourPages (streaming
-/// only): [i, end) is four 4 KiB pages, end = i + 4 page_floats, taken a whole line (one pair) from each page in
-/// turn, the order of round_four_pages8; the pairs are then numbered, pair p being line p / 4 of page p % 4.
+/// returns the end. A pair with an input that is not a normal float (zero, float subnormal, +-inf, NaN; for
+/// fp16_pair only a zero, an infinity or a NaN: zero_inf_or_nan_pair) takes special8, one vector at a time. The pairs
+/// of normal floats run in an inner loop of their own that a rare pair leaves: with the rare pair's special8 in the
+/// same loop body, g++ kept the 16-bit counters on the stack (a load, subtract and store per counter and pair, carried
+/// from pair to pair through store forwarding), and fp16 on wide-range data in cache ran at 0.40x the F16C round trip
+/// on Zen 3 (0.52x with this loop, docs/performance.md); its register allocator works loop by loop, so the inner loop
+/// gets registers of its own. FourPages (streaming only): [i, end) is four 4 KiB pages, end = i + 4 page_floats, taken
+/// a whole line (one pair) from each page in turn, the order of round_four_pages8; the pairs are then numbered, pair p
+/// being line p / 4 of page p % 4.
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Streamed, bool FourPages = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_pairs(const constants8<F>& v, const float* in, float* out, std::size_t i,
                                                      std::size_t end, counters8& acc) noexcept {
@@ -593,6 +610,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_pairs(const constants8<F>& v, con
     }
     u0 = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + from));
     u1 = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + from + 8));
+    if constexpr (pairs_by_f16c<R, F>) return !zero_inf_or_nan_pair(u0, u1);
     const vec rare = not_normal_pair_lanes(v, u0, u1);
     return _mm256_testz_si256(rare, rare) != 0;
   };

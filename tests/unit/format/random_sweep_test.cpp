@@ -453,3 +453,87 @@ TEST_CASE("round_span ignores the floating-point environment: FTZ, DAZ and every
   CHECK(failures == 0);
 }
 #endif
+
+#if defined(__SSE2__) || defined(__x86_64__)
+// The AVX2 pair kernels take pairs of vectors (elements j and j + 8 of 16 share a lane) of wide-range floats; in
+// nearest even and toward zero the F16C kernel keeps a pair whose inputs are normal or float subnormal and sends
+// one with a zero, an infinity or a NaN to the exact path, found by the product of the two vectors (which also
+// sends pairs whose product underflows or overflows). Here one pair in three has one such lane (or a lane pair
+// whose product underflows or overflows) amid normal floats of 2^-30..2^20, so that the blocks stay on the pair
+// kernels; each path's results and counters must be the scalar routine's with MXCSR's FTZ and DAZ off, each alone
+// and both (DAZ reads a float subnormal as 0, FTZ flushes a product or an x / Q that falls below 2^-126).
+TEST_CASE("pairs with one float subnormal, zero, infinity, NaN or tiny or huge lane pair amid wide-range floats") {
+  std::mt19937_64 rng(2026);
+  const std::size_t n = 3 * 4096 * 4 + 5;  // several of path_choice's blocks, and a tail
+  std::vector<float> in(n), out(n);
+  std::uniform_real_distribution<float> exponent(-30.0f, 20.0f);
+  for (float& x : in) x = ((rng() & 1) != 0 ? -1.0f : 1.0f) * std::exp2(exponent(rng));
+  const float rare_values[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, oracle::bits_float(0xFF800123u)};
+  for (std::size_t pair = 0; pair + 16 <= n; pair += 16) {
+    const std::size_t lane = pair + static_cast<std::size_t>(rng() % 8);
+    switch (rng() % 15) {
+      case 0:  // a float subnormal beside normal floats
+      case 1:
+        // Bits of 1..23 significant mantissa bits: magnitudes spread over 2^-149..2^-126 (down to where x / Q of
+        // the vroundps kernels is itself a float subnormal, which FTZ would flush).
+        in[lane + (rng() % 2) * 8] =
+            oracle::bits_float((static_cast<std::uint32_t>(rng()) & 0x80000000u) |
+                               ((static_cast<std::uint32_t>(rng()) & ((1u << (1 + rng() % 23)) - 1u)) | 1u));
+        break;
+      case 2:  // a zero, an infinity or a NaN
+        in[lane + (rng() % 2) * 8] = rare_values[rng() % std::size(rare_values)];
+        break;
+      case 3:  // a lane pair whose product underflows (2^-149 or less): both 2^-126..2^-75
+        in[lane] = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, -126 + static_cast<int>(rng() % 50));
+        in[lane + 8] = -std::ldexp(1.5f, -126 + static_cast<int>(rng() % 50));
+        break;
+      case 4:  // a lane pair whose product overflows: both 2^64..2^127
+        in[lane] = std::ldexp(1.25f, 64 + static_cast<int>(rng() % 63));
+        in[lane + 8] = -std::ldexp(1.75f, 64 + static_cast<int>(rng() % 63));
+        break;
+      default:
+        break;
+    }
+  }
+  const unsigned saved = _mm_getcsr();
+  int failures = 0;
+  for (safeamp::format_spec f : {safeamp::fp16, safeamp::fp8_e5m2, safeamp::fp8_e4m3, safeamp::bf16}) {
+    for (rounding m : all_modes) {
+      for (overflow ov : {overflow::to_infinity, overflow::saturate}) {
+        for (bool ftz : {false, true}) {
+          const safeamp::round_options opt{.mode = m, .on_overflow = ov, .flush_subnormals = ftz};
+          const safeamp::philox_key key{.seed = 11, .stream = 12, .offset = 13};
+          std::vector<float> want;
+          const safeamp::cast_stats want_stats = scalar_stats(f, in, opt, key, want);
+          for (const safeamp::cpu_path path : safeamp::all_cpu_paths) {
+            if (!safeamp::cpu_path_supported(path)) continue;
+            for (const unsigned csr : {0u, 0x8000u, 0x0040u, 0x8040u}) {  // none, FTZ, DAZ, both
+              mark_unwritten(out);
+              _mm_setcsr((saved & ~0x8040u) | csr);
+              const safeamp::cast_stats got = safeamp::detail::round_span_on(path, f, in, out, opt, key);
+              _mm_setcsr(saved);
+              std::size_t bad = 0, first = n;
+              for (std::size_t i = 0; i < n; ++i) {
+                if (oracle::float_bits(out[i]) != oracle::float_bits(want[i]) && bad++ == 0) first = i;
+              }
+              if ((bad != 0 || !(got == want_stats)) && failures++ < 12) {
+                FAIL_CHECK(safeamp::format_name(f)
+                           << " mode " << static_cast<int>(m) << " sat " << (ov == overflow::saturate) << " ftz " << ftz
+                           << " path " << safeamp::cpu_path_name(path) << " MXCSR FTZ/DAZ bits " << hex(csr) << ": "
+                           << bad << " results differ"
+                           << (bad != 0 ? ", first element " + std::to_string(first) + " input " +
+                                              hex(oracle::float_bits(in[first])) + " want " +
+                                              hex(oracle::float_bits(want[first])) + " got " +
+                                              hex(oracle::float_bits(out[first]))
+                                        : std::string())
+                           << (got == want_stats ? "" : "; counters differ"));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(failures == 0);
+}
+#endif
