@@ -38,6 +38,18 @@ std::string hex(std::uint64_t u) {
   return b;
 }
 
+// Empty where out and want hold the same bits everywhere; else how many elements differ, and the first of them.
+std::string differences(std::span<const float> in, std::span<const float> out, std::span<const float> want) {
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (oracle::float_bits(out[i]) != oracle::float_bits(want[i]) && bad++ == 0) first = i;
+  }
+  if (bad == 0) return {};
+  return std::to_string(bad) + " results differ, first element " + std::to_string(first) + " input " +
+         hex(oracle::float_bits(in[first])) + " want " + hex(oracle::float_bits(want[first])) + " got " +
+         hex(oracle::float_bits(out[first]));
+}
+
 const safeamp::format_spec sweep_formats[] = {
     safeamp::fp16,
     safeamp::bf16,
@@ -431,19 +443,12 @@ TEST_CASE("round_span ignores the floating-point environment: FTZ, DAZ and every
             _mm_setcsr((saved & ~0xE040u) | 0x8040u | rc << 13);  // FTZ, DAZ, rounding control rc
             const safeamp::cast_stats got = safeamp::detail::round_span_on(path, f, in, out, opt, key);
             _mm_setcsr(saved);
-            std::size_t bad = 0, first = n;
-            for (std::size_t i = 0; i < n; ++i) {
-              if (oracle::float_bits(out[i]) != oracle::float_bits(want[i]) && bad++ == 0) first = i;
-            }
-            if ((bad != 0 || !(got == reference)) && failures++ < 12) {
+            const std::string diff = differences(in, out, want);
+            if ((!diff.empty() || !(got == reference)) && failures++ < 12) {
               FAIL_CHECK(safeamp::format_name(f)
                          << " mode " << static_cast<int>(m) << (strict ? " saturate+flush" : "") << " path "
-                         << safeamp::cpu_path_name(path) << " MXCSR.RC " << rc << ": " << bad << " results differ"
-                         << (bad != 0 ? ", first input " + hex(oracle::float_bits(in[first])) + " want " +
-                                            hex(oracle::float_bits(want[first])) + " got " +
-                                            hex(oracle::float_bits(out[first]))
-                                      : std::string())
-                         << (got == reference ? "" : "; counters differ"));
+                         << safeamp::cpu_path_name(path) << " MXCSR.RC " << rc << ": "
+                         << (diff.empty() ? "same results" : diff) << (got == reference ? "" : "; counters differ"));
             }
           }
         }
@@ -452,9 +457,7 @@ TEST_CASE("round_span ignores the floating-point environment: FTZ, DAZ and every
   }
   CHECK(failures == 0);
 }
-#endif
 
-#if defined(__SSE2__) || defined(__x86_64__)
 // The AVX2 pair kernels take pairs of vectors (elements j and j + 8 of 16 share a lane) of wide-range floats; in
 // nearest even and toward zero the F16C kernel keeps a pair whose inputs are normal or float subnormal and sends
 // one with a zero, an infinity or a NaN to the exact path, found by the product of the two vectors (which also
@@ -512,21 +515,12 @@ TEST_CASE("pairs with one float subnormal, zero, infinity, NaN or tiny or huge l
               _mm_setcsr((saved & ~0x8040u) | csr);
               const safeamp::cast_stats got = safeamp::detail::round_span_on(path, f, in, out, opt, key);
               _mm_setcsr(saved);
-              std::size_t bad = 0, first = n;
-              for (std::size_t i = 0; i < n; ++i) {
-                if (oracle::float_bits(out[i]) != oracle::float_bits(want[i]) && bad++ == 0) first = i;
-              }
-              if ((bad != 0 || !(got == want_stats)) && failures++ < 12) {
+              const std::string diff = differences(in, out, want);
+              if ((!diff.empty() || !(got == want_stats)) && failures++ < 12) {
                 FAIL_CHECK(safeamp::format_name(f)
                            << " mode " << static_cast<int>(m) << " sat " << (ov == overflow::saturate) << " ftz " << ftz
                            << " path " << safeamp::cpu_path_name(path) << " MXCSR FTZ/DAZ bits " << hex(csr) << ": "
-                           << bad << " results differ"
-                           << (bad != 0 ? ", first element " + std::to_string(first) + " input " +
-                                              hex(oracle::float_bits(in[first])) + " want " +
-                                              hex(oracle::float_bits(want[first])) + " got " +
-                                              hex(oracle::float_bits(out[first]))
-                                        : std::string())
-                           << (got == want_stats ? "" : "; counters differ"));
+                           << (diff.empty() ? "same results" : diff) << (got == want_stats ? "" : "; counters differ"));
               }
             }
           }
