@@ -594,7 +594,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_pairs(const constants8<F>& v, con
   static_assert(!FourPages || Streamed);
   counters16x16 acc16;
   // Where pair p starts: in address order p is that element index itself.
-  const auto at = [i](std::size_t p) noexcept -> std::size_t {
+  const auto at = [=](std::size_t p) noexcept -> std::size_t {  // i, read only by FourPages
     if constexpr (FourPages) return i + (p % 4) * page_floats + (p / 4) * 16;
     return p;
   };

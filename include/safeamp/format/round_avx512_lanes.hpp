@@ -278,6 +278,29 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
     }
     ++acc.special_vectors;
   }
+  if constexpr (codes_count<F, Ftz, Sat>) {
+    // Without saturation every overflow is already inf, and without zero, inf or NaN inputs (one vfpclassps) the
+    // x themselves are converted, signs included, and the counters come from the sixteen codes at once, as on the
+    // AVX2 path (fp16_pair): an exponent field of all ones is an overflow (no NaN comes from a finite x), one of
+    // zeros lies below the normal range, and a code whose magnitude is 0 is a zero result. A float subnormal
+    // becomes a zero of its sign, as the exact path gives it (under DAZ too, and its counters are those of any
+    // underflow). Compares and counts of 16-bit lanes in a 256-bit register: on Zen 4, wide-range data in cache
+    // went from 0.46x the F16C round trip (finish_special's 32-bit lanes) to 0.6x, and to 0.65x without |x| and
+    // its sign put back (docs/performance.md).
+    constexpr int zero_inf_or_nan = 0x01 | 0x02 | 0x04 | 0x08 | 0x10 | 0x80;  // QNaN, +-0, +-inf, SNaN
+    if (_mm512_fpclass_ps_mask(_mm512_castsi512_ps(u), zero_inf_or_nan) == 0) {
+      const __m256i h =
+          _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m256i magnitude2 = _mm256_add_epi16(h, h);  // the sign shifted out
+      acc.code_overflow =
+          count(acc.code_overflow,
+                _mm256_cmpeq_epi16_mask(magnitude2, _mm256_set1_epi16(static_cast<short>(fp16_inf_code * 2))));
+      const __mmask16 below = _mm256_testn_epi16_mask(h, _mm256_set1_epi16(fp16_inf_code));
+      acc.code_below_normal = count(acc.code_below_normal, below);
+      acc.code_zero_results = count(acc.code_zero_results, _mm256_mask_testn_epi16_mask(below, magnitude2, magnitude2));
+      return _mm512_castps_si512(_mm512_maskz_cvtph_ps(0xFFFF, h));
+    }
+  }
   __m512i r;
   if constexpr (F == fp16 && !Ftz) {
     // fp16: the CPU's own conversion (F16C, present on every AVX-512 CPU) of |x| there and back. Its rounding
@@ -287,20 +310,6 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
     const __m256i h =
         _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm512_castps_si512(_mm512_maskz_cvtph_ps(0xFFFF, h));
-    if constexpr (codes_count<F, Ftz, Sat>) {
-      // Without saturation every overflow is already inf, and without zero, inf or NaN inputs (rare_lanes) the
-      // counters come from the sixteen codes at once, as on the AVX2 path (fp16_pair): fp16_inf_code is an
-      // overflow, codes below fp16_min_normal_code lie below the normal range and 0 is a zero result. Compares and
-      // counts of 16-bit lanes in a 256-bit register: on Zen 4, wide-range data in cache went from 0.46x the F16C
-      // round trip (finish_special's 32-bit lanes) to 0.6x (docs/performance.md).
-      if (rare_lanes(v, a) == 0) {
-        acc.code_overflow = count(acc.code_overflow, _mm256_cmpeq_epi16_mask(h, _mm256_set1_epi16(fp16_inf_code)));
-        const __mmask16 below = _mm256_cmplt_epu16_mask(h, _mm256_set1_epi16(fp16_min_normal_code));
-        acc.code_below_normal = count(acc.code_below_normal, below);
-        acc.code_zero_results = count(acc.code_zero_results, _mm256_mask_testn_epi16_mask(below, h, h));
-        return _mm512_ternarylogic_epi32(r, u, v.sign, 0xF8);  // r | (u & sign)
-      }
-    }
   } else {
     const __m512i c = _mm512_add_epi32(
         _mm512_maskz_max_epu32(0xFFFF, _mm512_and_si512(a, v.exponent_mask), v.emin_field), v.cut_offset);
