@@ -55,7 +55,8 @@ inline constexpr std::size_t four_pages_prefetch_floats = 4 * page_floats;
 inline constexpr std::size_t stream_prefetch_floats = 512;
 
 /// fp16 codes (magnitudes) whose class the vector kernels read off the conversion's result: inf (every overflow in
-/// nearest even without saturation) and the smallest normal (codes below it are subnormal or zero).
+/// nearest even without saturation; its bits are also the exponent field's mask) and the smallest normal (codes below
+/// it are subnormal or zero).
 inline constexpr short fp16_inf_code = 0x7C00;
 inline constexpr short fp16_min_normal_code = 0x0400;
 

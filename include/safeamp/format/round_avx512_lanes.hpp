@@ -285,8 +285,8 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
     // zeros lies below the normal range, and a code whose magnitude is 0 is a zero result. A float subnormal
     // becomes a zero of its sign, as the exact path gives it (under DAZ too, and its counters are those of any
     // underflow). Compares and counts of 16-bit lanes in a 256-bit register: on Zen 4, wide-range data in cache
-    // went from 0.46x the F16C round trip (finish_special's 32-bit lanes) to 0.6x, and to 0.65x without |x| and
-    // its sign put back (docs/performance.md).
+    // went from 0.46x the F16C round trip (finish_special's 32-bit lanes) to 0.6x, and to 0.66x without |x| and
+    // its sign put back (-O3; docs/performance.md).
     constexpr int zero_inf_or_nan = 0x01 | 0x02 | 0x04 | 0x08 | 0x10 | 0x80;  // QNaN, +-0, +-inf, SNaN
     if (_mm512_fpclass_ps_mask(_mm512_castsi512_ps(u), zero_inf_or_nan) == 0) {
       const __m256i h =

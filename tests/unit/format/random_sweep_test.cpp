@@ -194,18 +194,11 @@ TEST_CASE("block by block path choices of the vector kernels equal the scalar ro
               if (!safeamp::cpu_path_supported(path)) continue;
               mark_unwritten(out);
               const safeamp::cast_stats got = safeamp::detail::round_span_on(path, f, in, out, opt, {});
-              std::size_t bad = 0, first = in.size();
-              for (std::size_t i = 0; i < in.size(); ++i) {
-                if (oracle::float_bits(out[i]) != oracle::float_bits(want[i]) && bad++ == 0) first = i;
-              }
+              const std::string diff = differences(in, out, want);
               INFO(safeamp::format_name(f)
                    << " mode " << static_cast<int>(m) << " sat " << sat << " ftz " << ftz << " path "
-                   << safeamp::cpu_path_name(path) << " elements " << in.size() << " first mismatch at " << first
-                   << (first < in.size()
-                           ? " input " + hex(oracle::float_bits(in[first])) + " want " +
-                                 hex(oracle::float_bits(want[first])) + " got " + hex(oracle::float_bits(out[first]))
-                           : std::string()));
-              CHECK(bad == 0);
+                   << safeamp::cpu_path_name(path) << " elements " << in.size() << ": " << diff);
+              CHECK(diff.empty());
               CHECK(got == expected);
             }
           }
@@ -458,13 +451,14 @@ TEST_CASE("round_span ignores the floating-point environment: FTZ, DAZ and every
   CHECK(failures == 0);
 }
 
-// The AVX2 pair kernels take pairs of vectors (elements j and j + 8 of 16 share a lane) of wide-range floats; in
-// nearest even and toward zero the F16C kernel keeps a pair whose inputs are normal or float subnormal and sends
-// one with a zero, an infinity or a NaN to the exact path, found by the product of the two vectors (which also
-// sends pairs whose product underflows or overflows). Here one pair in three has one such lane (or a lane pair
-// whose product underflows or overflows) amid normal floats of 2^-30..2^20, so that the blocks stay on the pair
-// kernels; each path's results and counters must be the scalar routine's with MXCSR's FTZ and DAZ off, each alone
-// and both (DAZ reads a float subnormal as 0, FTZ flushes a product or an x / Q that falls below 2^-126).
+// The AVX2 pair kernels take pairs of vectors (elements j and j + 8 of 16 share a lane) of wide-range floats; the
+// F16C kernel (every deterministic mode) keeps a pair whose inputs are normal or float subnormal and sends one with
+// a zero, an infinity or a NaN to the exact path, found by the product of the two vectors (which also sends pairs
+// whose product underflows or overflows); the AVX-512 fp16 kernel tests each vector's classes with vfpclassps. Here one
+// pair in three has one such lane (or a lane pair whose product underflows or overflows) amid normal floats of
+// 2^-30..2^20, so that the blocks stay on the pair kernels; each path's results and counters must be the scalar
+// routine's with MXCSR's FTZ and DAZ off, each alone and both (DAZ reads a float subnormal as 0, FTZ flushes a product
+// or an x / Q that falls below 2^-126).
 TEST_CASE("pairs with one float subnormal, zero, infinity, NaN or tiny or huge lane pair amid wide-range floats") {
   std::mt19937_64 rng(2026);
   const std::size_t n = 3 * 4096 * 4 + 5;  // several of path_choice's blocks, and a tail
