@@ -50,7 +50,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec count(vec acc, vec m) noexcept { return _mm256_
 /// zero/below-normal results and zero inputs, as in the AVX-512 kernels.
 struct counters8 {
   vec overflow, nan, infinity, below_normal, zero_results, zero_inputs;
-  std::size_t special_vectors = 0;  // vectors that took the exact path (steers path_choice)
+  std::size_t special_vectors = 0;  // vectors that took the exact path (steers path_choice, stochastic marks)
   counters8() noexcept
       : overflow(_mm256_setzero_si256()),
         nan(overflow),
@@ -328,6 +328,12 @@ SAFEAMP_DETAIL_ALWAYS_INLINE bool zero_inf_or_nan_pair(vec u0, vec u1) noexcept 
   return _mm256_testz_ps(rare, rare) == 0;
 }
 
+/// The lanes whose magnitude a = |x| lies outside the target's normal range (zero, +-inf and NaN among them).
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE vec outside_normal_range8(const constants8<F>& v, vec a) noexcept {
+  return _mm256_cmpgt_epi32(_mm256_add_epi32(a, v.range_bias), v.range_limit);
+}
+
 /// Eight elements: the fixed cut when every lane lies in the normal range, else the exact path (special8 for the
 /// deterministic modes, stochastic8 for stochastic rounding). Always: skip the test (the exact path is right for every
 /// lane); the caller picks it where most vectors need the exact path, so the branch would mispredict.
@@ -335,7 +341,7 @@ template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE vec round8(const constants8<F>& v, vec u, vec rnd, counters8& acc) noexcept {
   const vec a = _mm256_and_si256(u, v.abs_mask);
   if constexpr (!Always) {
-    const vec special = _mm256_cmpgt_epi32(_mm256_add_epi32(a, v.range_bias), v.range_limit);
+    const vec special = outside_normal_range8(v, a);
     if (_mm256_testz_si256(special, special)) return cut8<R, F>(v, u, rnd);
     ++acc.special_vectors;
   }
@@ -735,6 +741,89 @@ SAFEAMP_DETAIL_NOINLINE void round_chunk_impl(const float* in, float* out, std::
   acc.add_to(c);
 }
 
+/// Which of a stochastic step's eight vectors need the exact path: round8's normal-range test, eight lane bits per
+/// vector (vector j: bits 8 j to 8 j + 7).
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE std::uint64_t mark_step8(const constants8<F>& v, const float* in) noexcept {
+  std::uint64_t marks = 0;
+  for (std::size_t j = 0; j < 8; ++j) {
+    const vec a = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const vec*>(in + 8 * j)), v.abs_mask);
+    const auto lanes = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(outside_normal_range8(v, a))));
+    marks |= std::uint64_t{lanes} << (8 * j);
+  }
+  return marks;
+}
+
+/// Steps [s, end) of a stochastic chunk from element i (64 elements each: one generator call); returns the element
+/// after the last step. Marked: which vectors take the exact path is read from each step's marks (mark_step8), taken
+/// during the step before; else round8 tests vector by vector. Functions of their own, so that each loop gets
+/// registers of its own (as on the AVX-512 path, stochastic_stretch).
+template <format_spec F, bool Ftz, bool Sat, bool Marked>
+SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_stretch8(const constants8<F>& v, const philox16& gen,
+                                                        const stochastic_layout& lay, const float* in, float* out,
+                                                        std::size_t s, std::size_t end, std::size_t i,
+                                                        counters8& acc) noexcept {
+  constexpr rounding R = rounding::stochastic;
+  constexpr std::size_t step = 4 * philox16::blocks;
+  std::uint64_t now = Marked ? mark_step8(v, in + i) : 0u;
+  for (; s < end; ++s, i += step) {
+    if (lay.stream) {
+      for (std::size_t line = 0; line < step; line += 16) prefetch_ahead(in + i + line, stream_prefetch_floats);
+    }
+    std::uint64_t next = 0;
+    if constexpr (Marked) next = s + 1 < end ? mark_step8(v, in + i + step) : 0u;
+    vec w[8];
+    gen(lay.first_block + philox16::blocks * s, w);
+    for (std::size_t j = 0; j < 8; ++j) {
+      if constexpr (Marked) {
+        const vec u = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + i + 8 * j));
+        vec y;
+        if (((now >> (8 * j)) & 0xFFu) != 0) {
+          ++acc.special_vectors;
+          y = stochastic8<F, Ftz, Sat>(v, u, _mm256_and_si256(u, v.abs_mask), w[j], acc);
+        } else {
+          y = cut8<R, F>(v, u, w[j]);
+        }
+        if (lay.stream) {
+          _mm256_stream_si256(reinterpret_cast<vec*>(out + i + 8 * j), y);
+        } else {
+          _mm256_storeu_si256(reinterpret_cast<vec*>(out + i + 8 * j), y);
+        }
+      } else {
+        round_store8<R, F, Ftz, Sat>(v, in + i + 8 * j, out + i + 8 * j, w[j], lay.stream, acc);
+      }
+    }
+    now = next;
+  }
+  return i;
+}
+
+/// Steps (generator calls of 64 elements) per stretch of stochastic_stretches8: 4096 elements, as on the AVX-512 path.
+inline constexpr std::size_t mark_stretch8 = 64;
+
+/// The steps of a stochastic chunk from element i (lay.start), stretch by stretch; returns the element after the
+/// last step. A stretch is marked a step ahead (stochastic_stretch8) where the one before had at least 1 vector in
+/// 64 and at most 7 in 8 that needed the exact path, as on the AVX-512 path (stochastic_address_order, which says
+/// why); elsewhere the per-vector branch is predictable. Unlike there, spans in cache are marked too: on Zen 4 (AVX2
+/// path forced) E4M3 on 1 Mi Gaussian floats went from 1.09 to 1.23-1.27 G elements/s (docs/performance.md).
+template <format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stochastic_stretches8(const constants8<F>& v, const philox16& gen,
+                                                               const stochastic_layout& lay, const float* in,
+                                                               float* out, std::size_t i, counters8& acc) noexcept {
+  constexpr std::size_t stretch_vectors = mark_stretch8 * 8;
+  bool marked = false;
+  for (std::size_t s = 0; s < lay.steps;) {
+    const std::size_t end = lay.steps - s < mark_stretch8 ? lay.steps : s + mark_stretch8;
+    const std::size_t before = acc.special_vectors;
+    i = marked ? stochastic_stretch8<F, Ftz, Sat, true>(v, gen, lay, in, out, s, end, i, acc)
+               : stochastic_stretch8<F, Ftz, Sat, false>(v, gen, lay, in, out, s, end, i, acc);
+    s = end;
+    const std::size_t special = acc.special_vectors - before;
+    marked = 64 * special >= stretch_vectors && 8 * special <= 7 * stretch_vectors;
+  }
+  return i;
+}
+
 /// Stochastic rounding of in[0..n) with the bits of key (element i: logical index key.offset + i): the Philox
 /// words are made 64 at a time (philox16) in registers right before use. The main loop needs the logical index of
 /// its first element to be a multiple of 4 and, to stream, a 32-byte aligned output; the elements before that
@@ -765,15 +854,7 @@ SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out,
   std::size_t i = lay.start;
   if (lay.in_registers) {
     const philox16 gen(key.seed, key.stream);
-    for (std::size_t s = 0; s < lay.steps; ++s, i += step) {
-      if (lay.stream) {
-        for (std::size_t line = 0; line < step; line += 16) prefetch_ahead(in + i + line, stream_prefetch_floats);
-      }
-      vec w[8];
-      gen(lay.first_block + philox16::blocks * s, w);
-      for (std::size_t j = 0; j < 8; ++j)
-        round_store8<R, F, Ftz, Sat>(v, in + i + 8 * j, out + i + 8 * j, w[j], lay.stream, acc);
-    }
+    i = stochastic_stretches8<F, Ftz, Sat>(v, gen, lay, in, out, i, acc);
   } else {
     // The low word of the Philox block counter wraps in this chunk (once per 2^34 elements): all buffered.
     for (std::size_t s = 0; s < lay.steps; ++s, i += step) few(i, step);

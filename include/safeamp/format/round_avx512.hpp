@@ -166,24 +166,114 @@ SAFEAMP_DETAIL_NOINLINE void round_deterministic_chunk(const float* in, float* o
   acc.add_to(c);
 }
 
+/// Which of a generator call's eight vectors need stochastic rounding's exact path: round16's normal-range test,
+/// 16 lane bits per vector (vectors 0-3 in lo, 4-7 in hi).
+struct step_marks {
+  std::uint64_t lo = 0, hi = 0;
+  [[nodiscard]] SAFEAMP_DETAIL_ALWAYS_INLINE bool special(std::size_t j) const noexcept {
+    return (((j < 4 ? lo : hi) >> (16 * (j % 4))) & 0xFFFFu) != 0;
+  }
+};
+
+/// The marks of the eight vectors at in.
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE step_marks mark_step(const vector_constants<F>& v, const float* in) noexcept {
+  __mmask16 k[8];
+  for (std::size_t j = 0; j < 8; ++j) {
+    k[j] = outside_normal_range(v, _mm512_and_si512(_mm512_loadu_si512(in + 16 * j), v.abs_mask));
+  }
+  const __mmask64 lo = _mm512_kunpackd(_mm512_kunpackw(k[3], k[2]), _mm512_kunpackw(k[1], k[0]));
+  const __mmask64 hi = _mm512_kunpackd(_mm512_kunpackw(k[7], k[6]), _mm512_kunpackw(k[5], k[4]));
+  return {_cvtmask64_u64(lo), _cvtmask64_u64(hi)};
+}
+
 /// One generator call's elements [at, at + 128) of a stochastic chunk, at - lay.start a multiple of 128: the words
 /// of blocks lay.first_block + (at - lay.start) / 4 on. Stream: streaming stores, the input prefetched `ahead`
-/// floats on.
-template <format_spec F, bool Ftz, bool Sat, bool Stream>
+/// floats on. Marked: which vectors take the exact path is read from marks (mark_step of the same elements, taken
+/// one call earlier), else tested vector by vector.
+template <format_spec F, bool Ftz, bool Sat, bool Stream, bool Marked>
 SAFEAMP_DETAIL_ALWAYS_INLINE void stochastic_step(const vector_constants<F>& v, const philox32& gen,
                                                   const stochastic_layout& lay, const float* in, float* out,
-                                                  std::size_t at, std::size_t ahead, counters16& acc) noexcept {
+                                                  std::size_t at, std::size_t ahead, step_marks marks,
+                                                  counters16& acc) noexcept {
+  constexpr rounding R = rounding::stochastic;
   __m512i w[8];
   gen(lay.first_block + (at - lay.start) / 4, w);
   for (std::size_t j = 0; j < 8; ++j) {
     if constexpr (Stream) prefetch_ahead(in + at + 16 * j, ahead);
-    const __m512i r = round16<rounding::stochastic, F, Ftz, Sat>(v, _mm512_loadu_si512(in + at + 16 * j), w[j], acc);
+    const __m512i u = _mm512_loadu_si512(in + at + 16 * j);
+    __m512i r;
+    if constexpr (Marked) {
+      if (marks.special(j)) {
+        ++acc.special_vectors;
+        r = round16<R, F, Ftz, Sat, true>(v, u, w[j], acc);
+      } else {
+        r = cut16_stochastic(v, u, w[j]);
+      }
+    } else {
+      r = round16<R, F, Ftz, Sat>(v, u, w[j], acc);
+    }
     if constexpr (Stream) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + at + 16 * j), r);
     } else {
       _mm512_storeu_si512(out + at + 16 * j, r);
     }
   }
+}
+
+/// Streamed steps [s, end) of a stochastic chunk from element i in address order; returns the element after the last
+/// step. Marked: each step's marks are taken during the step before. Functions of their own: with the marked loop
+/// inlined beside the other, g++'s code for the unmarked one ran 5-10% slower (Zen 4, fp16 on 64 Mi Gaussian floats).
+template <format_spec F, bool Ftz, bool Sat, bool Marked>
+SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_stretch(const vector_constants<F>& v, const philox32& gen,
+                                                       const stochastic_layout& lay, const float* in, float* out,
+                                                       std::size_t s, std::size_t end, std::size_t i, std::size_t ahead,
+                                                       counters16& acc) noexcept {
+  constexpr std::size_t step = 4 * philox32::blocks;
+  if constexpr (Marked) {
+    step_marks now = mark_step(v, in + i);
+    for (; s < end; ++s, i += step) {
+      const step_marks next = s + 1 < end ? mark_step(v, in + i + step) : step_marks{};
+      stochastic_step<F, Ftz, Sat, true, true>(v, gen, lay, in, out, i, ahead, now, acc);
+      now = next;
+    }
+  } else {
+    for (; s < end; ++s, i += step) stochastic_step<F, Ftz, Sat, true, false>(v, gen, lay, in, out, i, ahead, {}, acc);
+  }
+  return i;
+}
+
+/// Steps (generator calls of 128 elements) per stretch of stochastic_address_order, which picks for each stretch
+/// whether it marks its vectors a step ahead. Marked where the stretch before had at least 1 vector in 64 and at most
+/// 7 in 8 that needed the exact path: there the per-vector branch mispredicts; elsewhere it is predictable and the
+/// marks' second loads cost 5-8% (Zen 4, 64 Mi: fp16 and E5M2 on Gaussian data, every narrow format on wide data).
+inline constexpr std::size_t mark_stretch = 32;
+
+/// The streamed steps s, s + 1, ... < lay.steps of a stochastic chunk in address order from element i, stretch by
+/// stretch (stochastic_stretch); returns the element after the last step. Why mark a step ahead: a vector that needs
+/// the exact path is unpredictable on some data (E4M3 on Gaussian data: one vector in 5.5), and its test on the input
+/// just loaded resolves late when that input comes from memory, so each misprediction threw away the generator's
+/// work in flight. Marked a step ahead, the branch's condition is known when it issues: on Zen 4, 64 Mi Gaussian
+/// floats into E4M3 went from 1.34-1.45 to 1.78-1.91 G elements/s, against 2.2-2.4 for fp16, whose vectors hardly
+/// ever need it. Spans in cache (the unstreamed loop) and the four-pages order keep the per-vector test: in cache the
+/// marks cost 5-10% (Zen 4, 64 Ki and 1 Mi), and the four-pages order was not measured with them (docs/performance.md).
+template <format_spec F, bool Ftz, bool Sat>
+SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stochastic_address_order(const vector_constants<F>& v, const philox32& gen,
+                                                                  const stochastic_layout& lay, const float* in,
+                                                                  float* out, std::size_t s, std::size_t i,
+                                                                  std::size_t ahead, counters16& acc) noexcept {
+  constexpr std::size_t stretch_vectors = mark_stretch * 4 * philox32::blocks / 16;
+  bool marked = false;
+  while (s < lay.steps) {
+    const std::size_t end = lay.steps - s < mark_stretch ? lay.steps : s + mark_stretch;
+    const std::size_t before = acc.special_vectors;
+    i = marked ? stochastic_stretch<F, Ftz, Sat, true>(v, gen, lay, in, out, s, end, i, ahead, acc)
+               : stochastic_stretch<F, Ftz, Sat, false>(v, gen, lay, in, out, s, end, i, ahead, acc);
+    s = end;
+    const std::size_t special = acc.special_vectors - before;
+    marked = 64 * special >= stretch_vectors && 8 * special <= 7 * stretch_vectors;
+  }
+  return i;
 }
 
 /// The streamed steps of a stochastic chunk (lay.stream): four pages at a time where the deterministic modes stream
@@ -201,15 +291,12 @@ SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_streamed(const vector_constants<F
     constexpr std::size_t group = 4 * page_floats / step;  // steps in four pages: page k % 4, step k / 4 of it
     for (; s + group <= lay.steps; s += group, i += 4 * page_floats) {
       for (std::size_t k = 0; k < group; ++k) {
-        stochastic_step<F, Ftz, Sat, true>(v, gen, lay, in, out, i + k % 4 * page_floats + k / 4 * step,
-                                           four_pages_prefetch_floats, acc);
+        stochastic_step<F, Ftz, Sat, true, false>(v, gen, lay, in, out, i + k % 4 * page_floats + k / 4 * step,
+                                                  four_pages_prefetch_floats, {}, acc);
       }
     }
   }
-  for (; s < lay.steps; ++s, i += step) {
-    stochastic_step<F, Ftz, Sat, true>(v, gen, lay, in, out, i, stream_prefetch_floats, acc);
-  }
-  return i;
+  return stochastic_address_order<F, Ftz, Sat>(v, gen, lay, in, out, s, i, stream_prefetch_floats, acc);
 }
 
 /// Stochastic rounding of in[0..n) with the bits of key (element i: logical index key.offset + i). The
@@ -248,7 +335,7 @@ SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out,
     } else {
       const philox32 gen(key.seed, key.stream);
       for (std::size_t s = 0; s < lay.steps; ++s, i += step) {
-        stochastic_step<F, Ftz, Sat, false>(v, gen, lay, in, out, i, 0, acc);
+        stochastic_step<F, Ftz, Sat, false, false>(v, gen, lay, in, out, i, 0, {}, acc);
       }
     }
   } else {

@@ -46,7 +46,7 @@ struct counters16 {
   __m256i code_overflow = _mm256_setzero_si256();
   __m256i code_below_normal = _mm256_setzero_si256();
   __m256i code_zero_results = _mm256_setzero_si256();
-  std::size_t special_vectors = 0;  // vectors that took the exact path (nearest even; steers path_choice)
+  std::size_t special_vectors = 0;  // vectors that took the exact path (steers path_choice, stochastic marks)
   std::size_t odd_vectors = 0;      // vectors of round16_nearest's merged test with a rare lane (steers its choice)
 
   counters16() noexcept {}  // user-provided, so that it is compiled under this header's target pragma
@@ -427,9 +427,25 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_directed(const vector_constants<F>&
   return _mm512_ternarylogic_epi32(r, u, v.sign, 0xF8);  // r | (u & sign)
 }
 
+/// Stochastic rounding of 16 elements that all lie in the target's normal range: the random word's top bits added
+/// below the cut (the generic kernel's rule there), on the signed bits.
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i cut16_stochastic(const vector_constants<F>& v, __m512i u, __m512i rnd) noexcept {
+  return _mm512_and_si512(_mm512_add_epi32(u, srl32<32u - vector_constants<F>::sh>(rnd)), v.keep);
+}
+
+/// The lanes whose magnitude a = |x| lies outside the target's normal range: a - min normal > max finite - min
+/// normal (unsigned), zero, +-inf and NaN among them.
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE __mmask16 outside_normal_range(const vector_constants<F>& v, __m512i a) noexcept {
+  return _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span);
+}
+
 /// 16 elements: u are the input bits, rnd the stochastic words (unused for nearest even). In the target's
 /// normal range the cut works on the signed bits as they are (a carry never reaches the sign bit), so a
-/// vector whose 16 values all lie there costs 9 instructions.
+/// vector whose 16 values all lie there costs 9 instructions. Always, stochastic rounding: the exact path without
+/// the test (fix_special is exact for lanes in the normal range too), for a vector the caller has already found to
+/// need it (stochastic_step).
 template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always = false, bool Merged = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16(const vector_constants<F>& v, __m512i u, __m512i rnd,
                                              counters16& acc) noexcept {
@@ -439,16 +455,21 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16(const vector_constants<F>& v, __m51
     return round16_directed<R, F, Ftz, Sat, Always>(v, u, acc);
   } else {
     constexpr std::uint32_t sh = vector_constants<F>::sh;
-    __m512i bias;
+    __m512i r;
     if constexpr (R == rounding::nearest_even) {
-      bias = _mm512_add_epi32(_mm512_and_si512(srl32<sh>(u), v.one), v.half_minus_one);
+      const __m512i bias = _mm512_add_epi32(_mm512_and_si512(srl32<sh>(u), v.one), v.half_minus_one);
+      r = _mm512_and_si512(_mm512_add_epi32(u, bias), v.keep);
     } else {
-      bias = srl32<32u - sh>(rnd);
+      r = cut16_stochastic(v, u, rnd);
     }
-    const __m512i r = _mm512_and_si512(_mm512_add_epi32(u, bias), v.keep);
     const __m512i a = _mm512_and_si512(u, v.abs_mask);
-    const __mmask16 special = _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span);
-    if (special != 0) return fix_special<R, F, Ftz, Sat>(v, u, a, r, rnd, acc);
+    // bf16/tf32 nearest even tests every vector, Always or not (round_block's choice leaves them unchanged).
+    constexpr bool known_special = Always && R == rounding::stochastic;
+    if constexpr (known_special) return fix_special<R, F, Ftz, Sat>(v, u, a, r, rnd, acc);
+    if (outside_normal_range(v, a) != 0) {
+      if constexpr (R == rounding::stochastic) ++acc.special_vectors;  // steers stochastic_address_order's marks
+      return fix_special<R, F, Ftz, Sat>(v, u, a, r, rnd, acc);
+    }
     return r;
   }
 }
