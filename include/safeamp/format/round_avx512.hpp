@@ -254,9 +254,9 @@ inline constexpr std::size_t mark_stretch = 32;
 /// the exact path is unpredictable on some data (E4M3 on Gaussian data: one vector in 5.5), and its test on the input
 /// just loaded resolves late when that input comes from memory, so each misprediction threw away the generator's
 /// work in flight. Marked a step ahead, the branch's condition is known when it issues: on Zen 4, 64 Mi Gaussian
-/// floats into E4M3 went from 1.34-1.45 to 1.78-1.91 G elements/s, against 2.2-2.4 for fp16, whose vectors hardly
+/// floats into E4M3 went from 1.34-1.45 to 1.72-1.86 G elements/s, against 2.2-2.4 for fp16, whose vectors hardly
 /// ever need it. Spans in cache (the unstreamed loop) and the four-pages order keep the per-vector test: in cache the
-/// marks cost 5-10% (Zen 4, 64 Ki and 1 Mi), and the four-pages order was not measured with them (docs/performance.md).
+/// marks cost 5-13% (Zen 4, 64 Ki and 1 Mi), and the four-pages order was not measured with them (docs/performance.md).
 template <format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stochastic_address_order(const vector_constants<F>& v, const philox32& gen,
                                                                   const stochastic_layout& lay, const float* in,
