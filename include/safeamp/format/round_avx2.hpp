@@ -358,16 +358,21 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec round8(vec u, vec rnd, counters8& acc) noexcept
   return round8<R, F, Ftz, Sat>(constants8<F>(typename constants8<F>::unpinned{}), u, rnd, acc);
 }
 
-/// One vector of 8 elements at src (u) with words rnd, stored at dst (streaming or not).
-template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always = false>
-SAFEAMP_DETAIL_ALWAYS_INLINE void round_store8(const constants8<F>& v, const float* src, float* dst, vec rnd,
-                                               bool streamed, counters8& acc) noexcept {
-  const vec y = round8<R, F, Ftz, Sat, Always>(v, _mm256_loadu_si256(reinterpret_cast<const vec*>(src)), rnd, acc);
+/// Eight results, with a streaming or an ordinary store.
+SAFEAMP_DETAIL_ALWAYS_INLINE void store8(float* dst, vec y, bool streamed) noexcept {
   if (streamed) {
     _mm256_stream_si256(reinterpret_cast<vec*>(dst), y);
   } else {
     _mm256_storeu_si256(reinterpret_cast<vec*>(dst), y);
   }
+}
+
+/// One vector of 8 elements at src (u) with words rnd, stored at dst (streaming or not).
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Always = false>
+SAFEAMP_DETAIL_ALWAYS_INLINE void round_store8(const constants8<F>& v, const float* src, float* dst, vec rnd,
+                                               bool streamed, counters8& acc) noexcept {
+  store8(dst, round8<R, F, Ftz, Sat, Always>(v, _mm256_loadu_si256(reinterpret_cast<const vec*>(src)), rnd, acc),
+         streamed);
 }
 
 /// Elements [0, n), n <= 8, through one padded vector (words: rw[0..n) for stochastic rounding). Padding lanes
@@ -396,13 +401,8 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stream_head(const float* out, std::size
 
 /// The sixteen results of a pair kernel, with streaming or ordinary stores.
 SAFEAMP_DETAIL_ALWAYS_INLINE void store_pair(float* dst, vec y0, vec y1, bool streamed) noexcept {
-  if (streamed) {
-    _mm256_stream_si256(reinterpret_cast<vec*>(dst), y0);
-    _mm256_stream_si256(reinterpret_cast<vec*>(dst + 8), y1);
-  } else {
-    _mm256_storeu_si256(reinterpret_cast<vec*>(dst), y0);
-    _mm256_storeu_si256(reinterpret_cast<vec*>(dst + 8), y1);
-  }
+  store8(dst, y0, streamed);
+  store8(dst + 8, y1, streamed);
 }
 
 /// The 16-bit lanes (sign-magnitude: fp16 codes, or the top halves of floats) whose magnitude mode R rounds away
@@ -756,8 +756,8 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::uint64_t mark_step8(const constants8<F>& v, co
 
 /// Steps [s, end) of a stochastic chunk from element i (64 elements each: one generator call); returns the element
 /// after the last step. Marked: which vectors take the exact path is read from each step's marks (mark_step8), taken
-/// during the step before; else round8 tests vector by vector. Functions of their own, so that each loop gets
-/// registers of its own (as on the AVX-512 path, stochastic_stretch).
+/// during the step before (by_mark_stretches, round_kernel.hpp, says why); else round8 tests vector by vector.
+/// Functions of their own, so that each loop gets registers of its own (as on the AVX-512 path, stochastic_stretch).
 template <format_spec F, bool Ftz, bool Sat, bool Marked>
 SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_stretch8(const constants8<F>& v, const philox16& gen,
                                                         const stochastic_layout& lay, const float* in, float* out,
@@ -776,50 +776,18 @@ SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_stretch8(const constants8<F>& v, 
     gen(lay.first_block + philox16::blocks * s, w);
     for (std::size_t j = 0; j < 8; ++j) {
       if constexpr (Marked) {
-        const vec u = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + i + 8 * j));
-        vec y;
         if (((now >> (8 * j)) & 0xFFu) != 0) {
-          ++acc.special_vectors;
-          y = stochastic8<F, Ftz, Sat>(v, u, _mm256_and_si256(u, v.abs_mask), w[j], acc);
+          ++acc.special_vectors;  // round8's Always form skips the test that counts it
+          round_store8<R, F, Ftz, Sat, true>(v, in + i + 8 * j, out + i + 8 * j, w[j], lay.stream, acc);
         } else {
-          y = cut8<R, F>(v, u, w[j]);
-        }
-        if (lay.stream) {
-          _mm256_stream_si256(reinterpret_cast<vec*>(out + i + 8 * j), y);
-        } else {
-          _mm256_storeu_si256(reinterpret_cast<vec*>(out + i + 8 * j), y);
+          const vec u = _mm256_loadu_si256(reinterpret_cast<const vec*>(in + i + 8 * j));
+          store8(out + i + 8 * j, cut8<R, F>(v, u, w[j]), lay.stream);
         }
       } else {
         round_store8<R, F, Ftz, Sat>(v, in + i + 8 * j, out + i + 8 * j, w[j], lay.stream, acc);
       }
     }
     now = next;
-  }
-  return i;
-}
-
-/// Steps (generator calls of 64 elements) per stretch of stochastic_stretches8: 4096 elements, as on the AVX-512 path.
-inline constexpr std::size_t mark_stretch8 = 64;
-
-/// The steps of a stochastic chunk from element i (lay.start), stretch by stretch; returns the element after the
-/// last step. A stretch is marked a step ahead (stochastic_stretch8) where the one before had at least 1 vector in
-/// 64 and at most 7 in 8 that needed the exact path, as on the AVX-512 path (stochastic_address_order, which says
-/// why); elsewhere the per-vector branch is predictable. Unlike there, spans in cache are marked too: on Zen 4 (AVX2
-/// path forced) E4M3 on 1 Mi Gaussian floats went from 1.09 to 1.23-1.27 G elements/s (docs/performance.md).
-template <format_spec F, bool Ftz, bool Sat>
-SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stochastic_stretches8(const constants8<F>& v, const philox16& gen,
-                                                               const stochastic_layout& lay, const float* in,
-                                                               float* out, std::size_t i, counters8& acc) noexcept {
-  constexpr std::size_t stretch_vectors = mark_stretch8 * 8;
-  bool marked = false;
-  for (std::size_t s = 0; s < lay.steps;) {
-    const std::size_t end = lay.steps - s < mark_stretch8 ? lay.steps : s + mark_stretch8;
-    const std::size_t before = acc.special_vectors;
-    i = marked ? stochastic_stretch8<F, Ftz, Sat, true>(v, gen, lay, in, out, s, end, i, acc)
-               : stochastic_stretch8<F, Ftz, Sat, false>(v, gen, lay, in, out, s, end, i, acc);
-    s = end;
-    const std::size_t special = acc.special_vectors - before;
-    marked = 64 * special >= stretch_vectors && 8 * special <= 7 * stretch_vectors;
   }
   return i;
 }
@@ -854,7 +822,13 @@ SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out,
   std::size_t i = lay.start;
   if (lay.in_registers) {
     const philox16 gen(key.seed, key.stream);
-    i = stochastic_stretches8<F, Ftz, Sat>(v, gen, lay, in, out, i, acc);
+    // Stretch by stretch, marked where that pays (by_mark_stretches), spans in cache too, unlike the AVX-512 path:
+    // on Zen 4 (AVX2 path forced) E4M3 on 1 Mi Gaussian floats went from 1.09 to 1.23-1.27 G elements/s.
+    i = by_mark_stretches<step, 8>(
+        0, lay.steps, i, acc, [&](bool marked, std::size_t s, std::size_t end, std::size_t at) noexcept {
+          return marked ? stochastic_stretch8<F, Ftz, Sat, true>(v, gen, lay, in, out, s, end, at, acc)
+                        : stochastic_stretch8<F, Ftz, Sat, false>(v, gen, lay, in, out, s, end, at, acc);
+        });
   } else {
     // The low word of the Philox block counter wraps in this chunk (once per 2^34 elements): all buffered.
     for (std::size_t s = 0; s < lay.steps; ++s, i += step) few(i, step);

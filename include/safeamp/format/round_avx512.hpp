@@ -222,8 +222,9 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void stochastic_step(const vector_constants<F>& v, 
 }
 
 /// Streamed steps [s, end) of a stochastic chunk from element i in address order; returns the element after the last
-/// step. Marked: each step's marks are taken during the step before. Functions of their own: with the marked loop
-/// inlined beside the other, g++'s code for the unmarked one ran 5-10% slower (Zen 4, fp16 on 64 Mi Gaussian floats).
+/// step. Marked: each step's marks are taken during the step before (by_mark_stretches, round_kernel.hpp, says why).
+/// Functions of their own: with the marked loop inlined beside the other, g++'s code for the unmarked one ran 5-10%
+/// slower (Zen 4, fp16 on 64 Mi Gaussian floats).
 template <format_spec F, bool Ftz, bool Sat, bool Marked>
 SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_stretch(const vector_constants<F>& v, const philox32& gen,
                                                        const stochastic_layout& lay, const float* in, float* out,
@@ -239,39 +240,6 @@ SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_stretch(const vector_constants<F>
     }
   } else {
     for (; s < end; ++s, i += step) stochastic_step<F, Ftz, Sat, true, false>(v, gen, lay, in, out, i, ahead, {}, acc);
-  }
-  return i;
-}
-
-/// Steps (generator calls of 128 elements) per stretch of stochastic_address_order, which picks for each stretch
-/// whether it marks its vectors a step ahead. Marked where the stretch before had at least 1 vector in 64 and at most
-/// 7 in 8 that needed the exact path: there the per-vector branch mispredicts; elsewhere it is predictable and the
-/// marks' second loads cost 5-8% (Zen 4, 64 Mi: fp16 and E5M2 on Gaussian data, every narrow format on wide data).
-inline constexpr std::size_t mark_stretch = 32;
-
-/// The streamed steps s, s + 1, ... < lay.steps of a stochastic chunk in address order from element i, stretch by
-/// stretch (stochastic_stretch); returns the element after the last step. Why mark a step ahead: a vector that needs
-/// the exact path is unpredictable on some data (E4M3 on Gaussian data: one vector in 5.5), and its test on the input
-/// just loaded resolves late when that input comes from memory, so each misprediction threw away the generator's
-/// work in flight. Marked a step ahead, the branch's condition is known when it issues: on Zen 4, 64 Mi Gaussian
-/// floats into E4M3 went from 1.34-1.45 to 1.72-1.86 G elements/s, against 2.2-2.4 for fp16, whose vectors hardly
-/// ever need it. Spans in cache (the unstreamed loop) and the four-pages order keep the per-vector test: in cache the
-/// marks cost 5-13% (Zen 4, 64 Ki and 1 Mi), and the four-pages order was not measured with them (docs/performance.md).
-template <format_spec F, bool Ftz, bool Sat>
-SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stochastic_address_order(const vector_constants<F>& v, const philox32& gen,
-                                                                  const stochastic_layout& lay, const float* in,
-                                                                  float* out, std::size_t s, std::size_t i,
-                                                                  std::size_t ahead, counters16& acc) noexcept {
-  constexpr std::size_t stretch_vectors = mark_stretch * 4 * philox32::blocks / 16;
-  bool marked = false;
-  while (s < lay.steps) {
-    const std::size_t end = lay.steps - s < mark_stretch ? lay.steps : s + mark_stretch;
-    const std::size_t before = acc.special_vectors;
-    i = marked ? stochastic_stretch<F, Ftz, Sat, true>(v, gen, lay, in, out, s, end, i, ahead, acc)
-               : stochastic_stretch<F, Ftz, Sat, false>(v, gen, lay, in, out, s, end, i, ahead, acc);
-    s = end;
-    const std::size_t special = acc.special_vectors - before;
-    marked = 64 * special >= stretch_vectors && 8 * special <= 7 * stretch_vectors;
   }
   return i;
 }
@@ -296,7 +264,17 @@ SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_streamed(const vector_constants<F
       }
     }
   }
-  return stochastic_address_order<F, Ftz, Sat>(v, gen, lay, in, out, s, i, stream_prefetch_floats, acc);
+  // Address order: stretch by stretch, marked where that pays (by_mark_stretches). On Zen 4, 64 Mi Gaussian floats
+  // into E4M3 went from 1.34-1.45 to 1.72-1.86 G elements/s, against 2.2-2.4 for fp16, whose vectors hardly ever
+  // need the exact path. The loop for spans in cache and the four-pages order keep the per-vector test: in cache the
+  // marks cost 5-13% (Zen 4, 64 Ki and 1 Mi), and the four-pages order was not measured with them.
+  return by_mark_stretches<step, 16>(
+      s, lay.steps, i, acc, [&](bool marked, std::size_t from, std::size_t end, std::size_t at) noexcept {
+        return marked ? stochastic_stretch<F, Ftz, Sat, true>(v, gen, lay, in, out, from, end, at,
+                                                              stream_prefetch_floats, acc)
+                      : stochastic_stretch<F, Ftz, Sat, false>(v, gen, lay, in, out, from, end, at,
+                                                               stream_prefetch_floats, acc);
+      });
 }
 
 /// Stochastic rounding of in[0..n) with the bits of key (element i: logical index key.offset + i). The

@@ -245,6 +245,13 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i fix_special(const vector_constants<F>& v, _
   return _mm512_ternarylogic_epi32(r, u, v.sign, 0xF8);  // r | (u & sign)
 }
 
+/// The lanes whose magnitude a = |x| lies outside the target's normal range: a - min normal > max finite - min
+/// normal (unsigned), zero, +-inf and NaN among them.
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE __mmask16 outside_normal_range(const vector_constants<F>& v, __m512i a) noexcept {
+  return _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span);
+}
+
 /// Whether round16_nearest takes its counters from the fp16 codes (fp16 without flushing or saturation); the merged
 /// test is then never used (round_block).
 template <format_spec F, bool Ftz, bool Sat>
@@ -270,7 +277,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
                                                      counters16& acc) noexcept {
   const __m512i a = _mm512_and_si512(u, v.abs_mask);
   if constexpr (!Always) {
-    if (_mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span) == 0) {
+    if (outside_normal_range(v, a) == 0) {
       // All 16 in the normal range: the cut at bit 23 - M on the signed bits (a carry never reaches the sign).
       const __m512i bias =
           _mm512_add_epi32(_mm512_and_si512(srl32<vector_constants<F>::sh>(u), v.one), v.half_minus_one);
@@ -366,7 +373,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_directed(const vector_constants<F>&
   constexpr bool narrow = !float_range_format(F);
   const __m512i a = _mm512_and_si512(u, v.abs_mask);
   if constexpr (!Always) {
-    if (_mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span) == 0) {
+    if (outside_normal_range(v, a) == 0) {
       return cut16_directed<R, F>(v, u);
     }
     ++acc.special_vectors;
@@ -434,13 +441,6 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i cut16_stochastic(const vector_constants<F>&
   return _mm512_and_si512(_mm512_add_epi32(u, srl32<32u - vector_constants<F>::sh>(rnd)), v.keep);
 }
 
-/// The lanes whose magnitude a = |x| lies outside the target's normal range: a - min normal > max finite - min
-/// normal (unsigned), zero, +-inf and NaN among them.
-template <format_spec F>
-SAFEAMP_DETAIL_ALWAYS_INLINE __mmask16 outside_normal_range(const vector_constants<F>& v, __m512i a) noexcept {
-  return _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span);
-}
-
 /// 16 elements: u are the input bits, rnd the stochastic words (unused for nearest even). In the target's
 /// normal range the cut works on the signed bits as they are (a carry never reaches the sign bit), so a
 /// vector whose 16 values all lie there costs 9 instructions. Always, stochastic rounding: the exact path without
@@ -467,7 +467,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16(const vector_constants<F>& v, __m51
     constexpr bool known_special = Always && R == rounding::stochastic;
     if constexpr (known_special) return fix_special<R, F, Ftz, Sat>(v, u, a, r, rnd, acc);
     if (outside_normal_range(v, a) != 0) {
-      if constexpr (R == rounding::stochastic) ++acc.special_vectors;  // steers stochastic_address_order's marks
+      if constexpr (R == rounding::stochastic) ++acc.special_vectors;  // steers the marks (by_mark_stretches)
       return fix_special<R, F, Ftz, Sat>(v, u, a, r, rnd, acc);
     }
     return r;

@@ -203,6 +203,36 @@ struct path_choice {
   }
 };
 
+/// Stochastic rounding's marks (round_avx2.hpp, round_avx512.hpp): where a vector needs the exact path now and then,
+/// at places no branch predictor learns (E4M3 on Gaussian data), the test of each vector on the input just loaded
+/// mispredicts, and where that input comes from memory it resolves late and each miss throws away the generator's
+/// work in flight. Marked, a generator call's vectors are tested during the call before, and each takes its path from
+/// those marks, a condition ready before the branch issues. Where the branch is predictable (hardly any such vector,
+/// or nearly all: wide-range data) the marks' second loads only cost time (5-8% at 64 Mi on Zen 4), so the steps go
+/// in stretches of mark_stretch_elements, and a stretch is marked where the one before had at least 1 vector in 64
+/// and at most 7 in 8 that needed the exact path (docs/performance.md, issue 18).
+inline constexpr std::size_t mark_stretch_elements = 4096;
+
+/// Steps [s, steps) of StepElements elements (one generator call each) from element i, stretch by stretch:
+/// stretch(marked, s, end, i) runs steps [s, end) from element i, counting the vectors that take the exact path in
+/// acc.special_vectors, and returns the element after them; returns the element after the last step.
+template <std::size_t StepElements, std::size_t VectorElements, class Counters, class Stretch>
+[[gnu::always_inline]] inline std::size_t by_mark_stretches(std::size_t s, std::size_t steps, std::size_t i,
+                                                            const Counters& acc, const Stretch& stretch) noexcept {
+  constexpr std::size_t stretch_steps = mark_stretch_elements / StepElements;
+  constexpr std::size_t stretch_vectors = mark_stretch_elements / VectorElements;
+  bool marked = false;
+  while (s < steps) {
+    const std::size_t end = steps - s < stretch_steps ? steps : s + stretch_steps;
+    const std::size_t before = acc.special_vectors;
+    i = stretch(marked, s, end, i);
+    s = end;
+    const std::size_t special = acc.special_vectors - before;
+    marked = 64 * special >= stretch_vectors && 8 * special <= 7 * stretch_vectors;
+  }
+  return i;
+}
+
 /// The layout of the vector kernels' stochastic chunk (round_avx2.hpp, round_avx512.hpp): `start` elements with
 /// buffered words first, up to the first element whose logical index is a multiple of 4 (word 0 of a Philox block)
 /// and, to stream, that lies at the vector-aligned output `head` elements in; then `steps` steps of `step` elements

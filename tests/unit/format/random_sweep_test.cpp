@@ -171,9 +171,9 @@ std::vector<float> block_choice_data(std::mt19937_64& rng, safeamp::format_spec 
 
 // Every path's kernels pick, block by block, whether to test each vector for the all-normal shortcut and (the
 // AVX-512 nearest-even kernel into fp16/fp8) whether to test for zero/overflow/inf/NaN lanes with one merged
-// compare, and (AVX-512 stochastic rounding, streamed in address order) stretch by stretch whether to mark which
-// vectors need the exact path a step ahead; each choice must give the scalar routine's bits and counters, in every
-// combination, with and without streaming stores (a span of at least 16 MiB), saturating or not, flushing or not.
+// compare, and (stochastic rounding: AVX2 every span, AVX-512 streamed in address order) stretch by stretch whether to
+// mark which vectors need the exact path a step ahead; each choice must give the scalar routine's bits and counters, in
+// every combination, with and without streaming stores (a span of at least 16 MiB), saturating or not, flushing or not.
 TEST_CASE("block by block path choices of the vector kernels equal the scalar routine") {
   std::mt19937_64 rng(1812);
   for (const safeamp::format_spec f : {safeamp::fp16, safeamp::fp8_e4m3, safeamp::fp8_e5m2, safeamp::bf16}) {
@@ -183,10 +183,9 @@ TEST_CASE("block by block path choices of the vector kernels equal the scalar ro
       for (std::size_t i = 0; i < 21; ++i) in.push_back(in[i * 7]);
       std::vector<float> out(in.size()), want;
       for (const rounding m : all_modes) {
-        // The streaming loops whose choices are new: nearest even's, and stochastic rounding's marks (in address
-        // order, on the AVX-512 path, a stretch of 4096 elements is marked a step ahead where the one before had
-        // between 1 vector in 64 and 7 in 8 that needed the exact path: every pattern of block_choice_data but the
-        // all-normal one).
+        // The streaming loops whose choices are new: nearest even's, and stochastic rounding's marks (a stretch of
+        // 4096 elements is marked a step ahead where the one before had between 1 vector in 64 and 7 in 8 that
+        // needed the exact path, by_mark_stretches: every pattern of block_choice_data but the all-normal one).
         if (large && m != rounding::nearest_even && m != rounding::stochastic) continue;
         for (const bool sat : {false, true}) {
           for (const bool ftz : {false, true}) {
