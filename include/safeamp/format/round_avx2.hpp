@@ -358,6 +358,20 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec round8(vec u, vec rnd, counters8& acc) noexcept
   return round8<R, F, Ftz, Sat>(constants8<F>(typename constants8<F>::unpinned{}), u, rnd, acc);
 }
 
+/// How many of the `count` vectors at `in` hold a lane outside the target's normal range (round8's test, without
+/// its branch): what a test block counts, for a probe block that runs without the test (path_choice::probe).
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t count_special8(const constants8<F>& v, const float* in,
+                                                        std::size_t count) noexcept {
+  std::size_t n = 0;
+  for (std::size_t j = 0; j < count; ++j) {
+    const vec a = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const vec*>(in + 8 * j)), v.abs_mask);
+    const vec special = outside_normal_range8(v, a);
+    n += _mm256_testz_si256(special, special) != 0 ? 0u : 1u;
+  }
+  return n;
+}
+
 /// Eight results, with a streaming or an ordinary store.
 SAFEAMP_DETAIL_ALWAYS_INLINE void store8(float* dst, vec y, bool streamed) noexcept {
   if (streamed) {
@@ -417,10 +431,11 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec away16(vec h) noexcept {
 }
 
 /// Counters of 16-bit lanes for the pair kernels (fp16_pair, narrow_pair): each lane counts at most one
-/// element per pair of vectors, so a round_vectors call (at most 64 vectors: a block, or what is left after the
-/// blocks) stays far below 2^15; added to the 32-bit counters (pairs of lanes summed by vpmaddwd) when the call
-/// ends. `special`: the overflows that became inf (NaN in a format without inf); SpecialIsOverflow: it is every
-/// overflow (nearest even without saturation), and the kernel does not count it separately.
+/// element per pair of vectors, so a round_vectors call (at most path_choice::max_stretch blocks of 64 vectors: a
+/// stretch without the test; the four-pages loop's 512 vectors) stays far below 2^15; added to the 32-bit counters
+/// (pairs of lanes summed by vpmaddwd) when the call ends. `special`: the overflows that became inf (NaN in a format
+/// without inf); SpecialIsOverflow: it is every overflow (nearest even without saturation), and the kernel does not
+/// count it separately.
 struct counters16x16 {
   vec overflow, special, below_normal, zero_results;
   // Written out: an implicit constructor would be compiled without the AVX2 target of this region.
@@ -724,15 +739,28 @@ SAFEAMP_DETAIL_NOINLINE void round_chunk_impl(const float* in, float* out, std::
       choice.finish(acc, 4 * page_floats / 8);
     }
   }
+  // A stretch without the test goes in one call (the pair loops' 16-bit counters hold its 63 blocks); a probe block
+  // is counted first, and runs without the test where more than half its vectors take the exact path
+  // (path_choice::probe).
   constexpr std::size_t block = 64;  // vectors
-  for (; i + 8 * block <= n; i += 8 * block) {
-    choice.start(acc);
+  static_assert(path_choice::max_stretch * block / 2 < 32768, "counters16x16 would wrap");
+  while (i + 8 * block <= n) {
     if (choice.always) {
+      const std::size_t blocks = std::min<std::size_t>(choice.left, (n - i) / (8 * block));
+      round_vectors<R, F, Ftz, Sat, true>(v, in, out, i, blocks * block, stream, acc);
+      choice.skip_blocks(static_cast<unsigned>(blocks));
+      i += 8 * block * blocks;
+      continue;
+    }
+    choice.start(acc);
+    if (const std::size_t special = choice.probe ? count_special8(v, in + i, block) : 0; 2 * special > block) {
+      acc.special_vectors += special;
       round_vectors<R, F, Ftz, Sat, true>(v, in, out, i, block, stream, acc);
     } else {
       round_vectors<R, F, Ftz, Sat, false>(v, in, out, i, block, stream, acc);
     }
     choice.finish(acc, block);
+    i += 8 * block;
   }
   round_vectors<R, F, Ftz, Sat, false>(v, in, out, i, (n - i) / 8, stream, acc);
   i += (n - i) / 8 * 8;

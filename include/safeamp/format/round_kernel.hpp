@@ -175,11 +175,22 @@ struct local_counts {
 /// count. The same rule steers the AVX-512 nearest-even kernels' second choice (the merged test of
 /// round16_nearest) from a count of its own: start_count/finish_count take any running count of the vectors that
 /// took the branch in question.
+///
+/// `probe`: the next block is a chunk's first, or the first after a stretch without the test. A kernel may count
+/// such a block's vectors that would take the exact path in a branch-free pass first, and where more than half of
+/// them do (wide-range data), run the block without the test and add that count in place of the test's (the AVX2
+/// kernels do): every later choice is the same, and the block does not pay the tested kernel's exact path vector by
+/// vector (AVX2 fp16 on wide-range data in cache, Zen 4: docs/performance.md). Where fewer do, the tested kernel is
+/// the cheaper: E4M3 on Gaussian data (about 1 eight-lane vector in 10 takes the exact path, and a block above 1 in 8
+/// now and then starts a stretch) ran 5% longer with every probe block run without the test (64 Ki, same host).
+/// skip_blocks ends a stretch's blocks at once, for a kernel that runs them in one call.
 struct path_choice {
   bool always = false;
+  bool probe = true;
   unsigned left = 0;
   unsigned stretch = 7;  // blocks without the test after the next test that calls for them
   std::size_t before = 0;
+  static constexpr unsigned max_stretch = 63;
 
   template <class Counters>
   void start(const Counters& acc) noexcept {
@@ -192,13 +203,24 @@ struct path_choice {
   void start_count(std::size_t count) noexcept { before = count; }
   void finish_count(std::size_t count, std::size_t vectors) noexcept {
     if (always) {
-      if (--left == 0) always = false;
-    } else if ((count - before) * 8 > vectors) {
+      skip_blocks(1);
+      return;
+    }
+    probe = false;
+    if ((count - before) * 8 > vectors) {
       always = true;
       left = stretch;
-      stretch = stretch < 63 ? 2 * stretch + 1 : 63;
+      stretch = stretch < max_stretch ? 2 * stretch + 1 : max_stretch;
     } else {
       stretch = 7;
+    }
+  }
+  /// `blocks` (at most `left`) of the stretch without the test done.
+  void skip_blocks(unsigned blocks) noexcept {
+    left -= blocks;
+    if (left == 0) {
+      always = false;
+      probe = true;
     }
   }
 };

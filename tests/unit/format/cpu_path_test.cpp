@@ -1,6 +1,7 @@
 // The run-time choice of kernel path (safeamp/format/cpu_path.hpp): what CPUID reports is checked against the
 // kernel's own view of the CPU (/proc/cpuinfo flags, Linux), the environment override is honoured, and bad
 // names are rejected with a message naming the accepted ones.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -180,4 +181,70 @@ TEST_CASE("the kernels' path choice skips the test for longer stretches while th
   skipped.clear();
   blocks(1 + 7 + 1 + 15 + 1, vectors);  // wide-range data again: the stretches start over from 7
   CHECK(runs() == std::vector<std::size_t>{7, 15});
+}
+
+// path_choice::probe: the test block that opens a chunk, or follows a stretch without the test, may run without the
+// test and count apart (the AVX2 kernels do); a test block after a test block is no probe. skip_blocks ends several
+// of a stretch's blocks at once (the AVX2 kernels run a stretch in one call) and leaves the choices as they are
+// block by block.
+TEST_CASE("the path choice names its probe blocks, and a stretch skipped at once chooses as block by block") {
+  using safeamp::detail::path_choice;
+  constexpr std::size_t vectors = 64;
+  path_choice c;
+  std::size_t special = 0;
+  const auto test_block = [&](std::size_t special_in_block) {
+    c.start_count(special);
+    special += special_in_block;
+    c.finish_count(special, vectors);
+  };
+  CHECK(c.probe);  // a chunk's first block
+  CHECK_FALSE(c.always);
+  test_block(vectors);  // wide-range data: a stretch of 7 follows
+  CHECK(c.always);
+  CHECK(c.left == 7);
+  CHECK_FALSE(c.probe);
+  c.skip_blocks(3);
+  CHECK(c.always);
+  CHECK(c.left == 4);
+  CHECK_FALSE(c.probe);
+  c.skip_blocks(4);  // the stretch's end
+  CHECK_FALSE(c.always);
+  CHECK(c.probe);
+  test_block(1);  // Gaussian data: the test stays on
+  CHECK_FALSE(c.always);
+  CHECK_FALSE(c.probe);  // the next test block follows a test block
+  test_block(vectors);
+  CHECK(c.always);
+  CHECK(c.left == 7);  // a test that kept the test on set the stretch back to 7
+
+  // A mixed sequence, once block by block and once with each stretch skipped in one call: the same choices.
+  const std::size_t per_block[] = {vectors, vectors, 0, vectors, vectors, vectors, 9, 8, vectors, 64, 60, 0, 0, 33};
+  std::vector<std::string> one_by_one, at_once;
+  for (const bool whole : {false, true}) {
+    path_choice p;
+    std::size_t count = 0;
+    auto& log = whole ? at_once : one_by_one;
+    for (std::size_t k = 0, round = 0; round < 40; ++round) {
+      if (p.always) {
+        const unsigned stretch = p.left;
+        log.push_back("skip " + std::to_string(stretch));
+        if (whole) {
+          p.skip_blocks(stretch);
+        } else {
+          for (unsigned b = 0; b < stretch; ++b) {
+            p.start_count(count);
+            p.finish_count(count, vectors);
+          }
+        }
+        continue;
+      }
+      log.push_back(p.probe ? "probe" : "test");
+      p.start_count(count);
+      count += per_block[k++ % std::size(per_block)];
+      p.finish_count(count, vectors);
+    }
+  }
+  CHECK(one_by_one == at_once);
+  CHECK(std::count(at_once.begin(), at_once.end(), "probe") > 3);
+  CHECK(std::count(at_once.begin(), at_once.end(), "skip 63") > 0);
 }
