@@ -63,7 +63,7 @@ SAFEAMP_DETAIL_NOINLINE void round_scaled(format_spec element, float* y, std::si
   if constexpr (Named) {
     if (const cpu_path path = kernel_path(); path != cpu_path::portable) {
       round_chunk_vector<R, F>(path, y, y, n, round_options{.mode = R, .on_overflow = overflow::saturate}, key, false,
-                               c);
+                               false, c);
       return;
     }
   }

@@ -221,27 +221,47 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void stochastic_step(const vector_constants<F>& v, 
   }
 }
 
-/// Streamed steps [s, end) of a stochastic chunk from element i in address order; returns the element after the last
-/// step. Marked: each step's marks are taken during the step before (by_mark_stretches, round_kernel.hpp, says why).
-/// Functions of their own: with the marked loop inlined beside the other, g++'s code for the unmarked one ran 5-10%
-/// slower (Zen 4, fp16 on 64 Mi Gaussian floats).
-template <format_spec F, bool Ftz, bool Sat, bool Marked>
+/// Steps [s, end) of a stochastic chunk from element i in address order, with streaming stores (Stream) or not;
+/// returns the element after the last step. Marked: each step's marks are taken during the step before
+/// (by_mark_stretches, round_kernel.hpp, says why). Functions of their own: with the marked loop inlined beside the
+/// other, g++'s code for the unmarked one ran 5-10% slower (Zen 4, fp16 on 64 Mi Gaussian floats). The steps count
+/// into counters of their own, added to `total` at the end, as round_block_as does: the caller's, reached through a
+/// reference, would be loaded and stored around every store of results (the store's type may alias them).
+template <format_spec F, bool Ftz, bool Sat, bool Stream, bool Marked>
 SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_stretch(const vector_constants<F>& v, const philox32& gen,
                                                        const stochastic_layout& lay, const float* in, float* out,
                                                        std::size_t s, std::size_t end, std::size_t i, std::size_t ahead,
-                                                       counters16& acc) noexcept {
+                                                       counters16& total) noexcept {
   constexpr std::size_t step = 4 * philox32::blocks;
+  counters16 acc;
   if constexpr (Marked) {
     step_marks now = mark_step(v, in + i);
     for (; s < end; ++s, i += step) {
       const step_marks next = s + 1 < end ? mark_step(v, in + i + step) : step_marks{};
-      stochastic_step<F, Ftz, Sat, true, true>(v, gen, lay, in, out, i, ahead, now, acc);
+      stochastic_step<F, Ftz, Sat, Stream, true>(v, gen, lay, in, out, i, ahead, now, acc);
       now = next;
     }
   } else {
-    for (; s < end; ++s, i += step) stochastic_step<F, Ftz, Sat, true, false>(v, gen, lay, in, out, i, ahead, {}, acc);
+    for (; s < end; ++s, i += step) {
+      stochastic_step<F, Ftz, Sat, Stream, false>(v, gen, lay, in, out, i, ahead, {}, acc);
+    }
   }
+  total.add(acc);
   return i;
+}
+
+/// Steps [s, steps) from element i stretch by stretch, each marked or not as by_mark_stretches finds it pays; returns
+/// the element after the last step.
+template <format_spec F, bool Ftz, bool Sat, bool Stream>
+SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t stochastic_stretches(const vector_constants<F>& v, const philox32& gen,
+                                                              const stochastic_layout& lay, const float* in, float* out,
+                                                              std::size_t s, std::size_t i, std::size_t ahead,
+                                                              counters16& acc) noexcept {
+  return by_mark_stretches<4 * philox32::blocks, 16>(
+      s, lay.steps, i, acc, [&](bool marked, std::size_t from, std::size_t end, std::size_t at) noexcept {
+        return marked ? stochastic_stretch<F, Ftz, Sat, Stream, true>(v, gen, lay, in, out, from, end, at, ahead, acc)
+                      : stochastic_stretch<F, Ftz, Sat, Stream, false>(v, gen, lay, in, out, from, end, at, ahead, acc);
+      });
 }
 
 /// The streamed steps of a stochastic chunk (lay.stream): four pages at a time where the deterministic modes stream
@@ -266,15 +286,9 @@ SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_streamed(const vector_constants<F
   }
   // Address order: stretch by stretch, marked where that pays (by_mark_stretches). On Zen 4, 64 Mi Gaussian floats
   // into E4M3 went from 1.34-1.45 to 1.72-1.86 G elements/s, against 2.2-2.4 for fp16, whose vectors hardly ever
-  // need the exact path. The loop for spans in cache and the four-pages order keep the per-vector test: in cache the
-  // marks cost 5-13% (Zen 4, 64 Ki and 1 Mi), and the four-pages order was not measured with them.
-  return by_mark_stretches<step, 16>(
-      s, lay.steps, i, acc, [&](bool marked, std::size_t from, std::size_t end, std::size_t at) noexcept {
-        return marked ? stochastic_stretch<F, Ftz, Sat, true>(v, gen, lay, in, out, from, end, at,
-                                                              stream_prefetch_floats, acc)
-                      : stochastic_stretch<F, Ftz, Sat, false>(v, gen, lay, in, out, from, end, at,
-                                                               stream_prefetch_floats, acc);
-      });
+  // need the exact path. Spans in cache and the four-pages order keep the per-vector test: in cache the marks cost
+  // 5-13% (Zen 4, 64 Ki and 1 Mi), and the four-pages order was not measured with them.
+  return stochastic_stretches<F, Ftz, Sat, true>(v, gen, lay, in, out, s, i, stream_prefetch_floats, acc);
 }
 
 /// Stochastic rounding of in[0..n) with the bits of key (element i: logical index key.offset + i). The
@@ -285,10 +299,11 @@ SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_streamed(const vector_constants<F
 /// elements) and, to stream, a 64-byte aligned output; the few elements before that point and after the last full
 /// step take words from a small buffer. Streaming goes in the deterministic modes' order (active_stream_order):
 /// four pages at a time, a generator call's 128 elements (eight lines) from each in turn, or in address order (AMD);
-/// with the input prefetched either way (four_pages_prefetch_floats, stream_prefetch_floats).
+/// with the input prefetched either way (four_pages_prefetch_floats, stream_prefetch_floats). far (a span of at least
+/// far_min_bytes, in place or not streamed): ordinary stores, marked stretch by stretch as the streamed steps are.
 template <format_spec F, bool Ftz, bool Sat>
 SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out, std::size_t n, philox_key key,
-                                                    bool stream, local_counts& c) noexcept {
+                                                    bool stream, bool far, local_counts& c) noexcept {
   constexpr rounding R = rounding::stochastic;
   constexpr std::size_t step = 4 * philox32::blocks;  // elements per generator call
   vector_constants<F> v;
@@ -310,6 +325,10 @@ SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out,
   if (lay.in_registers) {
     if (lay.stream) {
       i = stochastic_streamed<F, Ftz, Sat>(v, lay, key, in, out, acc);
+    } else if (far) {
+      // In place, 64 Mi Gaussian floats into E4M3 (Zen 4): 1.59-1.64 G elements/s with the per-vector test,
+      // 1.70-1.95 marked (docs/performance.md).
+      i = stochastic_stretches<F, Ftz, Sat, false>(v, philox32(key.seed, key.stream), lay, in, out, 0, i, 0, acc);
     } else {
       const philox32 gen(key.seed, key.stream);
       for (std::size_t s = 0; s < lay.steps; ++s, i += step) {
@@ -326,13 +345,14 @@ SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out,
 }
 
 /// Rounds in[0..n) to F in mode R with the counters added to c: the four instantiations of flush x saturate.
-/// key is used by stochastic rounding only (element i: logical index key.offset + i).
+/// key is used by stochastic rounding only (element i: logical index key.offset + i). stream: non-temporal stores
+/// (large spans into a separate buffer); far: the chunk's span is at least far_min_bytes (stochastic rounding only).
 template <rounding R, format_spec F>
 void round_chunk(const float* in, float* out, std::size_t n, overflow ov, bool ftz, philox_key key, bool stream,
-                 local_counts& c) noexcept {
+                 bool far, local_counts& c) noexcept {
   const auto run = [&]<bool Ftz, bool Sat>() {
     if constexpr (R == rounding::stochastic) {
-      round_stochastic_chunk<F, Ftz, Sat>(in, out, n, key, stream, c);
+      round_stochastic_chunk<F, Ftz, Sat>(in, out, n, key, stream, far, c);
     } else {
       round_deterministic_chunk<R, F, Ftz, Sat>(in, out, n, stream, c);
     }

@@ -30,6 +30,12 @@ namespace safeamp::detail::avx512 {
 /// Spans whose input is at least this many bytes, rounded into a separate buffer, take streaming stores.
 inline constexpr std::size_t stream_min_bytes = std::size_t{16} << 20;
 
+/// Spans whose input is at least this many bytes (in place, or into a separate buffer without streaming stores)
+/// come from beyond the caches: stochastic rounding marks its vectors a step ahead there as on streamed spans
+/// (round_stochastic_chunk). Span size, not chunk size: round_span works in chunks of 1 Mi elements, and a chunk
+/// of 1 Mi whose span lies in cache lost 5-13% to the marks (Zen 4).
+inline constexpr std::size_t far_min_bytes = std::size_t{8} << 20;
+
 /// Vector accumulators of the five counters (one lane per element position; summed once per chunk).
 struct counters16 {
   __m512i overflow = _mm512_setzero_si512();

@@ -82,11 +82,13 @@ inline void philox_fill_on(cpu_path path, std::uint32_t* words, std::uint64_t fi
 
 #if defined(SAFEAMP_X86_KERNELS)
 /// One chunk of a named format narrower than float on a vector path (every mode on either).
+/// stream: non-temporal stores; far: the whole span's input is at least avx512::far_min_bytes (the AVX2 kernels
+/// do not ask).
 template <rounding R, format_spec F>
 inline void round_chunk_vector(cpu_path path, const float* in, float* out, std::size_t n, round_options opt,
-                               philox_key key, bool stream, local_counts& c) noexcept {
+                               philox_key key, bool stream, bool far, local_counts& c) noexcept {
   if (path == cpu_path::avx512) {
-    avx512::round_chunk<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, key, stream, c);
+    avx512::round_chunk<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, key, stream, far, c);
   } else {
     avx2::round_chunk<R, F>(in, out, n, opt.on_overflow, opt.flush_subnormals, key, stream, c);
   }
@@ -106,11 +108,12 @@ void round_span_kernel(cpu_path path, format_spec f, const float* in, float* out
   if constexpr (Named && F.mantissa_bits < 23) {
     if (path != cpu_path::portable) {
       const bool stream = in != out && n * sizeof(float) >= avx512::stream_min_bytes;
+      const bool far = n * sizeof(float) >= avx512::far_min_bytes;
       for (std::size_t start = 0; start < n; start += count_chunk) {
         const std::size_t len = n - start < count_chunk ? n - start : count_chunk;
         philox_key at = key;
         at.offset = key.offset + start;
-        round_chunk_vector<R, F>(path, in + start, out + start, len, opt, at, stream, c);
+        round_chunk_vector<R, F>(path, in + start, out + start, len, opt, at, stream, far, c);
         flush_counts(stats, c);
       }
       return;

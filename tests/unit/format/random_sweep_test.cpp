@@ -171,9 +171,10 @@ std::vector<float> block_choice_data(std::mt19937_64& rng, safeamp::format_spec 
 
 // Every path's kernels pick, block by block, whether to test each vector for the all-normal shortcut and (the
 // AVX-512 nearest-even kernel into fp16/fp8) whether to test for zero/overflow/inf/NaN lanes with one merged
-// compare, and (stochastic rounding: AVX2 every span, AVX-512 streamed in address order) stretch by stretch whether to
-// mark which vectors need the exact path a step ahead; each choice must give the scalar routine's bits and counters, in
-// every combination, with and without streaming stores (a span of at least 16 MiB), saturating or not, flushing or not.
+// compare, and (stochastic rounding: AVX2 every span, AVX-512 streamed in address order or at least 8 MiB in place)
+// stretch by stretch whether to mark which vectors need the exact path a step ahead; each choice must give the scalar
+// routine's bits and counters, in every combination, with and without streaming stores (a span of at least 16 MiB),
+// in place for the large stochastic spans, saturating or not, flushing or not.
 TEST_CASE("block by block path choices of the vector kernels equal the scalar routine") {
   std::mt19937_64 rng(1812);
   for (const safeamp::format_spec f : {safeamp::fp16, safeamp::fp8_e4m3, safeamp::fp8_e5m2, safeamp::bf16}) {
@@ -205,6 +206,15 @@ TEST_CASE("block by block path choices of the vector kernels equal the scalar ro
                    << safeamp::cpu_path_name(path) << " elements " << in.size() << ": " << diff);
               CHECK(diff.empty());
               CHECK(got == expected);
+              if (large && m == rounding::stochastic) {
+                // In place: no streaming stores, marked as far spans are (avx512::far_min_bytes).
+                std::vector<float> same = in;
+                const safeamp::cast_stats got_in_place = safeamp::detail::round_span_on(path, f, same, same, opt, key);
+                const std::string diff_in_place = differences(in, same, want);
+                INFO("in place: " << diff_in_place);
+                CHECK(diff_in_place.empty());
+                CHECK(got_in_place == expected);
+              }
             }
           }
         }
