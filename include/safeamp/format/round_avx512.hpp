@@ -326,8 +326,8 @@ SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out,
     if (lay.stream) {
       i = stochastic_streamed<F, Ftz, Sat>(v, lay, key, in, out, acc);
     } else if (far) {
-      // In place, 64 Mi Gaussian floats into E4M3 (Zen 4): 1.59-1.64 G elements/s with the per-vector test,
-      // 1.70-1.95 marked (docs/performance.md).
+      // In place, 64 Mi Gaussian floats into E4M3 (Zen 4): 1.57-1.63 G elements/s with the per-vector test,
+      // 1.88-1.94 marked (docs/performance.md).
       i = stochastic_stretches<F, Ftz, Sat, false>(v, philox32(key.seed, key.stream), lay, in, out, 0, i, 0, acc);
     } else {
       const philox32 gen(key.seed, key.stream);

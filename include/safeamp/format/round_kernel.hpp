@@ -182,7 +182,7 @@ struct local_counts {
 /// kernels do): every later choice is the same, and the block does not pay the tested kernel's exact path vector by
 /// vector (AVX2 fp16 on wide-range data in cache, Zen 4: docs/performance.md). Where fewer do, the tested kernel is
 /// the cheaper: E4M3 on Gaussian data (about 1 eight-lane vector in 10 takes the exact path, and a block above 1 in 8
-/// now and then starts a stretch) ran 5% longer with every probe block run without the test (64 Ki, same host).
+/// now and then starts a stretch) ran 5-8% longer with every probe block run without the test (64 Ki, same host).
 /// skip_blocks ends a stretch's blocks at once, for a kernel that runs them in one call.
 struct path_choice {
   bool always = false;
