@@ -334,6 +334,12 @@ SAFEAMP_DETAIL_ALWAYS_INLINE vec outside_normal_range8(const constants8<F>& v, v
   return _mm256_cmpgt_epi32(_mm256_add_epi32(a, v.range_bias), v.range_limit);
 }
 
+/// outside_normal_range8 of the eight floats at src.
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE vec outside_normal_range8_at(const constants8<F>& v, const float* src) noexcept {
+  return outside_normal_range8(v, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const vec*>(src)), v.abs_mask));
+}
+
 /// Eight elements: the fixed cut when every lane lies in the normal range, else the exact path (special8 for the
 /// deterministic modes, stochastic8 for stochastic rounding). Always: skip the test (the exact path is right for every
 /// lane); the caller picks it where most vectors need the exact path, so the branch would mispredict.
@@ -365,8 +371,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t count_special8(const constants8<F>& v, 
                                                         std::size_t count) noexcept {
   std::size_t n = 0;
   for (std::size_t j = 0; j < count; ++j) {
-    const vec a = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const vec*>(in + 8 * j)), v.abs_mask);
-    const vec special = outside_normal_range8(v, a);
+    const vec special = outside_normal_range8_at(v, in + 8 * j);
     n += _mm256_testz_si256(special, special) != 0 ? 0u : 1u;
   }
   return n;
@@ -775,8 +780,8 @@ template <format_spec F>
 SAFEAMP_DETAIL_ALWAYS_INLINE std::uint64_t mark_step8(const constants8<F>& v, const float* in) noexcept {
   std::uint64_t marks = 0;
   for (std::size_t j = 0; j < 8; ++j) {
-    const vec a = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const vec*>(in + 8 * j)), v.abs_mask);
-    const auto lanes = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(outside_normal_range8(v, a))));
+    const auto lanes =
+        static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(outside_normal_range8_at(v, in + 8 * j))));
     marks |= std::uint64_t{lanes} << (8 * j);
   }
   return marks;

@@ -325,14 +325,16 @@ SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out,
   if (lay.in_registers) {
     if (lay.stream) {
       i = stochastic_streamed<F, Ftz, Sat>(v, lay, key, in, out, acc);
-    } else if (far) {
-      // In place, 64 Mi Gaussian floats into E4M3 (Zen 4): 1.57-1.63 G elements/s with the per-vector test,
-      // 1.88-1.94 marked (docs/performance.md).
-      i = stochastic_stretches<F, Ftz, Sat, false>(v, philox32(key.seed, key.stream), lay, in, out, 0, i, 0, acc);
     } else {
       const philox32 gen(key.seed, key.stream);
-      for (std::size_t s = 0; s < lay.steps; ++s, i += step) {
-        stochastic_step<F, Ftz, Sat, false, false>(v, gen, lay, in, out, i, 0, {}, acc);
+      if (far) {
+        // In place, 64 Mi Gaussian floats into E4M3 (Zen 4): 1.57-1.63 G elements/s with the per-vector test,
+        // 1.88-1.94 marked (docs/performance.md).
+        i = stochastic_stretches<F, Ftz, Sat, false>(v, gen, lay, in, out, 0, i, 0, acc);
+      } else {
+        for (std::size_t s = 0; s < lay.steps; ++s, i += step) {
+          stochastic_step<F, Ftz, Sat, false, false>(v, gen, lay, in, out, i, 0, {}, acc);
+        }
       }
     }
   } else {
