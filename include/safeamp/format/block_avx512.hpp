@@ -125,6 +125,7 @@ SAFEAMP_DETAIL_NOINLINE void quantize_mx32_row(const float* in, float* out, std:
         }
       },
       [&] {
+        acc.widen_codes();  // round16 counts in 16-bit lanes: a group is at most 64 vectors
         choice.start(acc);
         always = R == rounding::nearest_even && choice.always;
       },

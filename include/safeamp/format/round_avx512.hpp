@@ -102,7 +102,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_block(const path_choice& choice, const p
 }
 
 /// How many blocks (at most 4 page_floats / 16 = 256 vectors each) round_blocks adds to a chunk's counters between
-/// two widenings of their 16-bit code counts: 128 x 256 vectors, plus the chunk's head, rest and tail, stay below
+/// two widenings of their 16-bit counts: 128 x 256 vectors, plus the chunk's head, rest and tail, stay below
 /// 2^16 per lane.
 inline constexpr std::size_t code_blocks = 128;
 static_assert(code_blocks * (4 * page_floats / 16) + 258 < 65536);
@@ -119,9 +119,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE std::size_t round_blocks(const vector_constants<F>&
     round_block<R, F, Ftz, Sat, Order>(choice, split, v, in, out, i, block, acc);
     choice.finish(acc, block);
     split.finish_count(acc.odd_vectors, block);
-    if constexpr (codes_count<F, Ftz, Sat>) {
-      if (blocks % code_blocks == 0) acc.widen_codes();
-    }
+    if (blocks % code_blocks == 0) acc.widen_codes();
   }
   return i;
 }
@@ -165,6 +163,11 @@ SAFEAMP_DETAIL_NOINLINE void round_deterministic_chunk(const float* in, float* o
   if (stream) _mm_sfence();
   acc.add_to(c);
 }
+
+/// How many generator calls (8 vectors each) the stochastic loops round between two widenings of their 16-bit
+/// counts; with a chunk's head and tail (at most 16 vectors), far below 2^16 per lane.
+inline constexpr std::size_t code_steps = 64;
+static_assert(code_steps * 8 + 16 < 65536 && mark_stretch_elements / 16 + 16 < 65536);
 
 /// Which of a generator call's eight vectors need stochastic rounding's exact path: round16's normal-range test,
 /// 16 lane bits per vector (vectors 0-3 in lo, 4-7 in hi).
@@ -246,6 +249,7 @@ SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_stretch(const vector_constants<F>
       stochastic_step<F, Ftz, Sat, Stream, false>(v, gen, lay, in, out, i, ahead, {}, acc);
     }
   }
+  acc.widen_codes();  // a stretch is at most mark_stretch_elements / 16 vectors (by_mark_stretches)
   total.add(acc);
   return i;
 }
@@ -282,6 +286,7 @@ SAFEAMP_DETAIL_NOINLINE std::size_t stochastic_streamed(const vector_constants<F
         stochastic_step<F, Ftz, Sat, true, false>(v, gen, lay, in, out, i + k % 4 * page_floats + k / 4 * step,
                                                   four_pages_prefetch_floats, {}, acc);
       }
+      acc.widen_codes();
     }
   }
   // Address order: stretch by stretch, marked where that pays (by_mark_stretches). On Zen 4, 64 Mi Gaussian floats
@@ -334,12 +339,16 @@ SAFEAMP_DETAIL_NOINLINE void round_stochastic_chunk(const float* in, float* out,
       } else {
         for (std::size_t s = 0; s < lay.steps; ++s, i += step) {
           stochastic_step<F, Ftz, Sat, false, false>(v, gen, lay, in, out, i, 0, {}, acc);
+          if (s % code_steps == 0) acc.widen_codes();
         }
       }
     }
   } else {
     // The low word of the Philox block counter wraps in this chunk (once per 2^34 elements): all buffered.
-    for (std::size_t s = 0; s < lay.steps; ++s, i += step) few(i, step);
+    for (std::size_t s = 0; s < lay.steps; ++s, i += step) {
+      few(i, step);
+      if (s % code_steps == 0) acc.widen_codes();
+    }
   }
   if (i < n) few(i, n - i);
   if (lay.stream) _mm_sfence();

@@ -45,11 +45,17 @@ struct counters16 {
   __m512i below_normal = _mm512_setzero_si512();
   __m512i zero_results = _mm512_setzero_si512();
   __m512i zero_inputs = _mm512_setzero_si512();
-  // Counts taken from fp16 codes (round16_nearest into fp16 without saturation or flushing), in 16-bit lanes: one
-  // set may hold at most 65535 vectors' counts before widen_codes() moves them into the 32-bit counters.
-  // round_blocks widens every code_blocks blocks (at most 256 vectors each); the head, what is left after the blocks
-  // and the tail add at most 258 more. code_overflow is every overflow, each of them an inf result.
+  // Counts in 16-bit lanes, half the width of the 32-bit ones (on Zen 4 a 512-bit operation takes two issue slots
+  // of a 256-bit one): those taken from fp16 codes (round16_nearest into fp16 without saturation or flushing), and
+  // the exact path's common counts (finish_special without zero, inf or NaN inputs, count_below_normal). One set may
+  // hold at most 65535 vectors' counts before widen_codes() moves them into the 32-bit counters: round_blocks widens
+  // every code_blocks blocks (at most 256 vectors each; the head, what is left after the blocks and the tail add at
+  // most 258 more), the stochastic loops every code_steps generator calls, the block-format rows once per group.
+  // code_overflow: overflows that became inf; code_overflow_nan: that became NaN (formats without inf);
+  // code_saturated: that became max finite (counted as overflow only).
   __m256i code_overflow = _mm256_setzero_si256();
+  __m256i code_overflow_nan = _mm256_setzero_si256();
+  __m256i code_saturated = _mm256_setzero_si256();
   __m256i code_below_normal = _mm256_setzero_si256();
   __m256i code_zero_results = _mm256_setzero_si256();
   std::size_t special_vectors = 0;  // vectors that took the exact path (steers path_choice, stochastic marks)
@@ -68,19 +74,25 @@ struct counters16 {
     zero_results = _mm512_add_epi32(zero_results, o.zero_results);
     zero_inputs = _mm512_add_epi32(zero_inputs, o.zero_inputs);
     code_overflow = _mm256_add_epi16(code_overflow, o.code_overflow);
+    code_overflow_nan = _mm256_add_epi16(code_overflow_nan, o.code_overflow_nan);
+    code_saturated = _mm256_add_epi16(code_saturated, o.code_saturated);
     code_below_normal = _mm256_add_epi16(code_below_normal, o.code_below_normal);
     code_zero_results = _mm256_add_epi16(code_zero_results, o.code_zero_results);
     special_vectors += o.special_vectors;
     odd_vectors += o.odd_vectors;
   }
-  /// The code counts moved into the 32-bit counters (every overflow there is an inf result).
+  /// The 16-bit counts moved into the 32-bit counters.
   SAFEAMP_DETAIL_ALWAYS_INLINE void widen_codes() noexcept {
-    const __m512i code_overflow32 = _mm512_maskz_cvtepu16_epi32(0xFFFF, code_overflow);
-    overflow = _mm512_add_epi32(overflow, code_overflow32);
-    infinity = _mm512_add_epi32(infinity, code_overflow32);
+    const __m512i to_inf = _mm512_maskz_cvtepu16_epi32(0xFFFF, code_overflow);
+    const __m512i to_nan = _mm512_maskz_cvtepu16_epi32(0xFFFF, code_overflow_nan);
+    const __m512i saturated = _mm512_maskz_cvtepu16_epi32(0xFFFF, code_saturated);
+    overflow = _mm512_add_epi32(overflow, _mm512_add_epi32(_mm512_add_epi32(to_inf, to_nan), saturated));
+    infinity = _mm512_add_epi32(infinity, to_inf);
+    nan = _mm512_add_epi32(nan, to_nan);
     below_normal = _mm512_add_epi32(below_normal, _mm512_maskz_cvtepu16_epi32(0xFFFF, code_below_normal));
     zero_results = _mm512_add_epi32(zero_results, _mm512_maskz_cvtepu16_epi32(0xFFFF, code_zero_results));
-    code_overflow = code_below_normal = code_zero_results = _mm256_setzero_si256();
+    code_overflow = code_overflow_nan = code_saturated = _mm256_setzero_si256();
+    code_below_normal = code_zero_results = _mm256_setzero_si256();
   }
   void add_to(local_counts& c) const noexcept {
     counters16 total = *this;
@@ -178,37 +190,50 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void count_overflow_results(counters16& acc, __mmas
   if constexpr (!Sat && !has_infinity(F)) acc.nan = count(acc.nan, over);
 }
 
-/// Counts the results below min normal and the zero results among them (r: rounded magnitudes).
+/// The same in 16-bit lanes (counters16's code counts), for overflowed lanes without zero, inf or NaN inputs: each
+/// counted once, into the counter of what it became.
+template <format_spec F, bool Sat>
+SAFEAMP_DETAIL_ALWAYS_INLINE void count_overflow16(counters16& acc, __mmask16 over) noexcept {
+  if constexpr (Sat) {
+    acc.code_saturated = count(acc.code_saturated, over);
+  } else if constexpr (has_infinity(F)) {
+    acc.code_overflow = count(acc.code_overflow, over);
+  } else {
+    acc.code_overflow_nan = count(acc.code_overflow_nan, over);
+  }
+}
+
+/// Counts the results below min normal and the zero results among them (r: rounded magnitudes), in 16-bit lanes.
 template <format_spec F>
 SAFEAMP_DETAIL_ALWAYS_INLINE void count_below_normal(const vector_constants<F>& v, __m512i r,
                                                      counters16& acc) noexcept {
   const __mmask16 below = _mm512_cmplt_epu32_mask(r, v.min_normal);
-  acc.below_normal = count(acc.below_normal, below);
-  acc.zero_results = count(acc.zero_results, _mm512_mask_testn_epi32_mask(below, r, r));
+  acc.code_below_normal = count(acc.code_below_normal, below);
+  acc.code_zero_results = count(acc.code_zero_results, _mm512_mask_testn_epi32_mask(below, r, r));
+}
+
+/// The lanes whose input is zero, +-inf or NaN (a = |x|, or x): one vfpclassps (QNaN, +-0, +-inf, SNaN) instead of
+/// the subtraction and compare |x| - 1 >= inf - 1; with the 16-bit counts, wide-range data in cache into E4M3 and
+/// E5M2 ran 1.13-1.19x as fast (nearest even) on Zen 4, stochastic rounding 1.01-1.08x (docs/performance.md).
+SAFEAMP_DETAIL_ALWAYS_INLINE __mmask16 rare_lanes(__m512i a) noexcept {
+  constexpr int zero_inf_or_nan = 0x01 | 0x02 | 0x04 | 0x08 | 0x10 | 0x80;
+  return _mm512_fpclass_ps_mask(_mm512_castsi512_ps(a), zero_inf_or_nan);
 }
 
 /// The end of the exact path, for every lane of a vector that needed it: r holds each lane's rounded
 /// magnitude and big the lanes whose result overflows (+-inf inputs included; NaN inputs may be in it or not).
 /// Overflow becomes inf, NaN (formats without inf) or max finite (saturate); NaN inputs keep the payload bits
-/// the format stores, made quiet. Zero, +-inf and NaN inputs are rare in most tensors: one compare (|x| - 1 >=
-/// inf - 1, unsigned) and a predictable branch keep their handling out of the common path. Results below min
+/// the format stores, made quiet. Zero, +-inf and NaN inputs are rare in most tensors: rare_lanes and a
+/// predictable branch keep their handling out of the common path, which counts in 16-bit lanes. Results below min
 /// normal and zero results are counted as such; counters16::add_to forms subnormal and underflow from them.
-/// The lanes whose input is zero, +-inf or NaN (a = |x|): |x| - 1 >= inf - 1, unsigned.
-template <format_spec F>
-SAFEAMP_DETAIL_ALWAYS_INLINE __mmask16 rare_lanes(const vector_constants<F>& v, __m512i a) noexcept {
-  return _mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, v.one), v.inf_minus_one);
-}
-
 template <format_spec F, bool Sat>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i finish_special(const vector_constants<F>& v, __m512i a, __m512i r, __mmask16 big,
                                                     counters16& acc) noexcept {
   constexpr round_constants k = vector_constants<F>::k;
   const __m512i overflow_bits = Sat ? v.max_finite : u32(k.inf_or_nan);
-  const __mmask16 rare = rare_lanes(v, a);
-  if (rare == 0) {
+  if (rare_lanes(a) == 0) {
     r = _mm512_mask_mov_epi32(r, big, overflow_bits);
-    acc.overflow = count(acc.overflow, big);
-    count_overflow_results<F, Sat>(acc, big);
+    count_overflow16<F, Sat>(acc, big);
   } else {
     const __mmask16 nan_in = _mm512_cmpgt_epu32_mask(a, v.inf);
     big = static_cast<__mmask16>(big & ~nan_in);
@@ -300,8 +325,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
     // underflow). Compares and counts of 16-bit lanes in a 256-bit register: on Zen 4, wide-range data in cache
     // went from 0.46x the F16C round trip (finish_special's 32-bit lanes) to 0.6x, and to 0.66x without |x| and
     // its sign put back (-O3; docs/performance.md).
-    constexpr int zero_inf_or_nan = 0x01 | 0x02 | 0x04 | 0x08 | 0x10 | 0x80;  // QNaN, +-0, +-inf, SNaN
-    if (_mm512_fpclass_ps_mask(_mm512_castsi512_ps(u), zero_inf_or_nan) == 0) {
+    if (rare_lanes(u) == 0) {
       const __m256i h =
           _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       const __m256i magnitude2 = _mm256_add_epi16(h, h);  // the sign shifted out
@@ -405,15 +429,16 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_directed(const vector_constants<F>&
   if constexpr (!Sat && R == rounding::toward_neg_inf) away = negative;
   const __m512i overflow_bits = _mm512_mask_mov_epi32(v.max_finite, away, inf_or_nan);
   const __mmask16 over = _mm512_cmpgt_epu32_mask(r, v.max_finite);  // +-inf and NaN inputs among them
-  // Zero, +-inf and NaN inputs: |x| - 1 >= inf - 1 (unsigned); float subnormals: |x| - 1 < 2^-126 - 1. Without
-  // them a NaN or inf result can only come from overflow.
-  const __m512i a1 = _mm512_sub_epi32(a, v.one);
-  __mmask16 rare = _mm512_cmpge_epu32_mask(a1, v.inf_minus_one);
-  if constexpr (narrow) rare = static_cast<__mmask16>(rare | _mm512_cmplt_epu32_mask(a1, u32(0x007FFFFFu)));
-  if (rare == 0) {
+  // Zero, +-inf and NaN inputs, and (fp16, fp8) float subnormals: one vfpclassps. Without them a NaN or inf result
+  // can only come from overflow. Under MXCSR.DAZ vfpclassps classes a float subnormal as a zero (measured on Zen 4),
+  // as the multiplication above reads it; without DAZ that multiplication is exact for it (x / Q is a normal float).
+  // The subnormal class is asked for too, so that such a lane takes the branch whichever way a CPU classes it.
+  constexpr int subnormal_class = narrow ? 0x20 : 0;
+  if (_mm512_fpclass_ps_mask(_mm512_castsi512_ps(a), 0x01 | 0x02 | 0x04 | 0x08 | 0x10 | 0x80 | subnormal_class) == 0) {
     r = _mm512_mask_mov_epi32(r, over, overflow_bits);
-    acc.overflow = count(acc.overflow, over);
-    count_overflow_results<F, false>(acc, static_cast<__mmask16>(over & away));
+    count_overflow16<F, true>(acc, static_cast<__mmask16>(over & ~away));  // became max finite
+    if constexpr (!Sat && R != rounding::toward_zero)
+      count_overflow16<F, false>(acc, static_cast<__mmask16>(over & away));
   } else {
     const __mmask16 nan_in = _mm512_cmpgt_epu32_mask(a, v.inf);
     const __mmask16 inf_in = _mm512_cmpeq_epu32_mask(a, v.inf);
@@ -423,8 +448,9 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_directed(const vector_constants<F>&
     r = _mm512_mask_mov_epi32(r, nan_in, _mm512_ternarylogic_epi32(a, v.payload, v.nan_fill, 0xEA));
     acc.zero_inputs = count(acc.zero_inputs, _mm512_testn_epi32_mask(a, a));
     if constexpr (narrow) {
-      // A float subnormal: one quantum in the mode's direction away from zero, else zero (flushed if asked).
-      const __mmask16 tiny = _mm512_cmplt_epu32_mask(a1, u32(0x007FFFFFu));
+      // A float subnormal (|x| - 1 < 2^-126 - 1, unsigned, on the bits): one quantum in the mode's direction away
+      // from zero, else zero (flushed if asked).
+      const __mmask16 tiny = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(a, v.one), u32(0x007FFFFFu));
       __mmask16 up = 0;
       if constexpr (R == rounding::toward_pos_inf) up = static_cast<__mmask16>(tiny & ~negative);
       if constexpr (R == rounding::toward_neg_inf) up = static_cast<__mmask16>(tiny & negative);
@@ -434,9 +460,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_directed(const vector_constants<F>&
     acc.nan = count(acc.nan, _mm512_cmpgt_epu32_mask(r, v.inf));
     acc.infinity = count(acc.infinity, _mm512_cmpeq_epu32_mask(r, v.inf));
   }
-  const __mmask16 below = _mm512_cmplt_epu32_mask(r, v.min_normal);
-  acc.below_normal = count(acc.below_normal, below);
-  acc.zero_results = count(acc.zero_results, _mm512_mask_testn_epi32_mask(below, r, r));
+  count_below_normal(v, r, acc);
   return _mm512_ternarylogic_epi32(r, u, v.sign, 0xF8);  // r | (u & sign)
 }
 

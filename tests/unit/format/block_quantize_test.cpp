@@ -497,3 +497,20 @@ TEST_CASE("large inputs: in place, misaligned, rows of every alignment, and the 
   (void)both(safeamp::nvfp4, odd, {.rows = odd_rows});
   (void)both(safeamp::nvfp4, odd, {.rows = odd_rows, .mode = rounding::stochastic, .key = {.seed = 3}});
 }
+
+// The AVX-512 rows count the exact path's results in 16-bit lanes, widened once per group of blocks: one row of 2^20
+// elements (the longest accepted: 65536 vectors) whose blocks hold one large value and tiny ones (subnormal or zero
+// after the scale) makes lanes 1-15 count 2^16 times, so a missed widening wraps them to 0 and shows as a mismatch
+// with the reference's counts.
+TEST_CASE("a long row whose every vector has subnormal or zero results counts them all (16-bit counters widened)") {
+  const std::size_t n = std::size_t{1} << 20;
+  for (const block_format& b : {safeamp::mxfp8_e4m3, safeamp::nvfp4}) {
+    std::vector<float> in(n, 0x1p-16f);
+    for (std::size_t s = 0; s < n; s += static_cast<std::size_t>(b.block_size)) in[s] = -1.0f;
+    for (const auto mode : {rounding::nearest_even, rounding::stochastic}) {
+      INFO(safeamp::block_format_name(b) << " mode " << static_cast<int>(mode));
+      const quantized q = both(b, in, {.rows = 1, .mode = mode, .key = {.seed = 9}});
+      CHECK(q.result.stats.subnormal + q.result.stats.underflow >= n - n / 16);
+    }
+  }
+}

@@ -382,36 +382,87 @@ TEST_CASE("large spans (streaming stores, misaligned output, Philox counter wrap
   }
 }
 
-// The AVX-512 fp16 nearest-even kernel counts in 16-bit lanes between widenings (counters16's code counts): a span
-// in which every element lands in the same class makes every lane count every vector, up to 2^16 per lane in one
-// 2^20-element chunk, so a missed widening would wrap a lane to 0. Each path must count all n, in cache (blocks of 64
-// vectors) and streamed (16 MiB or more: blocks of four pages, or of 64 vectors in address order).
-TEST_CASE("counters of spans whose every element overflows, is subnormal or underflows, every path") {
+// The AVX-512 kernels count in 16-bit lanes between widenings (counters16's code counts: fp16 nearest even, and the
+// exact path's common counts in every mode): a span in which every element lands in the same class makes every lane
+// count every vector, up to 2^16 per lane in one 2^20-element chunk, so a missed widening would wrap a lane to 0.
+// Each path must count all n: in cache (blocks of 64 vectors, stochastic steps of 128 elements), streamed (16 MiB or
+// more: blocks of four pages, or address order) and, stochastic rounding, in place (marked stretches from 8 MiB).
+// Every format, mode, overflow option and flush setting; the values are picked so that each element's result and
+// counts do not depend on its random word (an overflow at least a quantum above max finite, an exact subnormal, a
+// value below 2^-32 of the smallest subnormal), so the counts are n times those of one element on the portable path
+// (checked on a 4096-element span there first). bf16's only overflows and underflows are within 2^-16 of rounding
+// the other way, so its stochastic spans hold the subnormal only.
+TEST_CASE("counters of spans whose every element overflows, is subnormal or underflows, every path, format and mode") {
   struct one_class {
+    safeamp::format_spec f;
     float x;
-    std::uint64_t safeamp::cast_stats::*counter;
-    std::uint64_t safeamp::cast_stats::*second;  // also n (an overflow's inf), or null
   };
-  const one_class classes[] = {{-1.0e6f, &safeamp::cast_stats::overflow, &safeamp::cast_stats::infinity},
-                               {3.0e-6f, &safeamp::cast_stats::subnormal, nullptr},
-                               {-1.0e-9f, &safeamp::cast_stats::underflow, nullptr}};
-  for (const std::size_t n : {std::size_t{1} << 20, (std::size_t{1} << 22) + 16}) {
-    std::vector<float> in(n), out(n);
-    for (const one_class& c : classes) {
-      std::fill(in.begin(), in.end(), c.x);
-      for (const safeamp::cpu_path path : safeamp::all_cpu_paths) {
-        if (!safeamp::cpu_path_supported(path)) continue;
-        const safeamp::cast_stats got = safeamp::detail::round_span_on(path, safeamp::fp16, in, out, {}, {});
-        INFO("x " << c.x << " n " << n << " path " << safeamp::cpu_path_name(path));
-        CHECK(got.elements == n);
-        CHECK(got.*c.counter == n);
-        if (c.second != nullptr) CHECK(got.*c.second == n);
-        safeamp::cast_stats rest = got;
-        rest.elements = 0;
-        rest.*c.counter = 0;
-        if (c.second != nullptr) rest.*c.second = 0;
-        CHECK(rest == safeamp::cast_stats{});
-        CHECK(oracle::float_bits(out[n - 1]) == oracle::float_bits(safeamp::round_to(safeamp::fp16, c.x)));
+  const one_class classes[] = {
+      {safeamp::fp16, -1.0e6f},           {safeamp::fp16, 3.0f * 0x1p-24f},      {safeamp::fp16, -0x1p-60f},
+      {safeamp::fp8_e4m3, -1.0e6f},       {safeamp::fp8_e4m3, 3.0f * 0x1p-9f},   {safeamp::fp8_e4m3, 0x1p-60f},
+      {safeamp::fp8_e5m2, 1.0e6f},        {safeamp::fp8_e5m2, -3.0f * 0x1p-16f}, {safeamp::fp8_e5m2, -0x1p-60f},
+      {safeamp::bf16, -3.4028235e38f},    {safeamp::bf16, 3.0f * 0x1p-133f},     {safeamp::bf16, -0x1p-149f}};
+  // Both buffers 64-byte aligned, and the key's offset a multiple of 4: the kernels' main loops then cover whole
+  // chunks (a streamed or stochastic loop otherwise starts a few elements in, and stays below 2^16 vectors).
+  const std::size_t big = (std::size_t{1} << 22) + 16;
+  std::vector<float> in_store(big + 16), out_store(big + 16);
+  const auto aligned = [](std::vector<float>& v) {
+    return v.data() + (64 - reinterpret_cast<std::uintptr_t>(v.data()) % 64) % 64 / sizeof(float);
+  };
+  const std::span<float> in(aligned(in_store), big), out(aligned(out_store), big);
+  for (const one_class& c : classes) {
+    const bool bf16 = c.f.mantissa_bits == safeamp::bf16.mantissa_bits && c.f.exponent_bits == 8;
+    for (const rounding m : all_modes) {
+      if (m == rounding::stochastic && bf16 && c.x != 3.0f * 0x1p-133f) continue;
+      for (const overflow ov : {overflow::to_infinity, overflow::saturate}) {
+        for (const bool ftz : {false, true}) {
+          const safeamp::round_options opt{.mode = m, .on_overflow = ov, .flush_subnormals = ftz};
+          const safeamp::philox_key key{.seed = 5, .stream = 3, .offset = 12};
+          INFO("format " << c.f.exponent_bits << "/" << c.f.mantissa_bits << " x " << c.x << " mode "
+                         << static_cast<int>(m) << " saturate " << (ov == overflow::saturate) << " ftz " << ftz);
+          const auto portable = [&](std::size_t n) {
+            std::fill_n(in.begin(), n, c.x);
+            return safeamp::detail::round_span_on(safeamp::cpu_path::portable, c.f, std::span(in.data(), n),
+                                                  std::span(out.data(), n), opt, key);
+          };
+          const safeamp::cast_stats one = portable(1);
+          const auto times = [&](std::size_t n) {
+            safeamp::cast_stats t;
+            t.elements = n * one.elements;
+            t.overflow = n * one.overflow;
+            t.nan = n * one.nan;
+            t.infinity = n * one.infinity;
+            t.subnormal = n * one.subnormal;
+            t.underflow = n * one.underflow;
+            return t;
+          };
+          REQUIRE(portable(4096) == times(4096));  // the class does not depend on the random words
+          REQUIRE(one.elements == 1);
+          const float want = out[0];
+          for (const safeamp::cpu_path path : safeamp::all_cpu_paths) {
+            if (!safeamp::cpu_path_supported(path) || path == safeamp::cpu_path::portable) continue;
+            for (const std::size_t n : {std::size_t{1} << 20, big}) {
+              for (const bool in_place : {false, true}) {
+                if (in_place && (n != big || m != rounding::stochastic)) continue;
+                INFO("path " << safeamp::cpu_path_name(path) << " n " << n << " in place " << in_place);
+                std::fill_n(in.begin(), n, c.x);
+                const std::span<float> src(in.data(), n);
+                const std::span<float> dst(in_place ? in.data() : out.data(), n);
+                const safeamp::cast_stats got = safeamp::detail::round_span_on(path, c.f, src, dst, opt, key);
+                CHECK(got == times(n));
+                CHECK(oracle::float_bits(dst[n - 1]) == oracle::float_bits(want));
+                CHECK(oracle::float_bits(dst[n / 2]) == oracle::float_bits(want));
+              }
+              if (m == rounding::stochastic) {
+                // A chunk in which the low word of the Philox block counter wraps takes its words from a buffer.
+                const safeamp::philox_key wraps{.seed = 5, .stream = 3, .offset = (std::uint64_t{1} << 34) - 4096};
+                std::fill_n(in.begin(), n, c.x);
+                CHECK(safeamp::detail::round_span_on(path, c.f, std::span(in.data(), n), std::span(out.data(), n),
+                                                     opt, wraps) == times(n));
+              }
+            }
+          }
+        }
       }
     }
   }
