@@ -148,7 +148,6 @@ struct vector_constants {
   __m512i half_minus_one = u32(low >> 1);
   __m512i keep = u32(~low);
   __m512i normal_span = u32(k.max_bits - k.min_normal_bits);
-  __m512i inf_minus_one = u32(0x7F7FFFFFu);
   __m512i min_normal = u32(k.min_normal_bits);
   __m512i max_finite = u32(k.max_bits);
   __m512i inf = u32(0x7F800000u);
@@ -169,7 +168,7 @@ struct vector_constants {
   // g++ rematerialises broadcast constants inside the loop (mov + vpbroadcastd, every vector) rather than keep
   // them in the 32 vector registers; an empty asm that "may change" each value makes it keep them.
   vector_constants() noexcept {
-    pin(abs_mask), pin(one), pin(half_minus_one), pin(keep), pin(normal_span), pin(inf_minus_one);
+    pin(abs_mask), pin(one), pin(half_minus_one), pin(keep), pin(normal_span);
     pin(min_normal), pin(max_finite), pin(inf), pin(payload), pin(nan_fill), pin(sign), pin(all_ones);
     pin(inv_quantum), pin(quantum_ps), pin(one_ps), pin(two32), pin(exponent_mask), pin(emin_field);
     pin(cut_offset), pin(overflow_from), pin(overflow_from_minus_one);
@@ -212,12 +211,14 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void count_below_normal(const vector_constants<F>& 
   acc.code_zero_results = count(acc.code_zero_results, _mm512_mask_testn_epi32_mask(below, r, r));
 }
 
-/// The lanes whose input is zero, +-inf or NaN (a = |x|, or x): one vfpclassps (QNaN, +-0, +-inf, SNaN) instead of
-/// the subtraction and compare |x| - 1 >= inf - 1; with the 16-bit counts, wide-range data in cache into E4M3 and
-/// E5M2 ran 1.13-1.19x as fast (nearest even) on Zen 4, stochastic rounding 1.01-1.08x (docs/performance.md).
+/// The lanes whose input is zero, +-inf or NaN (a = |x|, or x), and float subnormals too where Subnormals: one
+/// vfpclassps (QNaN, +-0, +-inf, SNaN; denormal) instead of the subtraction and compare |x| - 1 >= inf - 1; with the
+/// 16-bit counts, wide-range data in cache into E4M3 and E5M2 ran 1.13-1.19x as fast (nearest even) on Zen 4,
+/// stochastic rounding 1.01-1.08x, the directed modes 1.06-1.10x (docs/performance.md).
+template <bool Subnormals = false>
 SAFEAMP_DETAIL_ALWAYS_INLINE __mmask16 rare_lanes(__m512i a) noexcept {
   constexpr int zero_inf_or_nan = 0x01 | 0x02 | 0x04 | 0x08 | 0x10 | 0x80;
-  return _mm512_fpclass_ps_mask(_mm512_castsi512_ps(a), zero_inf_or_nan);
+  return _mm512_fpclass_ps_mask(_mm512_castsi512_ps(a), zero_inf_or_nan | (Subnormals ? 0x20 : 0));
 }
 
 /// The end of the exact path, for every lane of a vector that needed it: r holds each lane's rounded
@@ -429,12 +430,11 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_directed(const vector_constants<F>&
   if constexpr (!Sat && R == rounding::toward_neg_inf) away = negative;
   const __m512i overflow_bits = _mm512_mask_mov_epi32(v.max_finite, away, inf_or_nan);
   const __mmask16 over = _mm512_cmpgt_epu32_mask(r, v.max_finite);  // +-inf and NaN inputs among them
-  // Zero, +-inf and NaN inputs, and (fp16, fp8) float subnormals: one vfpclassps. Without them a NaN or inf result
-  // can only come from overflow. Under MXCSR.DAZ vfpclassps classes a float subnormal as a zero (measured on Zen 4),
-  // as the multiplication above reads it; without DAZ that multiplication is exact for it (x / Q is a normal float).
-  // The subnormal class is asked for too, so that such a lane takes the branch whichever way a CPU classes it.
-  constexpr int subnormal_class = narrow ? 0x20 : 0;
-  if (_mm512_fpclass_ps_mask(_mm512_castsi512_ps(a), 0x01 | 0x02 | 0x04 | 0x08 | 0x10 | 0x80 | subnormal_class) == 0) {
+  // Zero, +-inf and NaN inputs, and (fp16, fp8) float subnormals. Without them a NaN or inf result can only come
+  // from overflow. Under MXCSR.DAZ vfpclassps classes a float subnormal as a zero (measured on Zen 4), as the
+  // multiplication above reads it; without DAZ that multiplication is exact for it (x / Q is a normal float). The
+  // subnormal class is asked for too, so that such a lane takes the branch whichever way a CPU classes it.
+  if (rare_lanes<narrow>(a) == 0) {
     r = _mm512_mask_mov_epi32(r, over, overflow_bits);
     count_overflow16<F, true>(acc, static_cast<__mmask16>(over & ~away));  // became max finite
     if constexpr (!Sat && R != rounding::toward_zero)
