@@ -184,13 +184,23 @@ struct local_counts {
 /// the cheaper: E4M3 on Gaussian data (about 1 eight-lane vector in 10 takes the exact path, and a block above 1 in 8
 /// now and then starts a stretch) ran 5-8% longer with every probe block run without the test (64 Ki, same host).
 /// skip_blocks ends a stretch's blocks at once, for a kernel that runs them in one call.
+///
+/// `eighths`: the share of a tested block's vectors, in eighths, above which the stretch starts: 1 (the rule above)
+/// for a kernel whose tested blocks branch vector by vector, deferred_eighths for one that defers the exact path of a
+/// block's marked vectors until after the fixed cut of all of them (the AVX2 and AVX-512 kernels' blocks with
+/// ordinary stores into a separate output: round_deferred). There a tested block costs the cut for every vector plus
+/// the exact path for the marked ones, without mispredicted branches, and beats the path without the test up to about
+/// 40% of its vectors marked (AVX2 path on Zen 4: the cut 1.67, the exact path 3.1 and the path without the test 3.0
+/// units of memcpy's time per vector, in cache).
 struct path_choice {
   bool always = false;
   bool probe = true;
   unsigned left = 0;
   unsigned stretch = 7;  // blocks without the test after the next test that calls for them
+  unsigned eighths = 1;
   std::size_t before = 0;
   static constexpr unsigned max_stretch = 63;
+  static constexpr unsigned deferred_eighths = 3;
 
   template <class Counters>
   void start(const Counters& acc) noexcept {
@@ -207,7 +217,7 @@ struct path_choice {
       return;
     }
     probe = false;
-    if ((count - before) * 8 > vectors) {
+    if ((count - before) * 8 > eighths * vectors) {
       always = true;
       left = stretch;
       stretch = stretch < max_stretch ? 2 * stretch + 1 : max_stretch;

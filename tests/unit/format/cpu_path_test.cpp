@@ -183,6 +183,26 @@ TEST_CASE("the kernels' path choice skips the test for longer stretches while th
   CHECK(runs() == std::vector<std::size_t>{7, 15});
 }
 
+// path_choice::eighths: kernels that defer the exact path of a tested block (round_deferred, separate outputs with
+// ordinary stores) start a stretch without the test only above 3 vectors in 8 that took it; the others above 1 in 8.
+TEST_CASE("the path choice's share of exact-path vectors that starts a stretch: 1 in 8, or 3 in 8 where deferred") {
+  using safeamp::detail::path_choice;
+  constexpr std::size_t vectors = 64;
+  const auto after_test_block = [](unsigned eighths, std::size_t special_in_block) {
+    path_choice c;
+    c.eighths = eighths;
+    c.start_count(100);
+    c.finish_count(100 + special_in_block, vectors);
+    return c.always;
+  };
+  CHECK_FALSE(after_test_block(1, 8));
+  CHECK(after_test_block(1, 9));
+  CHECK(path_choice::deferred_eighths == 3u);
+  CHECK_FALSE(after_test_block(path_choice::deferred_eighths, 24));
+  CHECK(after_test_block(path_choice::deferred_eighths, 25));
+  CHECK(path_choice{}.eighths == 1u);  // the default: kernels that branch vector by vector
+}
+
 // path_choice::probe: the test block that opens a chunk, or follows a stretch without the test, may run without the
 // test and count apart (the AVX2 kernels do); a test block after a test block is no probe. skip_blocks ends several
 // of a stretch's blocks at once (the AVX2 kernels run a stretch in one call) and leaves the choices as they are

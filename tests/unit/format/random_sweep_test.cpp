@@ -181,7 +181,18 @@ TEST_CASE("block by block path choices of the vector kernels equal the scalar ro
     for (const bool large : {false, true}) {
       // 13 regions of 32 Ki elements, plus a ragged tail; large: 129 regions (16.1 MiB, streaming stores).
       std::vector<float> in = block_choice_data(rng, f, large ? 129 : 13);
-      for (std::size_t i = 0; i < 21; ++i) in.push_back(in[i * 7]);
+      // A ragged tail of 37 (two or four vectors and 5 elements after the last block) with an infinity, a zero and two
+      // values below min normal in its vectors: one whose nearest-even result differs from that of the normal range's
+      // cut rounded again (just above 2.5 subnormal quanta, which the cut takes to the tie at 2.5, and the tie to 2),
+      // so that an in-place kernel that read back its own cut would be caught.
+      const float tie_breaker = std::ldexp(2.5f * (1.0f + 0x1p-20f), safeamp::min_exponent(f) - f.mantissa_bits);
+      for (std::size_t i = 0; i < 37; ++i) {
+        in.push_back(i == 3    ? tie_breaker
+                     : i == 9  ? safeamp::min_normal(f) / 3
+                     : i == 20 ? INFINITY
+                     : i == 30 ? 0.0f
+                               : in[i * 7]);
+      }
       std::vector<float> out(in.size()), want;
       for (const rounding m : all_modes) {
         // The streaming loops whose choices are new: nearest even's, and stochastic rounding's marks (a stretch of
@@ -206,8 +217,11 @@ TEST_CASE("block by block path choices of the vector kernels equal the scalar ro
                    << safeamp::cpu_path_name(path) << " elements " << in.size() << ": " << diff);
               CHECK(diff.empty());
               CHECK(got == expected);
-              if (large && m == rounding::stochastic) {
-                // In place: no streaming stores, marked as far spans are (avx512::far_min_bytes).
+              if (!large || m == rounding::stochastic) {
+                // In place. Small spans, deterministic modes: a separate output defers the exact path of a block's
+                // vectors that need it until every vector has its fixed cut (round_deferred), which in place would
+                // read back the cut instead of the input, so in place the kernels test vector by vector. Large
+                // spans, stochastic rounding: no streaming stores, marked as far spans are (avx512::far_min_bytes).
                 std::vector<float> same = in;
                 const safeamp::cast_stats got_in_place = safeamp::detail::round_span_on(path, f, same, same, opt, key);
                 const std::string diff_in_place = differences(in, same, want);
