@@ -48,8 +48,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, co
 template <rounding R, format_spec F>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i cut16_deterministic(const vector_constants<F>& v, __m512i u) noexcept {
   if constexpr (R == rounding::nearest_even) {
-    const __m512i bias = _mm512_add_epi32(_mm512_and_si512(srl32<vector_constants<F>::sh>(u), v.one), v.half_minus_one);
-    return _mm512_and_si512(_mm512_add_epi32(u, bias), v.keep);
+    return cut16_nearest(v, u);
   } else {
     return cut16_directed<R, F>(v, u);
   }
@@ -76,6 +75,18 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_deferred(const vector_constants<F>& v, c
   for (; marked != 0; marked &= marked - 1) {
     const std::size_t at = i + 16 * static_cast<std::size_t>(std::countr_zero(marked));
     _mm512_storeu_si512(out + at, load_round<R, F, Ftz, Sat, true, Merged>(v, in, nullptr, at, 0xFFFF, acc));
+  }
+}
+
+/// A deterministic mode, vectors [i, i + 16 count) (count <= deferred_vectors) with the test and ordinary stores:
+/// deferred (round_deferred) into an output that is not the input, else vector by vector.
+template <rounding R, format_spec F, bool Ftz, bool Sat, bool Merged>
+SAFEAMP_DETAIL_ALWAYS_INLINE void round_tested(const vector_constants<F>& v, const float* in, float* out, std::size_t i,
+                                               std::size_t count, counters16& acc) noexcept {
+  if (in != out) {
+    round_deferred<R, F, Ftz, Sat, Merged>(v, in, out, i, count, acc);
+  } else {
+    round_vectors<R, F, Ftz, Sat, false, false, Merged>(v, in, out, i, count, acc);
   }
 }
 
@@ -114,8 +125,8 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_block_as(const vector_constants<F>& v, c
   counters16 own;
   if constexpr (Order == store_order::four_pages) {
     round_four_pages<R, F, Ftz, Sat, Always, Merged>(v, in, out, i, own);
-  } else if (Order == store_order::cached && !Always && in != out) {
-    round_deferred<R, F, Ftz, Sat, Merged>(v, in, out, i, block, own);
+  } else if constexpr (Order == store_order::cached && !Always) {
+    round_tested<R, F, Ftz, Sat, Merged>(v, in, out, i, block, own);
   } else {
     round_vectors<R, F, Ftz, Sat, Always, Order == store_order::streamed, Merged>(v, in, out, i, block, own);
   }
@@ -192,11 +203,7 @@ SAFEAMP_DETAIL_NOINLINE void round_deterministic_chunk(const float* in, float* o
     round_vectors<R, F, Ftz, Sat, false, true>(v, in, out, i, (n - i) / 16, acc);
   } else {
     i = round_blocks<R, F, Ftz, Sat, store_order::cached>(v, in, out, i, n, deferred_vectors, acc);
-    if (in != out) {
-      round_deferred<R, F, Ftz, Sat, false>(v, in, out, i, (n - i) / 16, acc);
-    } else {
-      round_vectors<R, F, Ftz, Sat, false, false>(v, in, out, i, (n - i) / 16, acc);
-    }
+    round_tested<R, F, Ftz, Sat, false>(v, in, out, i, (n - i) / 16, acc);
   }
   i += (n - i) / 16 * 16;
   if (i < n) {

@@ -284,6 +284,14 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __mmask16 outside_normal_range(const vector_constan
   return _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, v.min_normal), v.normal_span);
 }
 
+/// Nearest even of 16 elements that all lie in the target's normal range: the cut at bit 23 - M on the signed bits (a
+/// carry never reaches the sign), ties to the kept bit's even value.
+template <format_spec F>
+SAFEAMP_DETAIL_ALWAYS_INLINE __m512i cut16_nearest(const vector_constants<F>& v, __m512i u) noexcept {
+  const __m512i bias = _mm512_add_epi32(_mm512_and_si512(srl32<vector_constants<F>::sh>(u), v.one), v.half_minus_one);
+  return _mm512_and_si512(_mm512_add_epi32(u, bias), v.keep);
+}
+
 /// Whether round16_nearest takes its counters from the fp16 codes (fp16 without flushing or saturation); the merged
 /// test is then never used (round_block).
 template <format_spec F, bool Ftz, bool Sat>
@@ -309,12 +317,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
                                                      counters16& acc) noexcept {
   const __m512i a = _mm512_and_si512(u, v.abs_mask);
   if constexpr (!Always) {
-    if (outside_normal_range(v, a) == 0) {
-      // All 16 in the normal range: the cut at bit 23 - M on the signed bits (a carry never reaches the sign).
-      const __m512i bias =
-          _mm512_add_epi32(_mm512_and_si512(srl32<vector_constants<F>::sh>(u), v.one), v.half_minus_one);
-      return _mm512_and_si512(_mm512_add_epi32(u, bias), v.keep);
-    }
+    if (outside_normal_range(v, a) == 0) return cut16_nearest(v, u);
     ++acc.special_vectors;
   }
   if constexpr (codes_count<F, Ftz, Sat>) {
@@ -484,11 +487,9 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16(const vector_constants<F>& v, __m51
   } else if constexpr (R == rounding::toward_zero || R == rounding::toward_pos_inf || R == rounding::toward_neg_inf) {
     return round16_directed<R, F, Ftz, Sat, Always>(v, u, acc);
   } else {
-    constexpr std::uint32_t sh = vector_constants<F>::sh;
     __m512i r;
     if constexpr (R == rounding::nearest_even) {
-      const __m512i bias = _mm512_add_epi32(_mm512_and_si512(srl32<sh>(u), v.one), v.half_minus_one);
-      r = _mm512_and_si512(_mm512_add_epi32(u, bias), v.keep);
+      r = cut16_nearest(v, u);
     } else {
       r = cut16_stochastic(v, u, rnd);
     }
