@@ -176,6 +176,25 @@ void round_span_dispatch(cpu_path path, format_spec f, const float* in, float* o
   }
 }
 
+#if defined(SAFEAMP_EXTERN_KERNELS)
+// Compiled in src/format_kernels_*.cpp, one unit per named format and one for every other format, so that a build
+// compiles them side by side (round_span_formats below picks among them).
+extern template void round_span_dispatch<true, fp16>(cpu_path, format_spec, const float*, float*, std::size_t,
+                                                     round_options, philox_key, cast_stats&) noexcept;
+extern template void round_span_dispatch<true, bf16>(cpu_path, format_spec, const float*, float*, std::size_t,
+                                                     round_options, philox_key, cast_stats&) noexcept;
+extern template void round_span_dispatch<true, fp8_e4m3>(cpu_path, format_spec, const float*, float*, std::size_t,
+                                                         round_options, philox_key, cast_stats&) noexcept;
+extern template void round_span_dispatch<true, fp8_e5m2>(cpu_path, format_spec, const float*, float*, std::size_t,
+                                                         round_options, philox_key, cast_stats&) noexcept;
+extern template void round_span_dispatch<true, tf32>(cpu_path, format_spec, const float*, float*, std::size_t,
+                                                     round_options, philox_key, cast_stats&) noexcept;
+extern template void round_span_dispatch<true, fp32>(cpu_path, format_spec, const float*, float*, std::size_t,
+                                                     round_options, philox_key, cast_stats&) noexcept;
+extern template void round_span_dispatch<false, format_spec{}>(cpu_path, format_spec, const float*, float*, std::size_t,
+                                                               round_options, philox_key, cast_stats&) noexcept;
+#endif
+
 }  // namespace detail
 
 namespace detail {
