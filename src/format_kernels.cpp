@@ -6,9 +6,9 @@
 //
 // The instantiations are spread over several units, src/format_kernels*.cpp: this one (round_span's choice among the
 // formats), one per named format (format_kernels_fp16.cpp, _bf16, _fp8_e4m3, _fp8_e5m2), one for tf32, fp32 and the
-// generic kernels (_other) and one for quantize_blocks (_blocks). As one unit they took 4-5 minutes of g++ -O3 and
-// 13 of clang with ASan+UBSan, longer than the rest of either build on the other core; as several, a build compiles
-// them side by side (docs/performance.md, "Build and CI time").
+// generic kernels (_other) and one for quantize_blocks (_blocks). As one unit they took about 140 s of g++ -O3 and
+// 13 minutes of clang with ASan+UBSan, longer than the rest of the sanitizer build on the other core; as several, a
+// build compiles them side by side (docs/performance.md, "Build and CI time").
 #include "safeamp/format/round_span.hpp"
 
 namespace safeamp::detail {
