@@ -4,7 +4,6 @@
 
 namespace safeamp::detail {
 
-template void round_span_dispatch<true, fp16>(cpu_path, format_spec, const float*, float*, std::size_t, round_options,
-                                              philox_key, cast_stats&) noexcept;
+template round_span_dispatch_type round_span_dispatch<true, fp16>;
 
 }  // namespace safeamp::detail

@@ -179,20 +179,15 @@ void round_span_dispatch(cpu_path path, format_spec f, const float* in, float* o
 #if defined(SAFEAMP_EXTERN_KERNELS)
 // Compiled in src/format_kernels_*.cpp, one unit per named format and one for every other format, so that a build
 // compiles them side by side (round_span_formats below picks among them).
-extern template void round_span_dispatch<true, fp16>(cpu_path, format_spec, const float*, float*, std::size_t,
-                                                     round_options, philox_key, cast_stats&) noexcept;
-extern template void round_span_dispatch<true, bf16>(cpu_path, format_spec, const float*, float*, std::size_t,
-                                                     round_options, philox_key, cast_stats&) noexcept;
-extern template void round_span_dispatch<true, fp8_e4m3>(cpu_path, format_spec, const float*, float*, std::size_t,
-                                                         round_options, philox_key, cast_stats&) noexcept;
-extern template void round_span_dispatch<true, fp8_e5m2>(cpu_path, format_spec, const float*, float*, std::size_t,
-                                                         round_options, philox_key, cast_stats&) noexcept;
-extern template void round_span_dispatch<true, tf32>(cpu_path, format_spec, const float*, float*, std::size_t,
-                                                     round_options, philox_key, cast_stats&) noexcept;
-extern template void round_span_dispatch<true, fp32>(cpu_path, format_spec, const float*, float*, std::size_t,
-                                                     round_options, philox_key, cast_stats&) noexcept;
-extern template void round_span_dispatch<false, format_spec{}>(cpu_path, format_spec, const float*, float*, std::size_t,
-                                                               round_options, philox_key, cast_stats&) noexcept;
+using round_span_dispatch_type = void(cpu_path, format_spec, const float*, float*, std::size_t, round_options,
+                                      philox_key, cast_stats&) noexcept;
+extern template round_span_dispatch_type round_span_dispatch<true, fp16>;
+extern template round_span_dispatch_type round_span_dispatch<true, bf16>;
+extern template round_span_dispatch_type round_span_dispatch<true, fp8_e4m3>;
+extern template round_span_dispatch_type round_span_dispatch<true, fp8_e5m2>;
+extern template round_span_dispatch_type round_span_dispatch<true, tf32>;
+extern template round_span_dispatch_type round_span_dispatch<true, fp32>;
+extern template round_span_dispatch_type round_span_dispatch<false, format_spec{}>;
 #endif
 
 }  // namespace detail
