@@ -28,15 +28,15 @@ namespace safeamp::detail::avx512 {
 
 // The maskz forms with a full mask, as in round_avx512.hpp: g++ 12's unmasked forms warn where inlined.
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i max_u32(__m512i a, __m512i b) noexcept {
-  return _mm512_maskz_max_epu32(0xFFFF, a, b);
+  return _mm512_maskz_max_epu32(all_lanes, a, b);
 }
 
 /// Every lane gets the largest of the 16 (unsigned): swap halves, quarters, pairs of lanes, lanes.
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i broadcast_max(__m512i m) noexcept {
-  m = max_u32(m, _mm512_maskz_shuffle_i32x4(0xFFFF, m, m, _MM_SHUFFLE(1, 0, 3, 2)));
-  m = max_u32(m, _mm512_maskz_shuffle_i32x4(0xFFFF, m, m, _MM_SHUFFLE(2, 3, 0, 1)));
-  m = max_u32(m, _mm512_maskz_shuffle_epi32(0xFFFF, m, _MM_PERM_BADC));
-  return max_u32(m, _mm512_maskz_shuffle_epi32(0xFFFF, m, _MM_PERM_CDAB));
+  m = max_u32(m, _mm512_maskz_shuffle_i32x4(all_lanes, m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+  m = max_u32(m, _mm512_maskz_shuffle_i32x4(all_lanes, m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+  m = max_u32(m, _mm512_maskz_shuffle_epi32(all_lanes, m, _MM_PERM_BADC));
+  return max_u32(m, _mm512_maskz_shuffle_epi32(all_lanes, m, _MM_PERM_CDAB));
 }
 
 /// The MX scale of a block, lane-parallel, from the bits of its largest magnitude (broadcast). With the
@@ -66,12 +66,12 @@ SAFEAMP_DETAIL_ALWAYS_INLINE mx_scale mx_scale_of(const mx_scale_constants& k, _
   const __m512i field = srl32<23>(amax);
   const __mmask16 finite = _mm512_cmplt_epu32_mask(field, k.nan_field);
   const __m512i s = _mm512_maskz_min_epi32(
-      0xFFFF, _mm512_maskz_max_epi32(0xFFFF, _mm512_sub_epi32(field, k.emax_element), k.zero), k.top);
+      all_lanes, _mm512_maskz_max_epi32(all_lanes, _mm512_sub_epi32(field, k.emax_element), k.zero), k.top);
   const __m512i t = _mm512_sub_epi32(k.top, s);
-  const __m512i x_bits =
-      _mm512_mask_mov_epi32(_mm512_maskz_slli_epi32(0xFFFF, s, 23), _mm512_testn_epi32_mask(s, s), k.two_to_minus_127);
-  const __m512i inverse_bits =
-      _mm512_mask_mov_epi32(_mm512_maskz_slli_epi32(0xFFFF, t, 23), _mm512_testn_epi32_mask(t, t), k.two_to_minus_127);
+  const __m512i x_bits = _mm512_mask_mov_epi32(_mm512_maskz_slli_epi32(all_lanes, s, 23), _mm512_testn_epi32_mask(s, s),
+                                               k.two_to_minus_127);
+  const __m512i inverse_bits = _mm512_mask_mov_epi32(_mm512_maskz_slli_epi32(all_lanes, t, 23),
+                                                     _mm512_testn_epi32_mask(t, t), k.two_to_minus_127);
   return {_mm512_mask_mov_ps(k.nan, finite, _mm512_castsi512_ps(x_bits)), _mm512_castsi512_ps(inverse_bits), finite};
 }
 
@@ -119,9 +119,9 @@ SAFEAMP_DETAIL_NOINLINE void quantize_mx32_row(const float* in, float* out, std:
       n, first_index, key,
       [&](std::size_t b, std::size_t i, const std::uint32_t* w) noexcept {
         if (always) {
-          mx32_block<R, F, true>(v, k, in + i, out + i, scales + b, w, 0xFFFF, 0xFFFF, acc);
+          mx32_block<R, F, true>(v, k, in + i, out + i, scales + b, w, all_lanes, all_lanes, acc);
         } else {
-          mx32_block<R, F, false>(v, k, in + i, out + i, scales + b, w, 0xFFFF, 0xFFFF, acc);
+          mx32_block<R, F, false>(v, k, in + i, out + i, scales + b, w, all_lanes, all_lanes, acc);
         }
       },
       [&] {

@@ -39,7 +39,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void nvfp4_block(const vector_constants<F>& v, cons
   const avx2::nvfp4_scale sc =
       avx2::nvfp4_scale_of(_mm512_maskz_extracti32x8_epi32(0xFF, amax, 0), denominator, tensor_scale);
   // The maskz forms with a full mask, as in round_avx512.hpp: g++ 12's unmasked forms warn where inlined.
-  const __m512 x = _mm512_maskz_broadcastss_ps(0xFFFF, _mm256_castps256_ps128(sc.x));
+  const __m512 x = _mm512_maskz_broadcastss_ps(all_lanes, _mm256_castps256_ps128(sc.x));
   __m512 o;
   if (_mm_cvtss_f32(_mm256_castps256_ps128(sc.x)) == 0.0f) {
     const __mmask16 nonzero = _mm512_mask_test_epi32_mask(m, u, v.abs_mask);
@@ -73,9 +73,9 @@ SAFEAMP_DETAIL_NOINLINE void quantize_nvfp4_row(const float* in, float* out, std
       n, first_index, key,
       [&](std::size_t b, std::size_t i, const std::uint32_t* w) noexcept {
         if (always) {
-          nvfp4_block<R, F, true>(v, in + i, out + i, scales + b, w, denominator, ts, 0xFFFF, acc);
+          nvfp4_block<R, F, true>(v, in + i, out + i, scales + b, w, denominator, ts, all_lanes, acc);
         } else {
-          nvfp4_block<R, F, false>(v, in + i, out + i, scales + b, w, denominator, ts, 0xFFFF, acc);
+          nvfp4_block<R, F, false>(v, in + i, out + i, scales + b, w, denominator, ts, all_lanes, acc);
         }
       },
       [&] {

@@ -67,6 +67,14 @@ inline constexpr short fp16_min_normal_code = 0x0400;
   _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(p) + ahead * sizeof(float)), _MM_HINT_T0);
 }
 }  // namespace safeamp::detail
+
+namespace safeamp::detail::avx512 {
+/// Every lane of a 16-lane AVX-512 mask (the type of __mmask16), for the masked (maskz) forms the kernels call where
+/// the plain form would leave GCC's undefined vector in a -Wmaybe-uninitialized warning. Typed, never the literal
+/// 0xFFFF: without optimisation GCC's intrinsics that take an immediate are macros, which hand the int 0xFFFF
+/// straight to a builtin's short parameter, an overflow warning under -Wconversion or -Wpedantic.
+inline constexpr unsigned short all_lanes = 0xFFFF;
+}  // namespace safeamp::detail::avx512
 #endif
 
 namespace safeamp {

@@ -51,7 +51,7 @@ struct philox32 {
   /// The high 32 bits of each 64-bit lane moved to its low half (the high half gets the low one: the products
   /// and xors that follow read only the low halves).
   SAFEAMP_DETAIL_ALWAYS_INLINE static __m512i high_to_low(__m512i v) noexcept {
-    return _mm512_maskz_shuffle_epi32(0xFFFF, v, _MM_PERM_CDAB);
+    return _mm512_maskz_shuffle_epi32(all_lanes, v, _MM_PERM_CDAB);
   }
 
   /// Words of blocks first .. first + 31 in order (w[0]: words 0..15 = blocks first .. first + 3, ...).

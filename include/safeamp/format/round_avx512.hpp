@@ -35,7 +35,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_vectors(const vector_constants<F>& v, co
                                                 std::size_t i, std::size_t count, counters16& acc) noexcept {
   for (std::size_t end = i + 16 * count; i < end; i += 16) {
     if constexpr (Stream) prefetch_ahead(in + i, stream_prefetch_floats);
-    const __m512i r = load_round<R, F, Ftz, Sat, Always, Merged>(v, in, nullptr, i, 0xFFFF, acc);
+    const __m512i r = load_round<R, F, Ftz, Sat, Always, Merged>(v, in, nullptr, i, all_lanes, acc);
     if constexpr (Stream) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), r);
     } else {
@@ -74,7 +74,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_deferred(const vector_constants<F>& v, c
   acc.special_vectors += static_cast<std::size_t>(std::popcount(marked));
   for (; marked != 0; marked &= marked - 1) {
     const std::size_t at = i + 16 * static_cast<std::size_t>(std::countr_zero(marked));
-    _mm512_storeu_si512(out + at, load_round<R, F, Ftz, Sat, true, Merged>(v, in, nullptr, at, 0xFFFF, acc));
+    _mm512_storeu_si512(out + at, load_round<R, F, Ftz, Sat, true, Merged>(v, in, nullptr, at, all_lanes, acc));
   }
 }
 
@@ -103,7 +103,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE void round_four_pages(const vector_constants<F>& v,
     for (std::size_t p = 0; p < 4 * page_floats; p += page_floats) {
       prefetch_ahead(in + j + p, four_pages_prefetch_floats);
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + j + p),
-                          load_round<R, F, Ftz, Sat, Always, Merged>(v, in, nullptr, j + p, 0xFFFF, acc));
+                          load_round<R, F, Ftz, Sat, Always, Merged>(v, in, nullptr, j + p, all_lanes, acc));
     }
   }
 }

@@ -83,14 +83,14 @@ struct counters16 {
   }
   /// The 16-bit counts moved into the 32-bit counters.
   SAFEAMP_DETAIL_ALWAYS_INLINE void widen_codes() noexcept {
-    const __m512i to_inf = _mm512_maskz_cvtepu16_epi32(0xFFFF, code_overflow);
-    const __m512i to_nan = _mm512_maskz_cvtepu16_epi32(0xFFFF, code_overflow_nan);
-    const __m512i saturated = _mm512_maskz_cvtepu16_epi32(0xFFFF, code_saturated);
+    const __m512i to_inf = _mm512_maskz_cvtepu16_epi32(all_lanes, code_overflow);
+    const __m512i to_nan = _mm512_maskz_cvtepu16_epi32(all_lanes, code_overflow_nan);
+    const __m512i saturated = _mm512_maskz_cvtepu16_epi32(all_lanes, code_saturated);
     overflow = _mm512_add_epi32(overflow, _mm512_add_epi32(_mm512_add_epi32(to_inf, to_nan), saturated));
     infinity = _mm512_add_epi32(infinity, to_inf);
     nan = _mm512_add_epi32(nan, to_nan);
-    below_normal = _mm512_add_epi32(below_normal, _mm512_maskz_cvtepu16_epi32(0xFFFF, code_below_normal));
-    zero_results = _mm512_add_epi32(zero_results, _mm512_maskz_cvtepu16_epi32(0xFFFF, code_zero_results));
+    below_normal = _mm512_add_epi32(below_normal, _mm512_maskz_cvtepu16_epi32(all_lanes, code_below_normal));
+    zero_results = _mm512_add_epi32(zero_results, _mm512_maskz_cvtepu16_epi32(all_lanes, code_zero_results));
     code_overflow = code_overflow_nan = code_saturated = _mm256_setzero_si256();
     code_below_normal = code_zero_results = _mm256_setzero_si256();
   }
@@ -115,7 +115,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i u32(std::uint32_t v) noexcept { return _mm5
 // register and trip -Wmaybe-uninitialized where they are inlined.
 template <unsigned Shift>
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i srl32(__m512i v) noexcept {
-  return _mm512_maskz_srli_epi32(0xFFFF, v, Shift);
+  return _mm512_maskz_srli_epi32(all_lanes, v, Shift);
 }
 SAFEAMP_DETAIL_ALWAYS_INLINE __m512i count(__m512i acc, __mmask16 k) noexcept {
   return _mm512_mask_sub_epi32(acc, k, acc, _mm512_set1_epi32(-1));
@@ -265,8 +265,8 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i fix_special(const vector_constants<F>& v, _
     // or not its 32-bit fraction of Q is 0 and it never rounds up).
     const __mmask16 tiny = _mm512_cmplt_epu32_mask(a, v.min_normal);
     const __m512 t = _mm512_maskz_mul_ps(tiny, _mm512_castsi512_ps(a), v.inv_quantum);
-    const __m512 whole = _mm512_maskz_roundscale_ps(0xFFFF, t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m512i frac32 = _mm512_maskz_cvttps_epu32(0xFFFF, _mm512_mul_ps(_mm512_sub_ps(t, whole), v.two32));
+    const __m512 whole = _mm512_maskz_roundscale_ps(all_lanes, t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512i frac32 = _mm512_maskz_cvttps_epu32(all_lanes, _mm512_mul_ps(_mm512_sub_ps(t, whole), v.two32));
     const __mmask16 up = _mm512_cmpgt_epu32_mask(frac32, _mm512_xor_si512(rnd, v.all_ones));
     const __m512 w = _mm512_mask_add_ps(whole, up, whole, v.one_ps);
     r = _mm512_castps_si512(_mm512_mask_mul_ps(_mm512_castsi512_ps(r), tiny, w, v.quantum_ps));
@@ -331,7 +331,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
     // its sign put back (-O3; docs/performance.md).
     if (rare_lanes(u) == 0) {
       const __m256i h =
-          _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          _mm512_maskz_cvtps_ph(all_lanes, _mm512_castsi512_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       const __m256i magnitude2 = _mm256_add_epi16(h, h);  // the sign shifted out
       acc.code_overflow =
           count(acc.code_overflow,
@@ -339,7 +339,7 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
       const __mmask16 below = _mm256_testn_epi16_mask(h, _mm256_set1_epi16(fp16_inf_code));
       acc.code_below_normal = count(acc.code_below_normal, below);
       acc.code_zero_results = count(acc.code_zero_results, _mm256_mask_testn_epi16_mask(below, magnitude2, magnitude2));
-      return _mm512_castps_si512(_mm512_maskz_cvtph_ps(0xFFFF, h));
+      return _mm512_castps_si512(_mm512_maskz_cvtph_ps(all_lanes, h));
     }
   }
   __m512i r;
@@ -349,17 +349,17 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_nearest(const vector_constants<F>& 
     // whatever MXCSR.DAZ says, and gives overflow inf and NaN the top payload bits as decode() does: the
     // exhaustive test checks it against the oracle on all 2^32 floats.
     const __m256i h =
-        _mm512_maskz_cvtps_ph(0xFFFF, _mm512_castsi512_ps(a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm512_castps_si512(_mm512_maskz_cvtph_ps(0xFFFF, h));
+        _mm512_maskz_cvtps_ph(all_lanes, _mm512_castsi512_ps(a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm512_castps_si512(_mm512_maskz_cvtph_ps(all_lanes, h));
   } else {
     const __m512i c = _mm512_add_epi32(
-        _mm512_maskz_max_epu32(0xFFFF, _mm512_and_si512(a, v.exponent_mask), v.emin_field), v.cut_offset);
+        _mm512_maskz_max_epu32(all_lanes, _mm512_and_si512(a, v.exponent_mask), v.emin_field), v.cut_offset);
     const __m512 cf = _mm512_castsi512_ps(c);
     // The subtraction is exact, but its zero (|x| + C == C) would be -0 under MXCSR round-down: it takes its
     // rounding from the instruction too.
     r = _mm512_castps_si512(_mm512_maskz_sub_round_ps(
-        0xFFFF,
-        _mm512_maskz_add_round_ps(0xFFFF, _mm512_castsi512_ps(a), cf, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+        all_lanes,
+        _mm512_maskz_add_round_ps(all_lanes, _mm512_castsi512_ps(a), cf, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
         cf, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   if constexpr (Ftz) r = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(r, v.min_normal), r);
@@ -414,11 +414,12 @@ SAFEAMP_DETAIL_ALWAYS_INLINE __m512i round16_directed(const vector_constants<F>&
   }
   __m512i r;
   if constexpr (narrow) {
-    const __m512i q = _mm512_sub_epi32(
-        _mm512_maskz_max_epu32(0xFFFF, _mm512_and_si512(a, v.exponent_mask), v.emin_field), u32(k.mantissa_bits << 23));
+    const __m512i q =
+        _mm512_sub_epi32(_mm512_maskz_max_epu32(all_lanes, _mm512_and_si512(a, v.exponent_mask), v.emin_field),
+                         u32(k.mantissa_bits << 23));
     const __m512i inv_q = _mm512_sub_epi32(u32(254u << 23), q);  // 1 / Q: the exponent field reflected about 127
     const __m512 whole = _mm512_maskz_roundscale_ps(
-        0xFFFF, _mm512_mul_ps(_mm512_castsi512_ps(u), _mm512_castsi512_ps(inv_q)), directed_imm<R>);
+        all_lanes, _mm512_mul_ps(_mm512_castsi512_ps(u), _mm512_castsi512_ps(inv_q)), directed_imm<R>);
     r = _mm512_and_si512(_mm512_castps_si512(_mm512_mul_ps(whole, _mm512_castsi512_ps(q))), v.abs_mask);
   } else {
     r = _mm512_and_si512(cut16_directed<R, F>(v, u), v.abs_mask);
