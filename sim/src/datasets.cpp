@@ -3,13 +3,13 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
-#include <iterator>
+#include <filesystem>
 #include <string>
 
 #include "safeamp/error.hpp"
 #include "safeamp/format/philox.hpp"
 #include "safeamp/sim/parameter.hpp"
+#include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
 namespace {
@@ -104,17 +104,19 @@ std::vector<std::string> cluster_data::slice_names() const {
 // ---- corpus ------------------------------------------------------------------------------------------
 
 corpus_data::corpus_data(const transformer_shape& shape, const data_config& cfg) : shape_(shape), cfg_(cfg) {
-  std::ifstream in(cfg.corpus_path, std::ios::binary);
-  if (!in) {
-    throw error("corpus_path", "'" + cfg.corpus_path + "' (cannot be opened)",
+  // The default corpus comes from a Debian package: where it is missing, say which.
+  if (cfg.corpus_path == data_config{}.corpus_path && !std::filesystem::exists(cfg.corpus_path)) {
+    throw error("data.corpus_path", "'" + cfg.corpus_path + "' (missing)",
                 "a readable text file (default /usr/share/common-licenses/GPL-3, Debian package base-files)");
   }
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The checked reader, as the run settings' fingerprint reads it: a directory, FIFO or device (/dev/zero) is
+  // refused by name before any byte is read, and a file over its 64 MiB cap by its size.
+  const std::string bytes = read_input_file(cfg.corpus_path, "data.corpus_path");
   const auto n = static_cast<std::int64_t>(bytes.size());
   // Training needs context+1 tokens; the held-out tail needs one more window.
   const std::int64_t needed = 4 * (shape.context + 1);
   if (n < needed) {
-    throw error("corpus_path", "'" + cfg.corpus_path + "' (" + std::to_string(n) + " bytes)",
+    throw error("data.corpus_path", "'" + cfg.corpus_path + "' (" + std::to_string(n) + " bytes)",
                 "a text file of at least " + std::to_string(needed) + " bytes (4 windows of context+1)");
   }
   std::array<bool, 256> seen{};

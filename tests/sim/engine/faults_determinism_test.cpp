@@ -241,7 +241,7 @@ TEST_CASE("corrupt, truncated, missing or mismatched checkpoints are clear error
 
 TEST_CASE("bad configurations are safeamp::errors naming the field") {
   auto cfg = mlp_config(presets::fp32, 5);
-  auto expect = [](run_config c, const char* field) {
+  auto expect = [](run_config c, const std::string& field) {
     INFO(field);
     try {
       (void)train(c);
@@ -285,5 +285,11 @@ TEST_CASE("bad configurations are safeamp::errors naming the field") {
   { std::ofstream out(empty); }
   c.data.corpus_path = empty;
   expect(c, "corpus_path");
+  // A directory (read as a file it gave "internal error: basic_filebuf::underflow" until 2026-12-06) and a device
+  // that never ends (read to its end, it would have filled memory): refused by what they are, before any read.
+  c.data.corpus_path = dir.string();
+  expect(c, "corpus_path is '" + dir.string() + "' (a directory)");
+  c.data.corpus_path = "/dev/zero";
+  expect(c, "corpus_path is '/dev/zero' (a character device)");
   std::filesystem::remove_all(dir);
 }
