@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -153,6 +154,20 @@ inline double parse_real(std::string_view key, const std::string& text, double l
     throw error(key, "'" + text + "'", accepted);
   }
   if (used != text.size() || !std::isfinite(v) || v > hi || (lo_open ? !(v > lo) : !(v >= lo))) {
+    throw error(key, "'" + text + "'", accepted);
+  }
+  return v;
+}
+
+/// A whole number in [lo, hi], decimal digits only (a leading '-' for a negative one): no sign '+', exponent,
+/// fraction, hexadecimal, spaces, or value past the 64-bit range, each of which CLI11's own conversion would take
+/// or wrap in silence ("-1" into an unsigned seed gave 2^64 - 1, 2^64 gave the same).
+inline std::int64_t parse_whole(std::string_view key, const std::string& text, std::int64_t lo, std::int64_t hi,
+                                std::string_view accepted) {
+  std::int64_t v = 0;
+  const char* const end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc{} || stop != end || v < lo || v > hi) {
     throw error(key, "'" + text + "'", accepted);
   }
   return v;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,16 +42,26 @@ using namespace safeamp::sim;
 struct sim_options {
   std::string scenario_file;
   std::string out_dir = "safeamp-out";
-  std::optional<std::uint64_t> seed;
-  std::optional<double> dollars_per_hour;
+  // The numbers as typed, parsed by run_sim (parse_whole, parse_real): CLI11 wrapped or saturated out-of-range
+  // integers and took inf as a price.
+  std::optional<std::string> seed;
+  std::optional<std::string> dollars_per_hour;
   bool json = false;
   bool relock = false;
   bool resume = false;
-  std::optional<std::int64_t> checkpoint_every;
+  std::optional<std::string> checkpoint_every;
   std::string memory_budget;  // a size ("8GB", "512MiB"); empty: the machine's available memory
   std::string time_budget = "24h";
   bool print_default = false;
 };
+
+// Six significant digits ("1.35621e+11", "24.2703"), for figures in messages; std::to_string's fixed six decimals
+// made the time budget's refusal print "135620628000.000000 floating-point operations".
+std::string g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 std::string mib(double bytes) {
   char buf[64];
@@ -122,9 +133,8 @@ preflight_record preflight(const sim_options& o, const std::vector<run_config>& 
   }
   if (e.seconds > r.time_budget_seconds) {
     throw error("scenario time",
-                "an estimated " + duration_text(e.seconds) + " (" + std::to_string(e.flops) +
-                    " floating-point operations at a measured " + std::to_string(in.flops_per_second / 1e9) +
-                    " GFLOP/s)",
+                "an estimated " + duration_text(e.seconds) + " (" + g(e.flops) +
+                    " floating-point operations at a measured " + g(in.flops_per_second / 1e9) + " GFLOP/s)",
                 "at most the time budget " + duration_text(r.time_budget_seconds) + " (--time-budget): reduce " +
                     e.time_fields + ", or raise --time-budget");
   }
@@ -188,21 +198,15 @@ class run_checkpoints {
   int resumed_ = 0;
 };
 
+constexpr std::int64_t max_int64 = std::numeric_limits<std::int64_t>::max();
+
 // --checkpoint-every, or by default about ten checkpoints per run.
 std::int64_t checkpoint_interval(const sim_options& o, const scenario& s) {
   if (o.checkpoint_every) {
-    if (*o.checkpoint_every < 0) {
-      throw error("--checkpoint-every", std::to_string(*o.checkpoint_every), "a step count >= 1, or 0 for none");
-    }
-    return *o.checkpoint_every;
+    return parse_whole("--checkpoint-every", *o.checkpoint_every, 0, max_int64,
+                       "a step count >= 1 (a whole number up to 2^63 - 1), or 0 for none");
   }
   return std::max<std::int64_t>(1, (s.base.steps + 9) / 10);
-}
-
-std::string g(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
 }
 
 std::string scaler_text(const scaler_choice& s) {
@@ -262,12 +266,18 @@ int run_sim(const sim_options& o) {
     return exit_ok;
   }
   const auto t0 = std::chrono::steady_clock::now();
+  // --seed and --dollars-per-hour before the scenario is read, so a typo is reported first (--checkpoint-every in
+  // checkpoint_interval, before the preflight). The seed's range is the scenario's own (training.seed).
+  const std::optional<std::int64_t> seed =
+      o.seed ? std::optional(parse_whole("--seed", *o.seed, 0, max_int64, "a whole number 0 .. 2^63 - 1"))
+             : std::nullopt;
+  const std::optional<double> dollars_per_hour =
+      o.dollars_per_hour ? std::optional(parse_real("--dollars-per-hour", *o.dollars_per_hour, 0.0,
+                                                    std::numeric_limits<double>::max(), false, "a finite number >= 0"))
+                         : std::nullopt;
   scenario s = load_scenario(o);
-  if (o.seed) override_seed(s, *o.seed);
-  if (o.dollars_per_hour) {
-    if (!(*o.dollars_per_hour >= 0.0)) throw error("--dollars-per-hour", g(*o.dollars_per_hour), "a number >= 0");
-    s.dollars_per_hour = *o.dollars_per_hour;
-  }
+  if (seed) override_seed(s, static_cast<std::uint64_t>(*seed));
+  if (dollars_per_hour) s.dollars_per_hour = *dollars_per_hour;
   // Every check of the configurations, the budgets, the output folder and the data happens before minutes
   // of training.
   const fs::path out = o.out_dir;
