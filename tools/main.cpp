@@ -35,6 +35,22 @@ std::string suggestion(const std::string& typed, const std::vector<std::string>&
   return guess.empty() ? std::string{} : "; did you mean '" + guess + "'?";
 }
 
+/// Every option of `app` and its subcommands that takes a value refuses an empty one: `--scenario "$FILE"` with FILE
+/// unset must not run the embedded default scenario, nor `--input ''` plan without an input file, `--format ''`
+/// list every format or `--memory-budget ''` fall back to the machine's memory, as each did until 2026-12-06 (an
+/// empty value read as "not given"). Leaving the option out is how to ask for its default.
+void refuse_empty_values(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_size_max() == 0) continue;  // a flag (--json, --help): no value
+    opt->check(CLI::Validator(
+        [](std::string& value) {
+          return value.empty() ? std::string("an empty value; leave the option out for its default") : std::string();
+        },
+        "", ""));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_empty_values(*sub);
+}
+
 /// The option name in an argument ("--seed=3" -> "--seed").
 std::string option_part(const std::string& arg) { return arg.substr(0, arg.find('=')); }
 
@@ -96,6 +112,7 @@ int run(int argc, char** argv) {
   std::sort(commands.begin(), commands.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   for (auto& c : commands) c.setup(app, exit_code);
   name_option_values(app);
+  refuse_empty_values(app);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) {  // like git and cargo: the usage, on stderr, and a failure
