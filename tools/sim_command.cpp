@@ -297,8 +297,11 @@ int run_sim(const sim_options& o) {
   const bool writer = ranks.writes_outputs();
   std::error_code exists_ec;
   const preflight_record pre = preflight(o, runs, !o.relock && fs::exists(ref_file, exists_ec));
+  // The folder is this invocation's from here to the end, or another's and refused before anything is read.
+  std::optional<output_folder_lock> lock;
   if (writer) {
     prepare_output_folder(out);
+    lock.emplace(out);
     prepare_output_folder(out / "reference");
     prepare_output_folder(out / "telemetry");
     prepare_output_folder(out / "checkpoints");

@@ -1,7 +1,13 @@
 // The INCOMPLETE marker and the previous/ folder of an output folder (see report_invocation.hpp).
 #include "safeamp/sim/report_invocation.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <system_error>
 
 #include "safeamp/error.hpp"
@@ -109,6 +115,50 @@ invocation_cleanup begin_invocation(const fs::path& out, const invocation_start&
   }
   done.moved = std::move(outputs);
   return done;
+}
+
+output_folder_lock::output_folder_lock(const fs::path& out) {
+  const fs::path file = out / lock_file_name;
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw error(
+        "--out",
+        "'" + out.string() + "' (cannot open its lock file " + file.string() + ": " + std::strerror(errno) + ")",
+        "a writable directory");
+  }
+  struct flock whole {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;  // l_start 0 and l_len 0: the whole file
+  int rc = 0;
+  while ((rc = ::fcntl(fd, F_SETLK, &whole)) < 0 && errno == EINTR) {
+  }
+  if (rc == 0) {
+    fd_ = fd;
+    return;
+  }
+  const int lock_errno = errno;
+  if (lock_errno == EACCES || lock_errno == EAGAIN) {
+    struct flock holder {};
+    holder.l_type = F_WRLCK;
+    holder.l_whence = SEEK_SET;
+    const bool named = ::fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK && holder.l_pid > 0;
+    ::close(fd);
+    const std::string who = named ? "process " + std::to_string(holder.l_pid) : "another process";
+    throw error("--out",
+                "'" + out.string() + "' (another safeamp sim is writing into it: " + who + " holds " + file.string() +
+                    "; nothing here was read or changed)",
+                "an output folder no other invocation is writing into: wait for that one to finish, or pass another "
+                "--out");
+  }
+  ::close(fd);
+  std::fprintf(stderr,
+               "safeamp sim: warning: %s cannot be locked (%s): a second invocation writing into the same folder "
+               "would not be refused\n",
+               file.c_str(), std::strerror(lock_errno));
+}
+
+output_folder_lock::~output_folder_lock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 void finish_invocation(const fs::path& out) { remove_file(out / marker_file); }

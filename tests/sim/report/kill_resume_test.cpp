@@ -9,6 +9,9 @@
 //    a complete file, or an output of the finished invocation moved unchanged into previous/), every new file
 //    is complete, and a folder without the INCOMPLETE marker has its report and summary. Each invocation is
 //    then finished by an uninterrupted --resume, which must give the uninterrupted result.
+//  - Two invocations into one folder: while one is writing into it (held stopped half-way), a second is refused
+//    with exit code 2 naming the first's process, and changes no file; the first then finishes to the
+//    uninterrupted result; the lock ends with the process that held it, killed or finished.
 // The tool and the scenarios come from the environment (SAFEAMP_TOOL, SAFEAMP_TEST_DATA; CMake sets them).
 #include <fcntl.h>
 #include <signal.h>
@@ -84,6 +87,16 @@ class child {
     }
   }
   void kill() { ::kill(pid_, SIGKILL); }
+  // Stops the child (SIGSTOP) and returns once it is stopped; cont() lets it go on.
+  void stop() {
+    ::kill(pid_, SIGSTOP);
+    int status = 0;
+    while (::waitpid(pid_, &status, WUNTRACED) < 0 && errno == EINTR) {
+    }
+    REQUIRE(WIFSTOPPED(status));
+  }
+  void cont() { ::kill(pid_, SIGCONT); }
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
   // The wait status.
   int wait() {
     int status = 0;
@@ -362,4 +375,52 @@ TEST_CASE("two dozen SIGKILLs during a run's writes leave every file intact or c
   CHECK(killed >= kills / 2);  // most invocations were really interrupted
   check_no_leftovers(out);
   fs::remove_all(out.parent_path());
+}
+
+TEST_CASE("a second invocation into a folder another is writing into is refused and changes nothing") {
+  REQUIRE_FALSE(env("SAFEAMP_TOOL").empty());  // set by CMake
+  const std::string scenario = env("SAFEAMP_TEST_DATA") + "/resume_mlp.json";
+  const fs::path whole = scratch("whole_locked");
+  REQUIRE(run_tool({"--scenario", scenario, "--out", whole.string()}, whole.string() + ".log") == 0);
+  const outcome expected = read_outcome(whole);
+
+  const fs::path out = scratch("locked");
+  const std::vector<std::string> args = {"--scenario", scenario, "--out", out.string()};
+  {
+    child first(args, out.string() + ".first.log");
+    REQUIRE(wait_for_file(out / "INCOMPLETE", first, 120));  // past its checks, training
+    first.stop();                                            // and held there while the second tries
+    const auto before = snapshot(out);
+    const fs::path log = out.string() + ".second.log";
+    for (const std::vector<std::string>& extra :
+         {std::vector<std::string>{}, std::vector<std::string>{"--resume"}, std::vector<std::string>{"--relock"}}) {
+      std::vector<std::string> second = args;
+      second.insert(second.end(), extra.begin(), extra.end());
+      INFO("second invocation with " << (extra.empty() ? "the same arguments" : extra.front()));
+      CHECK(run_tool(second, log) == 2);
+      const std::string text = read_file(log);
+      INFO(text);
+      CHECK(text.find("another safeamp sim is writing into it: process " + std::to_string(first.pid()) + " holds " +
+                      (out / ".safeamp-lock").string()) != std::string::npos);
+      CHECK(snapshot(out) == before);  // not a file added, changed or removed
+    }
+    first.cont();
+    const int status = first.wait();
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+  }
+  check_same_outcome(expected, read_outcome(out));
+  check_no_leftovers(out);
+  // The lock ends with the process: a finished one's folder takes the next invocation, and so does a killed one's.
+  REQUIRE(run_tool(args, out.string() + ".next.log") == 0);
+  {
+    child killed(args, out.string() + ".killed.log");
+    REQUIRE(wait_for_file(out / "INCOMPLETE", killed, 120));
+    killed.kill();
+    REQUIRE(WIFSIGNALED(killed.wait()));
+  }
+  std::vector<std::string> resume = args;
+  resume.push_back("--resume");
+  REQUIRE(run_tool(resume, out.string() + ".resume.log") == 0);
+  check_no_leftovers(out);
 }

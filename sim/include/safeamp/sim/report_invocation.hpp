@@ -26,6 +26,34 @@ struct invocation_start {
   std::vector<std::string> kept_telemetry;  // file names in telemetry/ that stay (the locked reference's)
 };
 
+/// The lock file of an output folder (see output_folder_lock).
+inline constexpr std::string_view lock_file_name = ".safeamp-lock";
+
+/// An exclusive lock on an output folder for as long as the object lives, so that a second `safeamp sim` into the
+/// same folder (a nightly job started again while the last one still runs, a second terminal) is refused before it
+/// reads or changes anything, rather than the two moving, replacing and removing each other's outputs and
+/// checkpoints. The lock is a POSIX record lock (fcntl F_SETLK) on `<out>/.safeamp-lock`, an empty file: the kernel
+/// releases it when the process ends however it ends (SIGKILL included), so no stale lock is ever left, and it
+/// names the process that holds it. The file is never removed (a third invocation could otherwise lock a new file
+/// while a second still holds the removed one). Record locks belong to the process: a second lock in the same
+/// process is not refused.
+class output_folder_lock {
+ public:
+  /// Takes the lock. Throws safeamp::error naming --out, the folder and the process that holds it when another
+  /// process holds it, and when the lock file cannot be opened or created. On a file system that has no record
+  /// locks (ENOLCK, EINVAL, ENOTSUP), prints a warning on stderr that concurrent invocations go undetected and holds
+  /// nothing (held() is false).
+  explicit output_folder_lock(const std::filesystem::path& out);
+  ~output_folder_lock();
+  output_folder_lock(const output_folder_lock&) = delete;
+  output_folder_lock& operator=(const output_folder_lock&) = delete;
+
+  [[nodiscard]] bool held() const noexcept { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
 /// What begin_invocation found and did.
 struct invocation_cleanup {
   bool was_incomplete = false;                 // the folder was already marked: an earlier invocation did not finish
