@@ -130,6 +130,7 @@ class object_reader {
 constexpr std::int64_t max_steps = 1'000'000;
 constexpr std::int64_t max_dimension = 1 << 16;
 constexpr double huge = std::numeric_limits<double>::max();
+constexpr std::size_t max_candidate_name_bytes = 128;
 
 tolerance_overrides parse_tolerances(const json& j, const std::string& path) {
   const object_reader r(j, path,
@@ -433,6 +434,18 @@ candidate_spec parse_candidate(const json& j, const std::string& path, std::int6
   candidate_spec c;
   if (!r.has("name")) throw error(path + ".name", "missing", "a non-empty string");
   c.name = r.text("name", "");
+  // The name names files (telemetry/<slug>.jsonl, checkpoints/<slug>.ckpt and their temporaries, within a file
+  // system's 255-byte names) and is printed on terminals: a 5000-character name used to train the reference and
+  // then fail writing the first candidate's checkpoint.
+  if (c.name.size() > max_candidate_name_bytes) {
+    throw error(path + ".name", "'" + bounded_text(c.name, 40) + "' (" + std::to_string(c.name.size()) + " bytes)",
+                "a name of at most " + std::to_string(max_candidate_name_bytes) +
+                    " bytes (telemetry and checkpoint files are named after it)");
+  }
+  if (std::any_of(c.name.begin(), c.name.end(),
+                  [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; })) {
+    throw error(path + ".name", summarize_json(j.at("name")), "a name without control characters");
+  }
   if (!r.has("policy")) throw error(path + ".policy", "missing", "a preset name or a policy string");
   c.policy_text = r.text("policy", "");
   c.policy = parse_policy_field(c.policy_text, r.where("policy"));
@@ -543,8 +556,8 @@ scenario parse_scenario(std::string_view text, std::string_view source) {
     try {
       validate(candidate_config(s, s.candidates[i]));
     } catch (const error& e) {
-      throw error("candidates[" + std::to_string(i) + "] (" + s.candidates[i].name + ")", e.what(),
-                  "a run the simulator can perform");
+      // "candidates[0] (fp16 x): policy gradient is e5m2; accepted: ...": the simulator's own message, placed.
+      throw error("candidates[" + std::to_string(i) + "] (" + s.candidates[i].name + "): " + e.what());
     }
   }
   return s;

@@ -57,8 +57,8 @@ TEST_CASE("the embedded default scenario parses and says what it expects") {
 }
 
 TEST_CASE("configurations: the loss multiplier is a tiny_loss fault at every step of every run") {
-  scenario s = parse_scenario(
-      with(R"("model": {"kind": "mlp"}, "training": {"steps": 12, "loss_multiplier": 0.001})"), "test");
+  scenario s =
+      parse_scenario(with(R"("model": {"kind": "mlp"}, "training": {"steps": 12, "loss_multiplier": 0.001})"), "test");
   const run_config ref = reference_config(s);
   REQUIRE(ref.faults.size() == 1);
   CHECK(ref.faults[0].kind == fault_kind::tiny_loss);
@@ -81,7 +81,8 @@ TEST_CASE("configurations: the loss multiplier is a tiny_loss fault at every ste
 TEST_CASE("malformed JSON and unknown keys are named, with a suggestion") {
   CHECK_THAT(error_of("{\"name\": \"x\",,}"), Catch::Contains("not valid JSON"));
   CHECK_THAT(error_of("[1, 2]"), Catch::Contains("a JSON object"));
-  CHECK_THAT(error_of(with(R"("trainig": {})")), Catch::Contains("trainig") && Catch::Contains("did you mean 'training'"));
+  CHECK_THAT(error_of(with(R"("trainig": {})")),
+             Catch::Contains("trainig") && Catch::Contains("did you mean 'training'"));
   CHECK_THAT(error_of(with(R"("training": {"optimizer": {"learning_rat": 0.1}})")),
              Catch::Contains("training.optimizer.learning_rat") && Catch::Contains("did you mean 'learning_rate'"));
   CHECK_THAT(error_of(R"({"candidates": [{"name": "a", "policy": "fp16-mixed", "scaler": {"kind": "dynamc"}}]})"),
@@ -95,7 +96,8 @@ TEST_CASE("hostile numbers and documents: 2^63, 1e400, duplicate keys, deep nest
   CHECK_THAT(error_of(with(R"("training": {"seed": 9223372036854775808.0})")), Catch::Contains("training.seed"));
   CHECK_THAT(error_of(with(R"("training": {"seed": 9223372036854775808})")), Catch::Contains("training.seed"));
   CHECK_THAT(error_of(with(R"("training": {"seed": -1})")), Catch::Contains("training.seed"));
-  const scenario big = parse_scenario(with(R"("model": {"kind": "mlp"}, "training": {"seed": 9223372036854775807})"), "t");
+  const scenario big =
+      parse_scenario(with(R"("model": {"kind": "mlp"}, "training": {"seed": 9223372036854775807})"), "t");
   CHECK(big.base.seed == 9223372036854775807ull);
   CHECK_THAT(error_of(with(R"("training": {"clip_norm": 1e400})")), Catch::Contains("outside double's range"));
   CHECK_THAT(error_of(with(R"("name": "a", "name": "b")")), Catch::Contains("duplicate key"));
@@ -115,9 +117,10 @@ TEST_CASE("impossible values are refused with the key path and the accepted rang
   CHECK_THAT(error_of(R"({"candidates": [{"name": "a", "policy": "fp32"}, {"name": "a", "policy": "fp32"}]})"),
              Catch::Contains("used twice"));
   // Names that map to one telemetry file (file_slug) would overwrite each other's telemetry.
-  CHECK_THAT(error_of(R"({"candidates": [{"name": "fp16 a", "policy": "fp32"}, {"name": "FP16-A", "policy": "fp32"}]})"),
-             Catch::Contains("candidates[1].name") && Catch::Contains("telemetry/fp16-a.jsonl") &&
-                 Catch::Contains("'fp16 a'"));
+  CHECK_THAT(
+      error_of(R"({"candidates": [{"name": "fp16 a", "policy": "fp32"}, {"name": "FP16-A", "policy": "fp32"}]})"),
+      Catch::Contains("candidates[1].name") && Catch::Contains("telemetry/fp16-a.jsonl") &&
+          Catch::Contains("'fp16 a'"));
   CHECK_THAT(error_of(R"({"candidates": [{"name": "Reference FP32", "policy": "fp32"}]})"),
              Catch::Contains("telemetry/reference-fp32.jsonl"));
   CHECK_THAT(error_of(R"({"training": {"steps": 10}, "candidates": [{"name": "a", "policy": "fp16-mixed",
@@ -129,6 +132,22 @@ TEST_CASE("impossible values are refused with the key path and the accepted rang
   CHECK_THAT(error_of(R"({"candidates": [{"name": "a", "policy": "fp16-mixed", "expect": "maybe"}]})"),
              Catch::Contains("candidates[0].expect"));
   CHECK_THAT(error_of(with(R"("baselines": "fp32")")), Catch::Contains("baselines"));
+  // A name is a file name too: 128 bytes are accepted, 129 refused before anything trains (a 5000-character
+  // one used to fail at its first checkpoint), with the name cut in the message; so are control characters.
+  const auto named = [](const std::string& name) {
+    return R"({"model": {"kind": "mlp"}, "candidates": [{"name": ")" + name + R"(", "policy": "fp32"}]})";
+  };
+  CHECK(parse_scenario(named(std::string(128, 'n')), "t").candidates.at(0).name.size() == 128);
+  const std::string long_name = error_of(named(std::string(129, 'n')));
+  CHECK_THAT(long_name, Catch::Contains("candidates[0].name") && Catch::Contains("(129 bytes)") &&
+                            Catch::Contains("at most 128 bytes"));
+  CHECK(long_name.size() < 300);
+  CHECK_THAT(error_of(named(R"(fp16\u001b[2J)")),
+             Catch::Contains("candidates[0].name") && Catch::Contains("without control characters"));
+  // The simulator's refusal of a run, placed in the scenario, reads as one sentence.
+  CHECK_THAT(error_of(R"({"model": {"kind": "mlp"}, "candidates": [{"name": "e5", "policy": "fp8-hybrid"}]})"),
+             Catch::StartsWith("candidates[0] (e5): ") &&
+                 Catch::Contains("e5m2; accepted: a format of at least 16 bits") && !Catch::Contains(" is policy "));
 }
 
 TEST_CASE("the shipped scenario files parse, and scenarios/default.json is the embedded default") {
