@@ -138,8 +138,14 @@ struct gemm_engine::impl {
           cublasLtMatmulAlgoGetHeuristic(handle, plan.op, plan.a, plan.b, plan.c, plan.d, pref, 1, &result, &found);
     }
     (void)cublasLtMatmulPreferenceDestroy(pref);
-    SAFEAMP_CUBLAS_CHECK(status);
-    if (found == 0) {
+    // cublasLt.h: NOT_SUPPORTED when no heuristic exists for this configuration, and on SUCCESS each returned
+    // result's own `state` says whether it is usable: both are "no algorithm for this problem", a safeamp::error
+    // naming the problem, not a cuBLAS failure.
+    const bool no_algorithm =
+        (status == CUBLAS_STATUS_SUCCESS && (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)) ||
+        status == CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!no_algorithm) SAFEAMP_CUBLAS_CHECK(status);
+    if (no_algorithm) {
       throw error("gemm problem",
                   std::to_string(p.m) + " x " + std::to_string(p.n) + " x " + std::to_string(p.k) + " " +
                       std::string(dtype_name(p.types.a)) + " -> " + std::string(dtype_name(p.types.d)),

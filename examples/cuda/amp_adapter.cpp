@@ -72,6 +72,9 @@ amp_adapter::amp_adapter(std::vector<parameter_view> params, adapter_options opt
       options_(checked(std::move(options))),
       scaler_(options_.scaler, cu::device_memory(options_.stream)) {
   const auto s = static_cast<cudaStream_t>(options_.stream);
+  // The 16-bit parameters are read below through the legacy default stream, which does not wait for the caller's
+  // non-blocking stream: writes to them still queued there (an initialisation) must land first.
+  check(static_cast<int>(cudaStreamSynchronize(s)), "cudaStreamSynchronize(parameters)");
   for (const parameter_view& p : params_) {
     grads_.push_back(cu::gradient_span{.data = p.grad, .elements = p.elements, .type = p.type});
     parameter_state st;

@@ -543,6 +543,9 @@ gpu_run train_on_gpu(const sim::run_config& cfg, const gpu_train_options& option
     x.upload(b.features.data(), x.size());
     device_array<std::int32_t> t(b.targets.size());
     t.upload(b.targets.data(), b.targets.size());
+    // The uploads went through the legacy default stream (a pageable copy may still be in flight when cudaMemcpy
+    // returns), which the non-blocking training stream `s` does not wait for: let them land before it reads them.
+    SAFEAMP_GPU_TRAINER_CHECK(cudaDeviceSynchronize());
     ctx.begin_step(-1);
     cu::check_status(cu::status_source::cuda_runtime,
                      cu::launch_round(pol.output, cfg.rounding, ctx.next_key(), x.data(), xs[0].data(), x.size(), s),

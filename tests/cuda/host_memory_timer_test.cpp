@@ -1,6 +1,7 @@
 // Host-side (no GPU): allocation counters, the leak detector, timing summaries and the roofline checks
 // that turn an impossible measured throughput into a timing error.
 #include <catch2/catch.hpp>
+#include <thread>
 #include <vector>
 
 #include "safeamp/cuda/memory_probe.hpp"
@@ -31,6 +32,31 @@ TEST_CASE("allocation counters track live, peak and refuse impossible frees", "[
   CHECK(c.frees() == 3);
   c.reset_peak();
   CHECK(c.peak_bytes() == 0);
+}
+
+TEST_CASE("allocation counters count every allocation of several threads at once", "[cuda][host]") {
+  // The process-wide counters take every device_buffer of every thread; unguarded, concurrent increments were
+  // lost (a data race): here four threads allocate and free 2 x 50000 times, 64 bytes each.
+  allocation_counters c;
+  constexpr int threads = 4, rounds = 50000;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&c] {
+      for (int i = 0; i < rounds; ++i) {
+        c.on_allocate(64);
+        c.on_allocate(64);
+        (void)c.on_free(64);
+        (void)c.on_free(64);
+      }
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  CHECK(c.allocations() == 2u * threads * rounds);
+  CHECK(c.frees() == 2u * threads * rounds);
+  CHECK(c.live_bytes() == 0);
+  CHECK(c.live_allocations() == 0);
+  CHECK(c.peak_bytes() >= 128);
+  CHECK(c.peak_bytes() <= 2u * 64u * threads);  // no more than every thread's two buffers live at once
 }
 
 TEST_CASE("leak detector: steady state and warm-up are not leaks", "[cuda][host]") {

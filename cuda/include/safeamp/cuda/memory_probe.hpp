@@ -6,14 +6,18 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <mutex>
 #include <string>
 
 namespace safeamp::cuda {
 
-/// Counts of our own device allocations (device_buffer goes through the process-wide instance).
+/// Counts of our own device allocations (device_buffer goes through the process-wide instance). Safe to use from
+/// several threads at once: every buffer of every thread (two GEMM engines, a user's own threads) counts into the
+/// one process-wide instance, so each change and each read holds a lock.
 class allocation_counters {
  public:
   void on_allocate(std::uint64_t bytes) noexcept {
+    const std::lock_guard<std::mutex> hold(mutex_);
     live_bytes_ += bytes;
     ++allocations_;
     ++live_allocations_;
@@ -22,21 +26,31 @@ class allocation_counters {
   /// Returns false (and changes nothing) when more bytes or buffers are freed than are live: a
   /// double free or a free of a buffer we never counted.
   [[nodiscard]] bool on_free(std::uint64_t bytes) noexcept {
+    const std::lock_guard<std::mutex> hold(mutex_);
     if (bytes > live_bytes_ || live_allocations_ == 0) return false;
     live_bytes_ -= bytes;
     --live_allocations_;
     ++frees_;
     return true;
   }
-  void reset_peak() noexcept { peak_bytes_ = live_bytes_; }
+  void reset_peak() noexcept {
+    const std::lock_guard<std::mutex> hold(mutex_);
+    peak_bytes_ = live_bytes_;
+  }
 
-  [[nodiscard]] std::uint64_t live_bytes() const noexcept { return live_bytes_; }
-  [[nodiscard]] std::uint64_t peak_bytes() const noexcept { return peak_bytes_; }
-  [[nodiscard]] std::uint64_t live_allocations() const noexcept { return live_allocations_; }
-  [[nodiscard]] std::uint64_t allocations() const noexcept { return allocations_; }
-  [[nodiscard]] std::uint64_t frees() const noexcept { return frees_; }
+  [[nodiscard]] std::uint64_t live_bytes() const noexcept { return read(live_bytes_); }
+  [[nodiscard]] std::uint64_t peak_bytes() const noexcept { return read(peak_bytes_); }
+  [[nodiscard]] std::uint64_t live_allocations() const noexcept { return read(live_allocations_); }
+  [[nodiscard]] std::uint64_t allocations() const noexcept { return read(allocations_); }
+  [[nodiscard]] std::uint64_t frees() const noexcept { return read(frees_); }
 
  private:
+  [[nodiscard]] std::uint64_t read(const std::uint64_t& field) const noexcept {
+    const std::lock_guard<std::mutex> hold(mutex_);
+    return field;
+  }
+
+  mutable std::mutex mutex_;
   std::uint64_t live_bytes_ = 0, peak_bytes_ = 0, live_allocations_ = 0, allocations_ = 0, frees_ = 0;
 };
 

@@ -37,7 +37,9 @@ class stream_timer {
   stream_timer(const stream_timer&) = delete;
   stream_timer& operator=(const stream_timer&) = delete;
 
-  /// Runs `enqueue` warmup + repeats times on the stream; returns the per-repeat device times.
+  /// Runs `enqueue` warmup + 2 x repeats times on the stream: each timed run follows an untimed lead-in that keeps
+  /// the stream busy while the host enqueues it, so no repeat includes host enqueue time. Returns the per-repeat
+  /// device times.
   [[nodiscard]] timing_result measure(const std::function<void()>& enqueue, timing_options options = {});
 
  private:
