@@ -17,7 +17,8 @@ inline void refuse_per_card_keys(const plan_values& v) {
   for (const char* k : {"capacity", "bandwidth", "peak-fp32", "peak-tf32", "peak-fp16", "peak-fp8", "gemm", "states",
                         "measured-peak", "measured-sps", "devices", "bucket-view"}) {
     if (v.count(k) != 0) {
-      throw error(k, "'" + v.at(k) + "' with --device all", "the table's own figures (drop --" + std::string(k) + ")");
+      throw error(k, quoted_input(v.at(k)) + " with --device all",
+                  "the table's own figures (drop --" + std::string(k) + ")");
     }
   }
 }

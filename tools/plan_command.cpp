@@ -35,10 +35,13 @@ device_spec resolve_device(const plan_values& v) {
   const bool custom = name == "custom";
   if (!custom) d = find_device(name);
   if (custom) d.name = "custom";
-  const std::string tflops = "a finite number of TFLOPS > 0";
+  // 1e6 TFLOPS (an exaFLOP/s on one device) bounds every peak; only the tensor-core peaks may be 0 (none).
+  const std::string tflops = "a finite number of TFLOPS, 0 (no such units) .. 1e6";
   if (auto* s = get("capacity")) d.capacity_bytes = parse_bytes(*s, "capacity");
   if (auto* s = get("bandwidth")) d.memory_bytes_per_second = static_cast<double>(parse_bytes(*s, "bandwidth"));
-  if (auto* s = get("peak-fp32")) d.peak_fp32_flops = parse_real("peak-fp32", *s, 0.0, 1e6, true, tflops) * 1e12;
+  if (auto* s = get("peak-fp32")) {
+    d.peak_fp32_flops = parse_real("peak-fp32", *s, 0.0, 1e6, true, "a finite number of TFLOPS, > 0 and <= 1e6") * 1e12;
+  }
   if (auto* s = get("peak-tf32")) d.peak_tf32_flops = parse_real("peak-tf32", *s, 0.0, 1e6, false, tflops) * 1e12;
   if (auto* s = get("peak-fp16")) {
     d.peak_fp16_flops = d.peak_bf16_flops = parse_real("peak-fp16", *s, 0.0, 1e6, false, tflops) * 1e12;
@@ -93,6 +96,8 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
   if (json) {
     nlohmann::json j = {{"usable_bytes", usable},
                         {"parameters", w.parameters},
+                        {"tensor_parallel", r.shape ? r.shape->tensor_parallel : 1},
+                        {"rank_parameters", device_parameters(r)},
                         {"policy", r.policy_name},
                         {"optimizer", std::string(to_string(r.states.optimizer))},
                         {"optimizer_impl", std::string(to_string(r.states.impl))},

@@ -63,20 +63,20 @@ inline bool inference_requested(const plan_values& v) {
   if (it == v.end()) return false;
   if (it->second == "inference") return true;
   if (it->second == "train") return false;
-  throw error("task", "'" + it->second + "'", "train (default) or inference");
+  throw error("task", quoted_input(it->second), "train (default) or inference");
 }
 
 /// Inference keys without --inference are errors (they would be ignored by the training reports).
 inline void refuse_inference_keys(const plan_values& v) {
   for (const char* k : inference_only_keys) {
-    if (v.count(k) != 0) throw error(k, "'" + v.at(k) + "'", "only with --inference");
+    if (v.count(k) != 0) throw error(k, quoted_input(v.at(k)), "only with --inference");
   }
 }
 
 inline inference_plan resolve_inference(const plan_values& v, const device_spec& device) {
   for (const char* k : training_only_keys) {
     if (v.count(k) != 0)
-      throw error(k, "'" + v.at(k) + "' with --inference", "a training setting: drop --" + std::string(k));
+      throw error(k, quoted_input(v.at(k)) + " with --inference", "a training setting: drop --" + std::string(k));
   }
   if (v.count("seq") == 0) {
     throw error("inference", "without a shape", "a transformer shape (--seq --hidden --heads --layers --vocab)");
@@ -119,7 +119,7 @@ inline inference_plan resolve_inference(const plan_values& v, const device_spec&
     else if (block_format b{}; detail::parse_block_format_name(*s, b))
       r.weight_bytes_per_param = block_bytes_per_element(b);  // elements and block scales (NVFP4's tensor scales aside)
     else
-      throw error("weights", "'" + *s + "'",
+      throw error("weights", quoted_input(*s),
                   "fp32, bf16, fp16, fp8, int8, nf4 (4-bit with double quantization) or a block format: " +
                       std::string(block_format_names_accepted));
   }
@@ -133,7 +133,7 @@ inline inference_plan resolve_inference(const plan_values& v, const device_spec&
     else if (*s == "fp8")
       r.kv_element_bytes = 1;
     else
-      throw error("kv-cache", "'" + *s + "'", "fp32, bf16, fp16 or fp8");
+      throw error("kv-cache", quoted_input(*s), "fp32, bf16, fp16 or fp8");
   }
   if (const std::string* s = get("logits")) r.logits = parse_kept_logits(*s);
   validate(r);
@@ -164,6 +164,7 @@ inline int report_inference(const plan_values& v, const device_spec& device, boo
   if (json) {
     out["device"] = device_json(device);
     out["inference"] = {{"parameters", n.parameters},
+                        {"tensor_parallel", p.request.shape.tensor_parallel},
                         {"weights", p.weights_name},
                         {"weight_bytes", n.weight_bytes},
                         {"context_tokens", p.request.context_tokens},
@@ -186,16 +187,26 @@ inline int report_inference(const plan_values& v, const device_spec& device, boo
   }
   print_device(device, capacity_given);
   const transformer_shape& t = p.request.shape;
-  std::printf("Inference with a KV cache: %.4g parameters, weights in %s: %s\n", static_cast<double>(n.parameters),
-              p.weights_name.c_str(), format_bytes(n.weight_bytes, byte_unit::gb, 3).c_str());
+  if (t.tensor_parallel > 1) {
+    std::printf(
+        "PER TENSOR-PARALLEL RANK (t = %llu): every figure below is one rank's: %.4g of the %.4g parameters, %llu of "
+        "the %llu K/V heads%s\n",
+        static_cast<unsigned long long>(t.tensor_parallel), static_cast<double>(rank_parameters(t)),
+        static_cast<double>(n.parameters), static_cast<unsigned long long>(kv_heads_per_rank(t)),
+        static_cast<unsigned long long>(kv_heads_of(t)),
+        t.tensor_parallel > kv_heads_of(t) ? " (replicated: t exceeds the K/V heads)" : "");
+  }
+  std::printf("Inference with a KV cache: %.4g parameters, weights in %s: %s%s\n", static_cast<double>(n.parameters),
+              p.weights_name.c_str(), format_bytes(n.weight_bytes, byte_unit::gb, 3).c_str(),
+              t.tensor_parallel > 1 ? " per rank" : "");
   std::printf(
-      "  KV cache per token: 2 x %llu layers x %llu K/V heads x %llu head dim x %d bytes%s = %llu bytes; context "
+      "  KV cache per token%s: 2 x %llu layers x %llu K/V heads x %llu head dim x %d bytes = %llu bytes; context "
       "%llu tokens (prompt %llu, generated %llu)\n",
-      static_cast<unsigned long long>(t.layers), static_cast<unsigned long long>(kv_heads_of(t)),
-      static_cast<unsigned long long>(t.hidden / t.heads), p.request.kv_element_bytes,
-      t.tensor_parallel > 1 ? (" / " + std::to_string(t.tensor_parallel) + " (tp)").c_str() : "",
-      static_cast<unsigned long long>(n.kv_bytes_per_token), static_cast<unsigned long long>(p.request.context_tokens),
-      static_cast<unsigned long long>(prompt), static_cast<unsigned long long>(p.generated_tokens));
+      t.tensor_parallel > 1 ? " per rank" : "", static_cast<unsigned long long>(t.layers),
+      static_cast<unsigned long long>(kv_heads_per_rank(t)), static_cast<unsigned long long>(t.hidden / t.heads),
+      p.request.kv_element_bytes, static_cast<unsigned long long>(n.kv_bytes_per_token),
+      static_cast<unsigned long long>(p.request.context_tokens), static_cast<unsigned long long>(prompt),
+      static_cast<unsigned long long>(p.generated_tokens));
   print_pool(p.budget);
   std::printf("Per sequence (attention %s, logits of %s position%s)\n  %-42s %12s %12s %12s\n",
               std::string(to_string(t.attention)).c_str(), std::string(to_string(p.request.logits)).c_str(),

@@ -124,8 +124,7 @@ inline plan_values parse_plan_json(std::string_view text, std::string_view sourc
     bool known = false;
     for (const plan_key& k : plan_keys) known = known || k.name == key;
     if (!known) {
-      throw error("input key", "'" + sim::bounded_text(key, 60) + "'",
-                  "the flag names of safeamp plan without the leading dashes");
+      throw error("input key", quoted_input(key, 60), "the flag names of safeamp plan without the leading dashes");
     }
     if (value.is_string()) {
       out[key] = value.get<std::string>();
@@ -151,10 +150,10 @@ inline double parse_real(std::string_view key, const std::string& text, double l
   try {
     v = std::stod(text, &used);
   } catch (const std::exception&) {
-    throw error(key, "'" + text + "'", accepted);
+    throw error(key, quoted_input(text), accepted);
   }
   if (used != text.size() || !std::isfinite(v) || v > hi || (lo_open ? !(v > lo) : !(v >= lo))) {
-    throw error(key, "'" + text + "'", accepted);
+    throw error(key, quoted_input(text), accepted);
   }
   return v;
 }
@@ -168,7 +167,7 @@ inline std::int64_t parse_whole(std::string_view key, const std::string& text, s
   const char* const end = text.data() + text.size();
   const auto [stop, ec] = std::from_chars(text.data(), end, v);
   if (text.empty() || ec != std::errc{} || stop != end || v < lo || v > hi) {
-    throw error(key, "'" + text + "'", accepted);
+    throw error(key, quoted_input(text), accepted);
   }
   return v;
 }
@@ -202,28 +201,36 @@ inline std::uint64_t parse_count(std::string_view key, std::string text, double 
     if (scale != 1.0) text.pop_back();
   }
   const double v = parse_real(key, text, 0.0, max / scale, true, accepted) * scale;
-  if (v < 1.0 || v != std::floor(v)) throw error(key, "'" + text + "'", accepted);
+  if (v < 1.0 || v != std::floor(v)) throw error(key, quoted_input(text), accepted);
   return static_cast<std::uint64_t>(v);
 }
 
-/// "8h", "90min", "30m", "3600s" -> seconds.
-inline double parse_duration_seconds(std::string_view key, const std::string& text) {
-  const std::string accepted = "a duration > 0 with a unit: h, min (or m), s; e.g. 8h, 90min";
+/// "8h", "90min", "30m", "3600s" -> seconds, > 0 and at most max_window_seconds (1e9 s); a bad value is quoted whole,
+/// its unit included. `accepted` names the range a caller holds it to (plan's --window also has a 1 s minimum).
+inline double parse_duration_seconds(
+    std::string_view key, const std::string& text,
+    std::string_view accepted =
+        "a duration > 0 and <= 1e9 s (about 31.7 years) with a unit: h, min (or m), s; e.g. "
+        "8h, 90min") {
   std::size_t split = text.find_first_not_of("0123456789.eE+-");
-  if (split == std::string::npos || split == 0) throw error(key, "'" + text + "'", accepted);
+  if (split == std::string::npos || split == 0) throw error(key, quoted_input(text), accepted);
   const std::string unit = text.substr(split);
   double scale = 0.0;
   if (unit == "h" || unit == "hours" || unit == "hour") scale = 3600.0;
   if (unit == "min" || unit == "m") scale = 60.0;
   if (unit == "s" || unit == "sec") scale = 1.0;
-  if (scale == 0.0) throw error(key, "'" + text + "'", accepted);
-  return parse_real(key, text.substr(0, split), 0.0, 1e9 / scale, true, accepted) * scale;
+  if (scale == 0.0) throw error(key, quoted_input(text), accepted);
+  try {
+    return parse_real(key, text.substr(0, split), 0.0, max_window_seconds / scale, true, accepted) * scale;
+  } catch (const error&) {
+    throw error(key, quoted_input(text), accepted);  // the whole text, unit included
+  }
 }
 
 inline bool parse_bool(std::string_view key, const std::string& text) {
   if (text == "true" || text == "1" || text == "on" || text == "yes") return true;
   if (text == "false" || text == "0" || text == "off" || text == "no") return false;
-  throw error(key, "'" + text + "'", "true or false");
+  throw error(key, quoted_input(text), "true or false");
 }
 
 /// Anything the policy grammar accepts (safeamp/policy/policy_string.hpp): a preset name, a bare format ("bf16":
@@ -232,8 +239,20 @@ inline precision_policy parse_policy_arg(std::string_view key, const std::string
   try {
     return parse_policy(text);
   } catch (const error& e) {
+    // The grammar's reason without its own quote of the text (which would print the input again): the field it
+    // rejected and what that field accepts.
+    const std::string what = e.what();
+    const std::size_t at = what.rfind("; accepted: ");
+    std::string reason = e.field();
+    const std::string lead = e.field() + " is ";
+    const std::size_t in = what.find(" in policy '");
+    if (what.rfind(lead, 0) == 0 && in != std::string::npos && in > lead.size()) {  // the rejected part, cut
+      const std::string part = what.substr(lead.size(), in - lead.size());
+      if (part != "'" + text + "'") reason += " " + bounded_input(part, 40);  // not the whole text again
+    }
+    if (at != std::string::npos) reason += "; " + what.substr(at + 12);
     throw error(
-        key, "'" + sim::bounded_text(text, 80) + "' (" + e.what() + ")",
+        key, quoted_input(text) + " (" + bounded_input(reason, 160) + ")",
         std::string(policy_preset_names) + ", a format name (bf16, fp16, ...) or a policy string (key=format,...)");
   }
 }

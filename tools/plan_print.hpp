@@ -101,11 +101,23 @@ inline void print_states_ledger(const plan_request& r) {
   // Per parameter on the device, unpartitioned: the policy's count, or what a frozen base / offload leaves there.
   const double per_param = static_cast<double>(model_states_for(m.parameter_count, r.policy, r.states).total_bytes()) /
                            static_cast<double>(m.parameter_count);
-  std::printf(
-      "Model states: %.4g parameters, %s, ZeRO stage %d over %llu device(s): %.4g bytes/param on the device "
-      "unpartitioned\n",
-      static_cast<double>(m.parameter_count), policy_label(r).c_str(), static_cast<int>(r.stage),
-      static_cast<unsigned long long>(r.data_parallel), per_param);
+  if (r.shape && r.shape->tensor_parallel > 1) {
+    // Tensor parallelism: every figure below is one rank's (rank_parameters: 1/t of the weight matrices and of the
+    // embedding; the biases and layer norms Megatron replicates are not counted).
+    std::printf(
+        "Model states PER TENSOR-PARALLEL RANK (t = %llu): %.4g of the model's %.4g parameters (1/t of the weight "
+        "matrices and the embedding), %s, ZeRO stage %d over %llu data-parallel device(s): %.4g bytes/param on the "
+        "device unpartitioned\n",
+        static_cast<unsigned long long>(r.shape->tensor_parallel), static_cast<double>(m.parameter_count),
+        static_cast<double>(*r.parameters), policy_label(r).c_str(), static_cast<int>(r.stage),
+        static_cast<unsigned long long>(r.data_parallel), per_param);
+  } else {
+    std::printf(
+        "Model states: %.4g parameters, %s, ZeRO stage %d over %llu device(s): %.4g bytes/param on the device "
+        "unpartitioned\n",
+        static_cast<double>(m.parameter_count), policy_label(r).c_str(), static_cast<int>(r.stage),
+        static_cast<unsigned long long>(r.data_parallel), per_param);
+  }
   std::printf("  %-42s %12s %12s\n", "", "GB (10^9)", "GiB (2^30)");
   if (r.states.adapter_parameters > 0) {
     std::printf("  %s: the %.4g base parameters are frozen (%s), %llu adapter parameters train in fp32\n",

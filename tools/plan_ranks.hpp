@@ -12,7 +12,7 @@ namespace safeamp::tool {
 
 inline rank_ledger rank_ledger_of(const plan_request& r) {
   const std::uint64_t largest = r.shape ? largest_layer_parameters(*r.shape) : r.largest_layer;
-  return rank_ledger_for({.parameters = *r.parameters,
+  return rank_ledger_for({.parameters = device_parameters(r),
                           .policy = r.policy,
                           .states = r.states,
                           .ranks = r.devices,

@@ -150,6 +150,7 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
   const plan_result p = plan(w, o);
   if (json) {
     nlohmann::json j = {{"samples", w.samples},
+                        {"tensor_parallel", w.shape ? w.shape->tensor_parallel : 1},
                         {"window_seconds", o.window_seconds},
                         {"efficiency", p.efficiency},
                         {"peak_calibration_ratio", o.peak_calibration_ratio}};
@@ -172,6 +173,14 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
       std::string(to_string(o.states.impl)).c_str(), static_cast<int>(o.stage),
       static_cast<unsigned long long>(o.data_parallel), 100.0 * p.efficiency,
       r.measured_sps > 0.0 ? " (calibrated from the measured throughput)" : "");
+  if (r.shape && r.shape->tensor_parallel > 1) {
+    std::printf(
+        "  PER TENSOR-PARALLEL RANK (t = %llu): each sample runs on %llu devices; peaks, states and TFLOP/s are one "
+        "rank's (1/t of the weights and FLOPs), ms/sample the group's time per sample (%llu devices in all)\n",
+        static_cast<unsigned long long>(r.shape->tensor_parallel),
+        static_cast<unsigned long long>(r.shape->tensor_parallel),
+        static_cast<unsigned long long>(r.shape->tensor_parallel * o.data_parallel));
+  }
   if (calibration) {
     std::printf(
         "Memory calibrated: measured %s at microbatch %llu against the model's %s for %s, recompute %s: every "

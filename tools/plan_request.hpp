@@ -24,7 +24,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   r.budget.fragmentation_fraction = default_fragmentation_fraction;
   if (auto* s = get("reserve"))
     r.budget.reserve_fraction = parse_real("reserve", *s, 0.0, 1.0, false, "0 <= reserve < 1");
-  if (r.budget.reserve_fraction >= 1.0) throw error("reserve", "'" + *get("reserve") + "'", "0 <= reserve < 1");
+  if (r.budget.reserve_fraction >= 1.0) throw error("reserve", quoted_input(*get("reserve")), "0 <= reserve < 1");
   if (auto* s = get("context")) r.budget.context_bytes = parse_bytes(*s, "context");
   if (auto* s = get("workspace")) r.budget.workspace_bytes = parse_bytes(*s, "workspace");
   if (auto* s = get("fragmentation")) {
@@ -39,7 +39,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   }
   resolve_optimizer(v, r);
   if (auto* s = get("zero-stage")) {
-    if (*s != "0" && *s != "1" && *s != "2" && *s != "3") throw error("zero-stage", *s, "0, 1, 2 or 3");
+    if (*s != "0" && *s != "1" && *s != "2" && *s != "3") throw error("zero-stage", quoted_input(*s), "0, 1, 2 or 3");
     r.stage = static_cast<zero_stage>((*s)[0] - '0');
   }
   if (auto c = count("dp", 1e6)) r.data_parallel = *c;
@@ -53,7 +53,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   }
   if (auto* s = get("bucket-view")) {
     if (r.data_parallel < 2) {
-      throw error("bucket-view", "'" + *s + "'", "only with --devices N or --dp N, N > 1 (DDP's gradient buckets)");
+      throw error("bucket-view", quoted_input(*s), "only with --devices N or --dp N, N > 1 (DDP's gradient buckets)");
     }
     r.bucket_view = parse_bool("bucket-view", *s);
   }
@@ -71,7 +71,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     else if (*s == "exact-or-ceil")
       r.rounding = accumulation_rounding::exact_or_ceil;
     else
-      throw error("rounding", "'" + *s + "'", "exact-or-ceil (default), exact or ceil");
+      throw error("rounding", quoted_input(*s), "exact-or-ceil (default), exact or ceil");
   }
 
   if (std::optional<transformer_shape> t = resolve_shape(v)) {
@@ -83,14 +83,38 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     r.params_given = true;
     r.parameters = parse_count("params", *s, 1e15, "1 .. 1e15 parameters (e.g. 7.5e9, 7.5B, 125M)");
   }
-  if (auto c = count("tokens-per-sample", 1e8); c && !r.shape) r.tokens_per_sample = *c;
+  if (auto c = count("tokens-per-sample", 1e8)) {
+    if (r.shape) {
+      throw error("tokens-per-sample", quoted_input(*get("tokens-per-sample")),
+                  "only without a transformer shape (the shape's --seq is its tokens per sample)");
+    }
+    r.tokens_per_sample = *c;
+  }
+  if (r.shape && r.largest_layer > 0) {
+    throw error("largest-layer", quoted_input(*get("largest-layer")),
+                "only without a transformer shape (the shape's largest layer is computed from it)");
+  }
   // Block-scaled storage (OCP MX, NVFP4) of the weights, gradients and stored activations.
   if (auto* s = get("weight-format")) r.states.weight_blocks = parse_block_storage("weight-format", *s);
   if (auto* s = get("gradient-format")) r.states.gradient_blocks = parse_block_storage("gradient-format", *s);
   if (auto* s = get("activation-format")) r.states.activation_blocks = parse_block_storage("activation-format", *s);
-  if (r.shape) r.states.weight_tensors = weight_matrices(*r.shape);
+  if (r.shape) {
+    r.states.weight_tensors = weight_matrices(*r.shape);
+    if (r.params_given && *r.parameters < r.states.weight_tensors) {  // named here, not as the ledger's tensor count
+      throw error("params", quoted_input(*get("params")),
+                  "at least the shape's " + std::to_string(r.states.weight_tensors) +
+                      " weight matrices (1 .. 1e15 parameters; the shape's own estimate is " +
+                      std::to_string(parameter_count(*r.shape)) + ")");
+    }
+  }
 
   resolve_tuning_and_offload(v, r);
+  // ZeRO-3 gathers one layer's parameters and gradients at a time (DeepSpeed's estimator: 4 x the largest layer's
+  // parameters); without its size the ledger would leave it out, so it is refused as --offload parameters is.
+  if (r.stage == zero_stage::parameters && r.parameters && !r.shape && r.largest_layer == 0) {
+    throw error("zero-stage", "'3' without a largest layer",
+                "a transformer shape or --largest-layer N (ZeRO-3 gathers the largest layer: 4 x its parameters)");
+  }
   if (r.devices > 0 && !r.parameters) {
     throw error("devices", std::to_string(r.devices),
                 "a model for the per-rank ledger (--params or a transformer shape)");
@@ -98,16 +122,17 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   std::optional<std::uint64_t> fixed;
   if (auto* s = get("states")) {
     fixed = parse_bytes(*s, "states");
-    if (r.parameters) throw error("states", *s, "either --states or --params/a transformer shape, not both");
+    if (r.parameters)
+      throw error("states", quoted_input(*s), "either --states or --params/a transformer shape, not both");
   } else if (r.parameters) {
-    r.states_ledger = model_states_for(*r.parameters, r.policy, r.states, r.stage, r.data_parallel);
+    r.states_ledger = model_states_for(device_parameters(r), r.policy, r.states, r.stage, r.data_parallel);
     fixed = r.states_ledger->total_bytes();
   }
   std::optional<std::uint64_t> per_sample;
   if (auto* s = get("per-sample")) {
     per_sample = parse_bytes(*s, "per-sample");
-    if (*per_sample == 0) throw error("per-sample", *s, "> 0 bytes");
-    if (r.shape) throw error("per-sample", *s, "either --per-sample or a transformer shape, not both");
+    if (*per_sample == 0) throw error("per-sample", quoted_input(*s), "> 0 bytes");
+    if (r.shape) throw error("per-sample", quoted_input(*s), "either --per-sample or a transformer shape, not both");
   } else if (r.shape) {
     per_sample = activation_bytes_per_sample(*r.shape, r.mode, activation_element_bytes(r.policy, r.states));
   }
@@ -117,15 +142,25 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     r.has_budget = true;
   }
 
-  if (auto* s = get("window")) r.window_seconds = parse_duration_seconds("window", *s);
+  if (auto* s = get("window")) {
+    const char* accepted =
+        "a duration of 1 s .. 1e9 s (about 31.7 years) with a unit: h, min (or m), s; e.g. 8h, 90min";
+    r.window_seconds = parse_duration_seconds("window", *s, accepted);
+    if (r.window_seconds < min_window_seconds) throw error("window", quoted_input(*s), accepted);
+  }
   if (auto* s = get("samples")) r.samples = parse_real("samples", *s, 1.0, 1e15, false, "1 .. 1e15 samples");
   if (auto* s = get("tokens")) {
-    if (get("samples")) throw error("tokens", *s, "either --samples or --tokens, not both");
+    if (get("samples")) throw error("tokens", quoted_input(*s), "either --samples or --tokens, not both");
     r.samples = std::ceil(parse_real("tokens", *s, 1.0, 1e18, false, "1 .. 1e18 tokens") /
                           static_cast<double>(r.tokens_per_sample));
   }
-  if (auto* s = get("efficiency")) r.efficiency = parse_real("efficiency", *s, 0.0, 1.0, true, "0 < efficiency <= 1");
-  if (auto* s = get("measured-sps")) r.measured_sps = parse_real("measured-sps", *s, 0.0, 1e15, true, "> 0 samples/s");
+  if (auto* s = get("efficiency")) {
+    r.efficiency = parse_real("efficiency", *s, min_efficiency, 1.0, false,
+                              "0.001 <= efficiency <= 1 (the fraction of the roofline bound reached)");
+  }
+  if (auto* s = get("measured-sps")) {
+    r.measured_sps = parse_real("measured-sps", *s, 1e-6, 1e15, false, "1e-6 .. 1e15 samples/s");
+  }
   if (auto* s = get("measured-policy")) r.measured_policy = *s;
   if (auto* s = get("price-per-hour")) r.price_per_hour = parse_real("price-per-hour", *s, 0.0, 1e9, false, ">= 0");
   if (auto* s = get("policies")) {
@@ -139,9 +174,9 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   if (auto* s = get("measured-peak")) {
     r.measured_peak_bytes = parse_bytes(*s, "measured-peak");
     if (r.measured_peak_bytes == 0)
-      throw error("measured-peak", "'" + *s + "'", "> 0 bytes (torch.cuda.max_memory_allocated())");
+      throw error("measured-peak", quoted_input(*s), "> 0 bytes (torch.cuda.max_memory_allocated())");
     if (!r.parameters)
-      throw error("measured-peak", "'" + *s + "'", "a model to calibrate (--params or a transformer shape)");
+      throw error("measured-peak", quoted_input(*s), "a model to calibrate (--params or a transformer shape)");
   }
   if (auto c = count("measured-microbatch", 1e9)) {
     if (r.measured_peak_bytes == 0) throw error("measured-microbatch", std::to_string(*c), "only with --measured-peak");
@@ -158,21 +193,25 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   if (auto* s = get("gemm")) {
     gemm_request g;
     double dims[3] = {0, 0, 0};
+    if (s->empty() || s->back() == 'x') throw error("gemm", quoted_input(*s), "MxNxK with three whole numbers >= 1");
     std::stringstream ss(*s);
     int i = 0;
     for (std::string item; std::getline(ss, item, 'x'); ++i) {
-      if (i >= 3) throw error("gemm", *s, "MxNxK with three whole numbers >= 1");
+      if (i >= 3) throw error("gemm", quoted_input(*s), "MxNxK with three whole numbers >= 1");
       dims[i] = static_cast<double>(parse_count("gemm", item, 1e9, "MxNxK with three whole numbers 1 .. 1e9"));
     }
-    if (i != 3) throw error("gemm", *s, "MxNxK with three whole numbers >= 1");
+    if (i != 3) throw error("gemm", quoted_input(*s), "MxNxK with three whole numbers >= 1");
     g.m = dims[0];
     g.n = dims[1];
     g.k = dims[2];
     if (auto* f = get("format")) g.format = parse_format(*f);
     if (auto* t = get("measured-seconds")) {
-      g.measured_seconds = parse_real("measured-seconds", *t, 0.0, 1e9, true, "> 0 seconds");
+      g.measured_seconds = parse_real("measured-seconds", *t, 1e-9, 1e9, false, "1e-9 .. 1e9 seconds");
     }
     r.gemm = g;
+  }
+  for (const char* k : {"format", "measured-seconds"}) {
+    if (!r.gemm && get(k)) throw error(k, quoted_input(*get(k)), "only with --gemm MxNxK (a GEMM's format and time)");
   }
   if (!r.gemm && r.window_seconds <= 0.0 && !r.has_budget) {
     throw error(

@@ -63,6 +63,12 @@ struct plan_request {
   std::optional<model_states> states_ledger{};
 };
 
+/// Parameters one device holds before ZeRO partitioning: one tensor-parallel rank's share of the model with a shape
+/// (tensor_parallel_share: 1/t of the weight matrices and of the embedding), the whole model otherwise.
+[[nodiscard]] inline std::uint64_t device_parameters(const plan_request& r) {
+  return r.shape ? tensor_parallel_share(*r.shape, *r.parameters) : *r.parameters;
+}
+
 /// The inputs by key: a value's text (nullptr when absent), or a count 1 .. max with the key named in its error.
 struct plan_value_reader {
   const plan_values& values;

@@ -21,9 +21,10 @@ inline std::optional<transformer_shape> resolve_shape(const plan_values& v) {
     }
     return std::nullopt;
   };
-  for (const char* k : {"attention", "kv-heads", "ffn-hidden", "mlp", "embeddings", "cross-entropy", "ce-chunks"}) {
+  for (const char* k :
+       {"attention", "kv-heads", "ffn-hidden", "mlp", "embeddings", "cross-entropy", "ce-chunks", "tp", "sp"}) {
     if (get(k) && !get("seq"))
-      throw error(k, "'" + *get(k) + "'", "a transformer shape (--seq --hidden --heads --layers --vocab)");
+      throw error(k, quoted_input(*get(k)), "a transformer shape (--seq --hidden --heads --layers --vocab)");
   }
   const char* shape_keys[] = {"seq", "hidden", "heads", "layers", "vocab"};
   int shape_given = 0;
@@ -44,15 +45,15 @@ inline std::optional<transformer_shape> resolve_shape(const plan_values& v) {
     if (auto c = count("kv-heads", 1e5)) t.kv_heads = *c;
     if (auto c = count("ffn-hidden", 16e6)) t.ffn_hidden = *c;
     if (auto* s = get("mlp")) {
-      if (*s != "gelu" && *s != "swiglu") throw error("mlp", "'" + *s + "'", "gelu or swiglu");
+      if (*s != "gelu" && *s != "swiglu") throw error("mlp", quoted_input(*s), "gelu or swiglu");
       t.gated_mlp = *s == "swiglu";
     }
     if (auto* s = get("embeddings")) {
-      if (*s != "tied" && *s != "untied") throw error("embeddings", "'" + *s + "'", "tied or untied");
+      if (*s != "tied" && *s != "untied") throw error("embeddings", quoted_input(*s), "tied or untied");
       t.tied_embeddings = *s == "tied";
     }
     if (auto* s = get("cross-entropy")) {
-      if (*s != "full" && *s != "chunked") throw error("cross-entropy", "'" + *s + "'", "full or chunked");
+      if (*s != "full" && *s != "chunked") throw error("cross-entropy", quoted_input(*s), "full or chunked");
       if (*s == "chunked") t.cross_entropy_chunks = default_cross_entropy_chunks(t);
     }
     if (auto c = count("ce-chunks", 1e7)) {

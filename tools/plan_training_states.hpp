@@ -21,14 +21,14 @@ inline void resolve_optimizer(const plan_values& v, plan_request& r) {
       r.states.fp32_gradient_copy = true;
       if (!get("optimizer-impl")) r.states.impl = optimizer_impl::fused;  // DeepSpeed's FusedAdam updates in place
     } else if (*s != "pytorch") {
-      throw error("accounting", "'" + *s + "'", "pytorch (default) or deepspeed (fp16 and fp32 gradients)");
+      throw error("accounting", quoted_input(*s), "pytorch (default) or deepspeed (fp16 and fp32 gradients)");
     }
   }
   if (auto* s = get("optimizer-states")) {
     r.states.optimizer_state_format = parse_format(*s);
     if (r.states.optimizer_state_format != fp32 && r.states.optimizer_state_format != bf16 &&
         r.states.optimizer_state_format != fp16) {
-      throw error("optimizer-states", *s, "fp32, bf16 or fp16");
+      throw error("optimizer-states", quoted_input(*s), "fp32, bf16 or fp16");
     }
   }
 }
@@ -40,9 +40,9 @@ inline void resolve_tuning_and_offload(const plan_values& v, plan_request& r) {
   const auto get = [&in](const char* k) { return in.get(k); };
   const auto count = [&in](const char* k, double max) { return in.count(k, max); };
   if (auto* s = get("tuning")) {
-    if (*s != "full" && *s != "lora" && *s != "qlora") throw error("tuning", "'" + *s + "'", "full, lora or qlora");
+    if (*s != "full" && *s != "lora" && *s != "qlora") throw error("tuning", quoted_input(*s), "full, lora or qlora");
     if (*s != "full") {
-      if (!r.parameters) throw error("tuning", "'" + *s + "'", "a model (--params or a transformer shape)");
+      if (!r.parameters) throw error("tuning", quoted_input(*s), "a model (--params or a transformer shape)");
       if (auto c = count("adapter-params", 1e15)) {
         r.states.adapter_parameters = *c;
       } else if (r.shape) {
@@ -50,7 +50,7 @@ inline void resolve_tuning_and_offload(const plan_values& v, plan_request& r) {
         r.states.adapter_parameters = lora_parameters(*r.shape, r.states.adapter_rank);
         r.shape->lora_rank = r.states.adapter_rank;  // validated below with the activations
       } else {
-        throw error("tuning", "'" + *s + "' without a shape",
+        throw error("tuning", quoted_input(*s) + " without a shape",
                     "--adapter-params N (or a transformer shape and --lora-rank)");
       }
       r.states.base_4bit = *s == "qlora";
@@ -59,11 +59,11 @@ inline void resolve_tuning_and_offload(const plan_values& v, plan_request& r) {
   }
   if (auto* s = get("base-format")) {
     if (!get("tuning") || *get("tuning") != "lora") {
-      throw error("base-format", "'" + *s + "'",
+      throw error("base-format", quoted_input(*s),
                   "only with --tuning lora (QLoRA's base is NF4; a full fine-tune stores the policy's parameters)");
     }
     const format_spec f = parse_format(*s);
-    if (f != fp32 && f != bf16 && f != fp16) throw error("base-format", "'" + *s + "'", "fp32, bf16 or fp16");
+    if (f != fp32 && f != bf16 && f != fp16) throw error("base-format", quoted_input(*s), "fp32, bf16 or fp16");
     r.states.base_format = f;
   }
   if (auto c = count("frozen-params", 1e15)) {
@@ -83,7 +83,7 @@ inline void resolve_tuning_and_offload(const plan_values& v, plan_request& r) {
       r.states.offload_optimizer = true;
       r.states.impl = optimizer_impl::fused;  // the CPU update allocates nothing on the device
     } else if (*s != "none") {
-      throw error("offload", "'" + *s + "'",
+      throw error("offload", quoted_input(*s),
                   "none, optimizer or parameters (optimizer and parameters: ZeRO-3 offload_param)");
     }
     if (*s == "parameters") {
@@ -114,19 +114,19 @@ inline void resolve_tuning_and_offload(const plan_values& v, plan_request& r) {
   if (auto* s = get("host-bandwidth"))
     r.link.host_bytes_per_second = static_cast<double>(parse_bytes(*s, "host-bandwidth"));
   if (!(r.link.pcie_bytes_per_second > 0.0))
-    throw error("pcie-bandwidth", *get("pcie-bandwidth"), "> 0 bytes per second");
+    throw error("pcie-bandwidth", quoted_input(*get("pcie-bandwidth")), "> 0 bytes per second");
   if (!(r.link.host_bytes_per_second > 0.0))
-    throw error("host-bandwidth", *get("host-bandwidth"), "> 0 bytes per second");
+    throw error("host-bandwidth", quoted_input(*get("host-bandwidth")), "> 0 bytes per second");
   if (auto* s = get("host-memory")) {
     r.host_memory_bytes = parse_bytes(*s, "host-memory");
-    if (r.host_memory_bytes == 0) throw error("host-memory", "'" + *s + "'", "> 0 bytes, e.g. 128GB");
+    if (r.host_memory_bytes == 0) throw error("host-memory", quoted_input(*s), "> 0 bytes, e.g. 128GB");
     r.host_memory_given = true;
   } else {
     r.host_memory_bytes = sim::available_memory_bytes();  // 0 when unreadable: offload then never fits
   }
   for (const char* k : {"lora-rank", "adapter-params"}) {
     if (get(k) && r.states.adapter_parameters == 0)
-      throw error(k, "'" + *get(k) + "'", "only with --tuning lora or qlora");
+      throw error(k, quoted_input(*get(k)), "only with --tuning lora or qlora");
   }
 }
 

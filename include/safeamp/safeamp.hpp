@@ -6,5 +6,6 @@
 #include "safeamp/format.hpp"
 #include "safeamp/memory.hpp"
 #include "safeamp/policy.hpp"
+#include "safeamp/quoted_input.hpp"
 #include "safeamp/scaling.hpp"
 #include "safeamp/telemetry.hpp"

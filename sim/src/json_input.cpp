@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "safeamp/error.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp::sim {
 namespace {
@@ -136,10 +137,7 @@ void summarize(const json& v, int depth, std::size_t max_chars, std::string& out
 
 }  // namespace
 
-std::string bounded_text(std::string_view text, std::size_t max_chars) {
-  if (text.size() <= max_chars) return std::string(text);
-  return std::string(text.substr(0, max_chars)) + "...";
-}
+std::string bounded_text(std::string_view text, std::size_t max_chars) { return bounded_input(text, max_chars); }
 
 std::string summarize_json(const json& value, std::size_t max_chars) {
   std::string out;

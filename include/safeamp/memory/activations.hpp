@@ -12,6 +12,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/memory/bytes.hpp"
 #include "safeamp/memory/transformer_shape.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 
@@ -29,7 +30,7 @@ enum class recompute : std::uint8_t { none, selective, full };
   if (s == "none" || s == "off") return recompute::none;
   if (s == "selective") return recompute::selective;
   if (s == "full") return recompute::full;
-  throw error("recompute", "'" + std::string(s) + "'", "none, selective, full");
+  throw error("recompute", quoted_input(s), "none, selective, full");
 }
 
 /// Bytes of activations one transformer layer stores for a microbatch of `microbatch` samples, with activations

@@ -11,6 +11,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/format/block_format.hpp"
 #include "safeamp/format/block_names.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 
@@ -45,7 +46,7 @@ static_assert(block_tensor_scale_bytes(no_block_scaling) == 0u);
   if (name == "none") return no_block_scaling;
   block_format b{};
   if (detail::parse_block_format_name(name, b)) return b;
-  throw error(key, "'" + std::string(name) + "'",
+  throw error(key, quoted_input(name),
               "a block format: " + std::string(block_format_names_accepted) +
                   ", or none (the policy's format; plain formats are set in --policy)");
 }

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "safeamp/error.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 
@@ -20,30 +21,48 @@ enum class byte_unit : std::uint8_t { byte, kb, mb, gb, tb, kib, mib, gib, tib }
 
 [[nodiscard]] constexpr std::uint64_t bytes_per(byte_unit u) noexcept {
   switch (u) {
-    case byte_unit::byte: return 1;
-    case byte_unit::kb: return 1'000ULL;
-    case byte_unit::mb: return 1'000'000ULL;
-    case byte_unit::gb: return 1'000'000'000ULL;
-    case byte_unit::tb: return 1'000'000'000'000ULL;
-    case byte_unit::kib: return 1ULL << 10;
-    case byte_unit::mib: return 1ULL << 20;
-    case byte_unit::gib: return 1ULL << 30;
-    case byte_unit::tib: return 1ULL << 40;
+    case byte_unit::byte:
+      return 1;
+    case byte_unit::kb:
+      return 1'000ULL;
+    case byte_unit::mb:
+      return 1'000'000ULL;
+    case byte_unit::gb:
+      return 1'000'000'000ULL;
+    case byte_unit::tb:
+      return 1'000'000'000'000ULL;
+    case byte_unit::kib:
+      return 1ULL << 10;
+    case byte_unit::mib:
+      return 1ULL << 20;
+    case byte_unit::gib:
+      return 1ULL << 30;
+    case byte_unit::tib:
+      return 1ULL << 40;
   }
   return 1;
 }
 
 [[nodiscard]] constexpr std::string_view unit_name(byte_unit u) noexcept {
   switch (u) {
-    case byte_unit::byte: return "B";
-    case byte_unit::kb: return "KB";
-    case byte_unit::mb: return "MB";
-    case byte_unit::gb: return "GB";
-    case byte_unit::tb: return "TB";
-    case byte_unit::kib: return "KiB";
-    case byte_unit::mib: return "MiB";
-    case byte_unit::gib: return "GiB";
-    case byte_unit::tib: return "TiB";
+    case byte_unit::byte:
+      return "B";
+    case byte_unit::kb:
+      return "KB";
+    case byte_unit::mb:
+      return "MB";
+    case byte_unit::gb:
+      return "GB";
+    case byte_unit::tb:
+      return "TB";
+    case byte_unit::kib:
+      return "KiB";
+    case byte_unit::mib:
+      return "MiB";
+    case byte_unit::gib:
+      return "GiB";
+    case byte_unit::tib:
+      return "TiB";
   }
   return "B";
 }
@@ -104,17 +123,19 @@ inline constexpr std::uint64_t max_ledger_bytes = std::uint64_t{1} << 62;
 [[nodiscard]] inline byte_unit parse_byte_unit(std::string_view text) {
   std::string s;
   for (char c : text) s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  struct entry { std::string_view name; byte_unit unit; };
+  struct entry {
+    std::string_view name;
+    byte_unit unit;
+  };
   static constexpr entry names[] = {
-      {"", byte_unit::byte},   {"b", byte_unit::byte},   {"byte", byte_unit::byte}, {"bytes", byte_unit::byte},
-      {"kb", byte_unit::kb},   {"mb", byte_unit::mb},     {"gb", byte_unit::gb},     {"tb", byte_unit::tb},
-      {"kib", byte_unit::kib}, {"mib", byte_unit::mib},   {"gib", byte_unit::gib},   {"tib", byte_unit::tib},
+      {"", byte_unit::byte},   {"b", byte_unit::byte},  {"byte", byte_unit::byte}, {"bytes", byte_unit::byte},
+      {"kb", byte_unit::kb},   {"mb", byte_unit::mb},   {"gb", byte_unit::gb},     {"tb", byte_unit::tb},
+      {"kib", byte_unit::kib}, {"mib", byte_unit::mib}, {"gib", byte_unit::gib},   {"tib", byte_unit::tib},
   };
   for (const entry& e : names) {
     if (s == e.name) return e.unit;
   }
-  throw error("size unit", "'" + std::string(text) + "'",
-              "B, KB, MB, GB, TB (powers of 10) or KiB, MiB, GiB, TiB (powers of 2)");
+  throw error("size unit", quoted_input(text), "B, KB, MB, GB, TB (powers of 10) or KiB, MiB, GiB, TiB (powers of 2)");
 }
 
 /// Parses a size: a number (decimal or scientific) and an optional unit, e.g. "24GB" (24e9), "24GiB"
@@ -130,9 +151,9 @@ inline constexpr std::uint64_t max_ledger_bytes = std::uint64_t{1} << 62;
   std::size_t split = 0;
   while (split < s.size()) {
     const char c = s[split];
-    const bool exponent = (c == 'e' || c == 'E') && split > 0 && split + 1 < s.size() &&
-                          (std::isdigit(static_cast<unsigned char>(s[split + 1])) || s[split + 1] == '-' ||
-                           s[split + 1] == '+');
+    const bool exponent =
+        (c == 'e' || c == 'E') && split > 0 && split + 1 < s.size() &&
+        (std::isdigit(static_cast<unsigned char>(s[split + 1])) || s[split + 1] == '-' || s[split + 1] == '+');
     if (std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' || exponent) {
       split += exponent ? 2 : 1;
     } else {
@@ -143,25 +164,25 @@ inline constexpr std::uint64_t max_ledger_bytes = std::uint64_t{1} << 62;
   std::string unit_text = s.substr(split);
   while (!unit_text.empty() && std::isspace(static_cast<unsigned char>(unit_text.front()))) unit_text.erase(0, 1);
   const std::string accepted = "a size >= 0 such as 24GB, 24GiB, 512MiB or 3.2e9 (bytes), at most 2^62 bytes";
-  if (number.empty()) throw error(field, "'" + std::string(text) + "'", accepted);
+  if (number.empty()) throw error(field, quoted_input(text), accepted);
   std::size_t used = 0;
   double value = 0.0;
   try {
     value = std::stod(number, &used);
   } catch (const std::exception&) {
-    throw error(field, "'" + std::string(text) + "'", accepted);
+    throw error(field, quoted_input(text), accepted);
   }
-  if (used != number.size()) throw error(field, "'" + std::string(text) + "'", accepted);
+  if (used != number.size()) throw error(field, quoted_input(text), accepted);
   byte_unit unit = byte_unit::byte;
   try {
     unit = parse_byte_unit(unit_text);
   } catch (const error&) {
-    throw error(field, "'" + std::string(text) + "'",
+    throw error(field, quoted_input(text),
                 "a size with a unit of B, KB, MB, GB, TB (powers of 10) or KiB, MiB, GiB, TiB (powers of 2)");
   }
   const long double bytes = static_cast<long double>(value) * static_cast<long double>(bytes_per(unit));
   if (!std::isfinite(value) || value < 0.0 || bytes > static_cast<long double>(max_ledger_bytes)) {
-    throw error(field, "'" + std::string(text) + "'", accepted);
+    throw error(field, quoted_input(text), accepted);
   }
   return static_cast<std::uint64_t>(std::llround(static_cast<double>(bytes)));
 }

@@ -12,6 +12,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/memory/device_spec.hpp"
 #include "safeamp/memory/device_table.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 
@@ -61,8 +62,8 @@ inline std::string known_device_names() {
     }
     if (matches == 1) return *match;
   }
-  throw error("device", "'" + std::string(name) + "'", "one of " + detail::known_device_names() +
-                                                            " (or give capacity, bandwidth and peak figures yourself)");
+  throw error("device", quoted_input(name),
+              "one of " + detail::known_device_names() + " (or give capacity, bandwidth and peak figures yourself)");
 }
 
 /// Throws safeamp::error when a (user-built) device has a figure that is zero, negative, NaN or infinite.
@@ -76,7 +77,8 @@ inline void validate(const device_spec& d) {
   positive("device memory_bytes_per_second", d.memory_bytes_per_second);
   positive("device peak_fp32_flops", d.peak_fp32_flops);
   auto non_negative = [](std::string_view field, double v) {
-    if (!(v >= 0.0) || !std::isfinite(v)) throw error(field, std::to_string(v), "a finite number >= 0 (0: unsupported)");
+    if (!(v >= 0.0) || !std::isfinite(v))
+      throw error(field, std::to_string(v), "a finite number >= 0 (0: unsupported)");
   };
   non_negative("device peak_tf32_flops", d.peak_tf32_flops);
   non_negative("device peak_fp16_flops", d.peak_fp16_flops);

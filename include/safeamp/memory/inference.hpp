@@ -11,6 +11,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/memory/bytes.hpp"
 #include "safeamp/memory/transformer_shape.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 
@@ -26,7 +27,7 @@ enum class kept_logits : std::uint8_t { last, all };
 [[nodiscard]] inline kept_logits parse_kept_logits(std::string_view s) {
   if (s == "last") return kept_logits::last;
   if (s == "all") return kept_logits::all;
-  throw error("logits", "'" + std::string(s) + "'", "last (logits of the last position only) or all (every position)");
+  throw error("logits", quoted_input(s), "last (logits of the last position only) or all (every position)");
 }
 
 /// An inference workload on one device (tensor parallel size from the shape). `context_tokens` is the length every
@@ -42,8 +43,9 @@ struct inference_request {
   kept_logits logits = kept_logits::last;
 };
 
-/// KV-cache bytes per token of one sequence: K and V for every layer, kv heads of h/a each, / t with tensor
-/// parallelism: 2 L kv (h/a) e / t. Llama 2 7B in fp16 (L = 32, kv = a = 32, h/a = 128): 524,288 bytes per token,
+/// KV-cache bytes per token of one sequence on one tensor-parallel rank: K and V for every layer, the rank's K/V heads
+/// of h/a each: 2 L kv_heads_per_rank (h/a) e, where a rank holds kv / t heads, or one when t > kv (replicated).
+/// Llama 2 7B in fp16 (L = 32, kv = a = 32, h/a = 128): 524,288 bytes per token,
 /// 2 GiB for 4096 tokens (NVIDIA, "Mastering LLM Techniques: Inference Optimization", 2023: "~2 GB").
 [[nodiscard]] inline std::uint64_t kv_cache_bytes_per_token(const transformer_shape& t, int element_bytes) {
   validate(t);
@@ -51,9 +53,9 @@ struct inference_request {
     throw error("kv-cache element bytes", std::to_string(element_bytes), "1 .. 4");
   const std::uint64_t head_dim = t.hidden / t.heads;
   const std::uint64_t per_layer =
-      checked_mul(checked_mul(2, kv_heads_of(t), "KV cache"),
+      checked_mul(checked_mul(2, kv_heads_per_rank(t), "KV cache"),
                   checked_mul(head_dim, static_cast<std::uint64_t>(element_bytes), "KV cache"), "KV cache");
-  return checked_mul(per_layer, t.layers, "KV cache") / t.tensor_parallel;
+  return checked_mul(per_layer, t.layers, "KV cache");
 }
 
 /// The tokens one forward computes: `query_tokens` new tokens attending to `key_tokens` (prefill: both the prompt; a
@@ -129,16 +131,16 @@ inline void validate(const inference_request& r) {
   }
 }
 
-/// The needs of `r`: weights = parameter_count(shape) x bytes per parameter / t; prefill: the prompt's cache and the
-/// transients of the prompt attending to itself; decode: the whole context's cache and one token attending to it.
+/// The needs of `r` on one tensor-parallel rank: weights = rank_parameters(shape) x bytes per parameter
+/// (parameter_count when t = 1); prefill: the prompt's cache and the transients of the prompt attending to itself;
+/// decode: the whole context's cache and one token attending to it.
 [[nodiscard]] inline inference_needs inference_needs_for(const inference_request& r) {
   validate(r);
   const std::uint64_t prompt = r.prompt_tokens == 0 ? r.context_tokens : r.prompt_tokens;
   inference_needs n;
   n.parameters = parameter_count(r.shape);
-  n.weight_bytes = bytes_from_real(
-      static_cast<double>(n.parameters) * r.weight_bytes_per_param / static_cast<double>(r.shape.tensor_parallel),
-      "weight bytes");
+  n.weight_bytes =
+      bytes_from_real(static_cast<double>(rank_parameters(r.shape)) * r.weight_bytes_per_param, "weight bytes");
   n.kv_bytes_per_token = kv_cache_bytes_per_token(r.shape, r.kv_element_bytes);
   n.prefill = {"prefill", checked_mul(n.kv_bytes_per_token, prompt, "KV cache"),
                inference_transient_bytes(r, {.query_tokens = prompt, .key_tokens = prompt})};

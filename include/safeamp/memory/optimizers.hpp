@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "safeamp/error.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 
@@ -46,7 +47,7 @@ enum class optimizer_kind : std::uint8_t { sgd, sgd_momentum, adam, adam_8bit };
   if (s == "adam-8bit" || s == "adam8bit" || s == "8bit-adam" || s == "adamw-8bit" || s == "adamw8bit") {
     return optimizer_kind::adam_8bit;
   }
-  throw error("optimizer", "'" + std::string(name) + "'", "sgd, sgd-momentum, adamw (adam), adam-8bit");
+  throw error("optimizer", quoted_input(name), "sgd, sgd-momentum, adamw (adam), adam-8bit");
 }
 
 /// How the optimizer's update is executed, which decides the temporaries of the optimizer step.
@@ -66,7 +67,7 @@ enum class optimizer_impl : std::uint8_t { foreach, fused };
 [[nodiscard]] inline optimizer_impl parse_optimizer_impl(std::string_view name) {
   if (name == "foreach") return optimizer_impl::foreach;
   if (name == "fused") return optimizer_impl::fused;
-  throw error("optimizer-impl", "'" + std::string(name) + "'",
+  throw error("optimizer-impl", quoted_input(name),
               "foreach (PyTorch's default on CUDA: a temporary copy of a moment buffer) or fused (fused=True: none)");
 }
 

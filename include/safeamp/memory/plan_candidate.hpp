@@ -112,9 +112,26 @@ inline std::uint64_t phase_pool_bytes(const memory_budget& budget) {
   return breakdown(b).available_for_activations_bytes;
 }
 
-/// Seconds per sample at a microbatch: linear-layer GEMM FLOPs at the compute format's roofline rate, the rest
-/// (attention core, logits) at the rate of other_matmul_format; without a shape 6PD at the compute peak, except
-/// that 8-bit compute gets no credit (the GEMM share is unknown) and runs at the activation format's peak.
+/// Parameters one device holds before ZeRO partitioning: the tensor-parallel rank's share with a shape
+/// (tensor_parallel_share), every parameter without one.
+inline std::uint64_t device_parameters(const workload& w) {
+  return w.shape ? tensor_parallel_share(*w.shape, w.parameters) : w.parameters;
+}
+
+/// Training FLOPs per sample one device runs: the shape's count / t under tensor parallelism (Megatron splits every
+/// matmul, the attention core by heads and the logits by vocabulary, evenly over the t ranks), 6PD without a shape.
+inline double device_flops_per_sample(const workload& w, recompute mode, std::uint64_t adapters) {
+  if (!w.shape) {
+    return training_flops_per_sample(
+        {.parameters = w.parameters, .tokens_per_sample = w.tokens_per_sample, .adapter_parameters = adapters}, mode);
+  }
+  return training_flops_per_sample(*w.shape, mode, adapters) / static_cast<double>(w.shape->tensor_parallel);
+}
+
+/// Seconds per sample on one device (one tensor-parallel rank) at a microbatch: linear-layer GEMM FLOPs at the compute
+/// format's roofline rate, the rest (attention core, logits) at the rate of other_matmul_format; without a shape 6PD at
+/// the compute peak, except that 8-bit compute gets no credit (the GEMM share is unknown) and runs at the activation
+/// format's peak.
 inline double seconds_per_sample(const workload& w, const device_spec& d, const precision_policy& p, recompute mode,
                                  std::int64_t microbatch, double efficiency, std::uint64_t adapters = 0) {
   const format_spec other = other_matmul_format(p);
@@ -126,11 +143,12 @@ inline double seconds_per_sample(const workload& w, const device_spec& d, const 
   }
   const auto b = static_cast<std::uint64_t>(microbatch);
   const flops_split f = training_flops_split(*w.shape, mode, adapters);
+  const auto tp = static_cast<double>(w.shape->tensor_parallel);  // each rank runs 1/t of every matmul
   const double linear_rate =
       roofline(d, p.compute, dominant_gemm(*w.shape, b, {.compute = p.compute, .output = p.output})).attainable_flops;
   const double other_rate =
       roofline(d, other, dominant_gemm(*w.shape, b, {.compute = other, .output = p.output})).attainable_flops;
-  return (f.linear / linear_rate + f.other / other_rate) / efficiency;
+  return (f.linear / linear_rate + f.other / other_rate) / tp / efficiency;
 }
 
 inline plan_candidate evaluate(const workload& w, const planner_options& o, const named_policy& p, recompute mode,
@@ -143,7 +161,8 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   c.quality = quality_of(o, p.policy);
   c.supported =
       peak_flops_for(o.device, p.policy.compute) > 0.0 && peak_flops_for(o.device, other_matmul_format(p.policy)) > 0.0;
-  const model_states ms = model_states_for(w.parameters, p.policy, states, stage, data_parallel);
+  const std::uint64_t parameters = device_parameters(w);  // per tensor-parallel rank
+  const model_states ms = model_states_for(parameters, p.policy, states, stage, data_parallel);
   c.state_bytes = ms.total_bytes();
   c.host_bytes = ms.host_bytes;
   if (ms.host_bytes > 0) {  // offloaded: the host must hold it (0 host memory given: nothing offloaded fits)
@@ -151,7 +170,7 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
     if (c.host_needed_bytes > o.host_memory_bytes) c.host_shortfall_bytes = c.host_needed_bytes - o.host_memory_bytes;
   }
   if (states.offload_optimizer) {
-    c.offload_seconds_per_step = optimizer_update_seconds(w.parameters, p.policy, states, o.device, o.link) /
+    c.offload_seconds_per_step = optimizer_update_seconds(parameters, p.policy, states, o.device, o.link) /
                                  static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);
   }
   std::uint64_t stored = w.activation_bytes_per_sample, peak = w.activation_bytes_per_sample;
@@ -163,12 +182,7 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   }
   c.activation_bytes_per_sample = peak;
   const std::uint64_t adapters = states.adapter_parameters;
-  c.flops_per_sample =
-      w.shape
-          ? training_flops_per_sample(*w.shape, mode, adapters)
-          : training_flops_per_sample(
-                {.parameters = w.parameters, .tokens_per_sample = w.tokens_per_sample, .adapter_parameters = adapters},
-                mode);
+  c.flops_per_sample = device_flops_per_sample(w, mode, adapters);
   const std::uint64_t pool = phase_pool_bytes(o.budget);
   const bool full = mode == recompute::full;
   // First without accumulation (no gradients in the forward pass); if the target batch needs more than one
@@ -178,7 +192,7 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
                                      ? offloaded_layer_bytes(largest, p.policy)
                                      : gathered_layer_bytes(largest, p.policy, stage, data_parallel);
   const auto needs_for = [&](bool accumulating) {
-    step_inputs in = step_inputs_for({.parameters = w.parameters,
+    step_inputs in = step_inputs_for({.parameters = parameters,
                                       .policy = p.policy,
                                       .states = states,
                                       .stage = stage,
@@ -222,16 +236,21 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
       seconds_per_sample(w, o.device, p.policy, mode, c.accumulation.microbatch, efficiency, adapters);
   c.attainable_flops = c.flops_per_sample / (c.seconds_per_sample * efficiency);
   if (states.offload_parameters) {  // each microbatch fetches every layer twice over PCIe
-    c.seconds_per_sample += parameter_fetch_seconds(w.parameters, p.policy, o.link) /
+    c.seconds_per_sample += parameter_fetch_seconds(parameters, p.policy, o.link) /
                             static_cast<double>(c.accumulation.microbatch) / static_cast<double>(data_parallel);
   }
   const double optimizer_steps = std::ceil(w.samples / static_cast<double>(c.accumulation.global_batch));
   c.total_seconds = w.samples * c.seconds_per_sample / static_cast<double>(data_parallel) +
-                    optimizer_steps * optimizer_update_seconds(w.parameters, p.policy, states, o.device, o.link) /
+                    optimizer_steps * optimizer_update_seconds(parameters, p.policy, states, o.device, o.link) /
                         static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);
+  if (!std::isfinite(c.total_seconds) || !(c.seconds_per_sample > 0.0)) {  // never a verdict from an overflow
+    throw error("step time of " + c.policy_name, std::to_string(c.seconds_per_sample) + " s per sample",
+                "a finite time > 0 (check --efficiency, --measured-sps, --samples and the device's figures)");
+  }
   c.margin_seconds = o.window_seconds - c.total_seconds;
   if (o.price_per_hour > 0.0) {
-    c.cost_per_sample = o.price_per_hour * static_cast<double>(data_parallel) * c.total_seconds / 3600.0 / w.samples;
+    const double devices = static_cast<double>(data_parallel * (w.shape ? w.shape->tensor_parallel : 1));
+    c.cost_per_sample = o.price_per_hour * devices * c.total_seconds / 3600.0 / w.samples;
   }
   return c;
 }

@@ -19,6 +19,13 @@
 
 namespace safeamp {
 
+/// Bounds of the planner's inputs. Below min_efficiency of the roofline bound (0.1%) a step-time estimate means
+/// nothing (tuned training reaches 30-60%, an untuned loop a few percent); a window under a second cannot hold a
+/// training step worth planning; 1e9 s is about 31.7 years.
+inline constexpr double min_efficiency = 1e-3;
+inline constexpr double min_window_seconds = 1.0;
+inline constexpr double max_window_seconds = 1e9;
+
 /// What has to be trained in the window. Give either `shape` (a transformer) or `parameters` with
 /// `tokens_per_sample` and `activation_bytes_per_sample` (a measured or estimated figure, used for every policy).
 struct workload {

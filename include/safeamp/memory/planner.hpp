@@ -37,19 +37,24 @@ inline void validate(const workload& w) {
 }
 
 namespace detail {
+/// Hours with two decimals; past a million hours in three significant digits, so the unit is never cut off.
 inline std::string hours_text(double seconds) {
+  if (!std::isfinite(seconds)) throw error("time", std::to_string(seconds) + " s", "a finite time (check the inputs)");
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f h", seconds / 3600.0);
+  const double hours = seconds / 3600.0;
+  std::snprintf(buf, sizeof buf, std::fabs(hours) < 1e6 ? "%.2f h" : "%.3g h", hours);
   return buf;
 }
 
 inline void check_options(const planner_options& o) {
   validate(o.device);
-  if (!std::isfinite(o.window_seconds) || !(o.window_seconds > 0.0) || o.window_seconds > 1e9) {
-    throw error("window", std::to_string(o.window_seconds) + " s", "0 < window <= 1e9 s");
+  if (!std::isfinite(o.window_seconds) || !(o.window_seconds >= min_window_seconds) ||
+      o.window_seconds > max_window_seconds) {
+    throw error("window", std::to_string(o.window_seconds) + " s", "1 s <= window <= 1e9 s");
   }
-  if (!std::isfinite(o.efficiency) || !(o.efficiency > 0.0) || o.efficiency > 1.0) {
-    throw error("efficiency", std::to_string(o.efficiency), "0 < efficiency <= 1 (fraction of the roofline bound)");
+  if (!std::isfinite(o.efficiency) || !(o.efficiency >= min_efficiency) || o.efficiency > 1.0) {
+    throw error("efficiency", std::to_string(o.efficiency),
+                "0.001 <= efficiency <= 1 (fraction of the roofline bound)");
   }
   if (!std::isfinite(o.measured_samples_per_second) || o.measured_samples_per_second < 0.0) {
     throw error("measured samples per second", std::to_string(o.measured_samples_per_second), ">= 0 (0: not given)");
@@ -75,14 +80,18 @@ inline double calibrated_efficiency(const workload& w, const planner_options& o)
   const precision_policy p = preset_by_name(o.measured_policy);
   const double peak = peak_flops_for(o.device, p.compute);
   if (!(peak > 0.0)) throw error("measured policy", std::string(o.measured_policy), "a policy the device supports");
-  const double flops =
-      w.shape ? training_flops_per_sample(*w.shape, recompute::none)
-              : training_flops_per_sample({.parameters = w.parameters, .tokens_per_sample = w.tokens_per_sample},
-                                          recompute::none);
+  const double flops = device_flops_per_sample(w, recompute::none, 0);  // one tensor-parallel rank's share
   const plausibility check =
       check_throughput({.measured_flops = o.measured_samples_per_second * flops, .bound_flops = peak});
   if (!check.plausible)
     throw error("measured samples per second", std::to_string(o.measured_samples_per_second), check.diagnosis);
+  if (!(check.ratio >= min_efficiency)) {  // a throughput this low would plan with a meaningless efficiency
+    char floor[32];
+    std::snprintf(floor, sizeof floor, "%.4g", min_efficiency * peak / flops);
+    throw error("measured samples per second", std::to_string(o.measured_samples_per_second),
+                std::string(">= ") + floor + " samples/s for this model on the " + std::string(o.device.name) +
+                    " (0.1% of the roofline bound)");
+  }
   return std::min(1.0, check.ratio);
 }
 
@@ -113,9 +122,14 @@ inline std::vector<std::string> window_remedies(const workload& w, const planner
   std::vector<std::string> out;
   const double fit_samples = std::floor(w.samples * o.window_seconds / c.total_seconds);
   char buf[224];
-  std::snprintf(buf, sizeof buf, "train fewer samples: about %.6g of the %.6g (%.0f%%) fit in the window with %s, %s",
-                fit_samples, w.samples, 100.0 * fit_samples / w.samples, c.policy_name.c_str(),
-                std::string(to_string(c.quality)).c_str());
+  if (fit_samples >= 1.0) {
+    std::snprintf(buf, sizeof buf, "train fewer samples: about %.6g of the %.6g (%.0f%%) fit in the window with %s, %s",
+                  fit_samples, w.samples, 100.0 * fit_samples / w.samples, c.policy_name.c_str(),
+                  std::string(to_string(c.quality)).c_str());
+  } else {
+    std::snprintf(buf, sizeof buf, "train fewer samples: not even one sample fits in the window with %s (%.4g s each)",
+                  c.policy_name.c_str(), c.total_seconds / w.samples);
+  }
   out.emplace_back(buf);
   // More of the same card, data parallel: the smallest power of two that finishes (labelled with what it needs).
   for (std::uint64_t n = o.data_parallel * 2; n <= 1024; n *= 2) {

@@ -124,7 +124,8 @@ struct roofline_point {
   if (compute == fp16) return d.peak_fp16_flops;
   if (compute == bf16) return d.peak_bf16_flops;
   if (total_bits(compute) == 8) return d.peak_fp8_flops;
-  throw error("compute format", format_name(compute), "fp32, tf32, fp16, bf16, e4m3 or e5m2 (formats with tensor-core rates)");
+  throw error("compute format", format_name(compute),
+              "fp32, tf32, fp16, bf16, e4m3 or e5m2 (formats with tensor-core rates)");
 }
 
 /// Roofline of a kernel on a known device in the given compute format. Throws when the device lacks that format.
@@ -140,10 +141,10 @@ struct roofline_point {
 /// Result of checking a measured run against its roofline bound.
 struct plausibility {
   bool plausible = true;
-  double measured_flops = 0.0;      // cost.flops / measured seconds
-  double bound_flops = 0.0;         // attainable roofline throughput
-  double ratio = 0.0;               // measured / bound (> 1 + tolerance: impossible)
-  std::string diagnosis{};           // empty when plausible
+  double measured_flops = 0.0;  // cost.flops / measured seconds
+  double bound_flops = 0.0;     // attainable roofline throughput
+  double ratio = 0.0;           // measured / bound (> 1 + tolerance: impossible)
+  std::string diagnosis{};      // empty when plausible
 };
 
 /// Default slack above the bound before a result is called impossible: datasheet peaks are at the rated boost
@@ -173,8 +174,11 @@ struct throughput_check {
   if (!(tolerance >= 0.0) || !(tolerance < 1.0)) {
     throw error("plausibility tolerance", std::to_string(tolerance), "0 <= tolerance < 1");
   }
-  plausibility p{.plausible = true, .measured_flops = measured_flops, .bound_flops = bound_flops,
-                 .ratio = measured_flops / bound_flops, .diagnosis = {}};
+  plausibility p{.plausible = true,
+                 .measured_flops = measured_flops,
+                 .bound_flops = bound_flops,
+                 .ratio = measured_flops / bound_flops,
+                 .diagnosis = {}};
   if (p.ratio > 1.0 + tolerance) {
     p.plausible = false;
     p.diagnosis = "impossible result: measured " + std::to_string(measured_flops / 1e12) + " TFLOP/s is " +
@@ -187,10 +191,14 @@ struct throughput_check {
 
 /// Checks a timed kernel: `seconds` for `cost` on device `d` in format `compute`.
 [[nodiscard]] inline plausibility check_measurement(const device_spec& d, format_spec compute, kernel_cost cost,
-                                                    double seconds,
-                                                    double tolerance = default_plausibility_tolerance) {
+                                                    double seconds, double tolerance = default_plausibility_tolerance) {
   if (!(seconds > 0.0) || !std::isfinite(seconds)) {
-    throw error("measured seconds", std::to_string(seconds), "a finite number > 0 (a zero time is itself a timing bug)");
+    throw error("measured seconds", std::to_string(seconds),
+                "a finite number > 0 (a zero time is itself a timing bug)");
+  }
+  if (!std::isfinite(cost.flops / seconds)) {  // 1e-300 s: the rate overflows; name the time, not the rate
+    throw error("measured seconds", std::to_string(seconds),
+                "a time whose rate (FLOPs / seconds) is finite: a finite number > 0 and not vanishingly small");
   }
   const roofline_point r = roofline(d, compute, cost);
   return check_throughput(

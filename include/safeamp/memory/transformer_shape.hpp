@@ -9,6 +9,7 @@
 
 #include "safeamp/error.hpp"
 #include "safeamp/memory/bytes.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 
@@ -26,8 +27,7 @@ enum class attention_kernel : std::uint8_t { eager, flash };
 [[nodiscard]] inline attention_kernel parse_attention_kernel(std::string_view s) {
   if (s == "eager" || s == "math") return attention_kernel::eager;
   if (s == "flash" || s == "sdpa" || s == "flash-attention") return attention_kernel::flash;
-  throw error("attention", "'" + std::string(s) + "'",
-              "eager (softmax(QK^T) stored) or flash (flash/SDPA: no s^2 stored)");
+  throw error("attention", quoted_input(s), "eager (softmax(QK^T) stored) or flash (flash/SDPA: no s^2 stored)");
 }
 
 /// Shape of a GPT-style transformer: s, h, a, L, v in Korthikanti et al.'s notation, plus tensor-parallel size t and
@@ -88,6 +88,20 @@ inline void validate(const transformer_shape& t) {
     throw error("kv_heads", std::to_string(t.kv_heads), "a divisor of heads (" + std::to_string(t.heads) + "), or 0");
   }
   if (t.ffn_hidden > 16'000'000) throw error("ffn_hidden", std::to_string(t.ffn_hidden), "1 .. 16000000, or 0 (4h)");
+  // Tensor parallelism (Megatron-LM) gives each rank a/t attention heads and f/t of the MLP's columns; K/V heads are
+  // split too, or replicated when t exceeds them (each rank then holds one K/V head, as vLLM does for GQA).
+  const std::uint64_t tp = t.tensor_parallel, kv = kv_heads_of(t);
+  if (t.heads % tp != 0) {
+    throw error("tensor_parallel", std::to_string(tp), "a divisor of heads (" + std::to_string(t.heads) + ")");
+  }
+  if (kv % tp != 0 && tp % kv != 0) {
+    throw error("tensor_parallel", std::to_string(tp),
+                "a divisor or a multiple of the K/V heads (" + std::to_string(kv) + ")");
+  }
+  if (ffn_of(t) % tp != 0) {
+    throw error("tensor_parallel", std::to_string(tp),
+                "a divisor of the MLP width (" + std::to_string(ffn_of(t)) + ")");
+  }
   if (t.lora_rank > t.hidden)
     throw error("lora_rank", std::to_string(t.lora_rank), "0 .. hidden (" + std::to_string(t.hidden) + ")");
   if (t.cross_entropy_chunks > t.sequence) {
@@ -115,10 +129,51 @@ inline void validate(const transformer_shape& t) {
   return checked_add(checked_mul(layer_parameters(t), t.layers, "parameters"), embeddings, "parameters");
 }
 
-/// Parameters of the largest single layer (module) of the shape: the embedding v h or the MLP's up-projection
-/// h x f / t. ZeRO stage 3 gathers one such layer's full parameters (and its gradients) at a time.
+/// K/V heads one tensor-parallel rank holds: kv / t, or 1 when t > kv (each K/V head replicated on t / kv ranks).
+[[nodiscard]] constexpr std::uint64_t kv_heads_per_rank(const transformer_shape& t) noexcept {
+  const std::uint64_t kv = kv_heads_of(t);
+  return kv > t.tensor_parallel ? kv / t.tensor_parallel : 1;
+}
+
+/// Vocabulary rows one tensor-parallel rank holds: ceil(v / t) (Megatron's VocabParallelEmbedding splits the
+/// embedding and the output layer by rows, padding v to a multiple of t).
+[[nodiscard]] constexpr std::uint64_t vocabulary_per_rank(const transformer_shape& t) noexcept {
+  return (t.vocabulary + t.tensor_parallel - 1) / t.tensor_parallel;
+}
+
+/// Parameters one tensor-parallel rank holds, in Megatron-LM's layout (Shoeybi et al. 2019, arXiv:1909.08053, §3):
+/// Q and O h x h/t each, K and V h x (h/a) x kv_heads_per_rank each, the MLP's matrices 1/t of their columns or rows
+/// ((2 or 3) h f / t), the embedding (and an untied output layer) ceil(v/t) x h. The count neglects biases and layer
+/// norms, as parameter_count does; Megatron replicates those on every rank (a few h per layer). t = 1: parameter_count.
+[[nodiscard]] constexpr std::uint64_t rank_parameters(const transformer_shape& t) {
+  const std::uint64_t h = t.hidden, tp = t.tensor_parallel;
+  const std::uint64_t qo = checked_mul(2, checked_mul(h, h / tp, "parameters"), "parameters");
+  const std::uint64_t kv =
+      checked_mul(2, checked_mul(h, h / t.heads * kv_heads_per_rank(t), "parameters"), "parameters");
+  const std::uint64_t mlp =
+      checked_mul(t.gated_mlp ? 3 : 2, checked_mul(h, ffn_of(t) / tp, "parameters"), "parameters");
+  const std::uint64_t layer = checked_add(checked_add(qo, kv, "parameters"), mlp, "parameters");
+  const std::uint64_t embeddings =
+      checked_mul(t.tied_embeddings ? 1 : 2, checked_mul(vocabulary_per_rank(t), h, "parameters"), "parameters");
+  return checked_add(checked_mul(layer, t.layers, "parameters"), embeddings, "parameters");
+}
+
+/// A parameter count of the shape's model (its own parameter_count, or one given in its place) as one tensor-parallel
+/// rank holds it: count x rank_parameters / parameter_count, rounded up; the count itself when t = 1.
+[[nodiscard]] constexpr std::uint64_t tensor_parallel_share(const transformer_shape& t, std::uint64_t parameters) {
+  if (t.tensor_parallel == 1) return parameters;
+  const std::uint64_t whole = parameter_count(t), rank = rank_parameters(t);
+  if (parameters == whole) return rank;
+  const double share = static_cast<double>(parameters) * static_cast<double>(rank) / static_cast<double>(whole);
+  const auto floor = static_cast<std::uint64_t>(share);
+  return static_cast<double>(floor) < share ? floor + 1 : floor;
+}
+
+/// Parameters of the largest single layer (module) of the shape on one tensor-parallel rank: the embedding ceil(v/t) h
+/// or the MLP's up-projection h x f / t. ZeRO stage 3 gathers one such layer's parameters (and its gradients) at a
+/// time.
 [[nodiscard]] constexpr std::uint64_t largest_layer_parameters(const transformer_shape& t) {
-  const std::uint64_t embedding = checked_mul(t.vocabulary, t.hidden, "largest layer");
+  const std::uint64_t embedding = checked_mul(vocabulary_per_rank(t), t.hidden, "largest layer");
   const std::uint64_t mlp = checked_mul(ffn_of(t), t.hidden, "largest layer") / t.tensor_parallel;
   return embedding > mlp ? embedding : mlp;
 }

@@ -1,12 +1,11 @@
 // The nightly-window planner on small scenarios worked by hand: a round-number device, a 1e8-parameter model
 // with a given activation figure, and windows that make the answer change.
-#include <catch2/catch.hpp>
+#include "safeamp/memory/planner.hpp"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <limits>
 #include <string>
-
-#include "safeamp/memory/planner.hpp"
 
 using namespace safeamp;
 
@@ -26,8 +25,12 @@ constexpr device_spec toy{.name = "toy",
 
 // 1e8 parameters, 1000 tokens and 1 GB of activations per sample, 1e5 samples a night.
 workload toy_workload() {
-  return {.shape = std::nullopt, .parameters = 100'000'000, .tokens_per_sample = 1000,
-          .activation_bytes_per_sample = 1'000'000'000ULL, .samples = 1e5, .global_batch = 0};
+  return {.shape = std::nullopt,
+          .parameters = 100'000'000,
+          .tokens_per_sample = 1000,
+          .activation_bytes_per_sample = 1'000'000'000ULL,
+          .samples = 1e5,
+          .global_batch = 0};
 }
 
 planner_options toy_options(double window_seconds) {
@@ -36,7 +39,9 @@ planner_options toy_options(double window_seconds) {
   o.budget = {.device_bytes = 0, .reserve_fraction = 0.0};
   o.window_seconds = window_seconds;
   o.efficiency = 0.5;
-  o.policies = {{"fp32", presets::fp32}, {"tf32", presets::tf32}, {"bf16-mixed", presets::bf16_mixed},
+  o.policies = {{"fp32", presets::fp32},
+                {"tf32", presets::tf32},
+                {"bf16-mixed", presets::bf16_mixed},
                 {"fp8-hybrid", presets::fp8_hybrid}};
   o.host_memory_bytes = 64'000'000'000ULL;  // every offload here fits: 16 x 1e8 x 1.5 = 2.4 GB of host memory
   return o;
@@ -114,9 +119,10 @@ TEST_CASE("when nothing fits in memory the planner names the shortfall and what 
   // optimizer step; host memory (4 + 8 + 4) x 1e8 = 1.6 GB. bf16-mixed is the fastest (0.03 x 4/3 = 40 ms per
   // sample), then tf32, then fp32: one remedy per set of changes, the fastest policy's.
   REQUIRE(r.remedies.size() == 1);
-  CHECK_THAT(r.remedies[0], Catch::StartsWith("with bf16-mixed (quality unverified), recompute full: offload the optimizer "
-                                              "to the CPU (ZeRO-Offload, 1.60 GB of host memory): fits, microbatch 1") &&
-                                Catch::Contains("+0.081 s per optimizer step") && Catch::Contains("40 ms/sample"));
+  CHECK_THAT(r.remedies[0],
+             Catch::StartsWith("with bf16-mixed (quality unverified), recompute full: offload the optimizer "
+                               "to the CPU (ZeRO-Offload, 1.60 GB of host memory): fits, microbatch 1") &&
+                 Catch::Contains("+0.081 s per optimizer step") && Catch::Contains("40 ms/sample"));
   for (const std::string& s : r.remedies) CHECK_THAT(s, !Catch::Contains("sgd"));
 }
 
@@ -130,7 +136,8 @@ device_spec fp8_toy() {
   d.peak_fp8_flops = 80e12;
   return d;
 }
-constexpr transformer_shape round_shape{.sequence = 1000, .hidden = 1000, .heads = 10, .layers = 10, .vocabulary = 10000};
+constexpr transformer_shape round_shape{
+    .sequence = 1000, .hidden = 1000, .heads = 10, .layers = 10, .vocabulary = 10000};
 
 planner_options fp8_options() {
   planner_options o;
@@ -197,12 +204,12 @@ TEST_CASE("a missed window says how many samples fit and which card would finish
   CHECK_THAT(r.remedies[0], Catch::Contains("about 59308 of the 100000 (59%)"));
   // Two toy devices: 1e5 x 0.03 / 2 = 1500 s, + ceil(1e5 / 16) = 6250 optimizer steps (8 samples on each of 2
   // devices) x 2.8 ms = 17.5 s: 1517.5 s = 0.42 h < 0.5 h, labelled with what it needs.
-  CHECK_THAT(r.remedies[1], Catch::StartsWith("data parallel over 2 devices (NEEDS 2 devices; planned for 1): bf16-mixed "
-                                              "takes 0.42 h"));
+  CHECK_THAT(r.remedies[1],
+             Catch::StartsWith("data parallel over 2 devices (NEEDS 2 devices; planned for 1): bf16-mixed "
+                               "takes 0.42 h"));
   // On an RTX 4090 bf16 runs 6e11 / (0.5 x 165.2e12) = 7.3 ms per sample: the night takes ~0.2 h.
-  CHECK(std::any_of(r.remedies.begin(), r.remedies.end(), [](const std::string& s) {
-    return s.find("a different card (RTX 4090)") != std::string::npos;
-  }));
+  CHECK(std::any_of(r.remedies.begin(), r.remedies.end(),
+                    [](const std::string& s) { return s.find("a different card (RTX 4090)") != std::string::npos; }));
 }
 
 TEST_CASE("when one device cannot fit at all, the closest combination is listed and more devices are labelled") {
@@ -212,7 +219,8 @@ TEST_CASE("when one device cannot fit at all, the closest combination is listed 
   // ZeRO stage 3 over 2 devices with offload: weights and gradients 0.8 GB / 2 = 0.4 GB, + 9.5 GB fits.
   const plan_result r = plan(w, toy_options(7200));
   REQUIRE(r.remedies.size() == 2);
-  CHECK_THAT(r.remedies[0], Catch::StartsWith("offload the optimizer to the CPU") && Catch::Contains("still short by 0.30 GB"));
+  CHECK_THAT(r.remedies[0],
+             Catch::StartsWith("offload the optimizer to the CPU") && Catch::Contains("still short by 0.30 GB"));
   CHECK_THAT(r.remedies[1], Catch::Contains("ZeRO stage 3 over 2 devices (NEEDS 2 devices; planned for 1): fits"));
 }
 
@@ -344,4 +352,37 @@ TEST_CASE("an offload remedy that the host memory cannot hold is not offered as 
   for (const std::string& s : r.remedies)
     CHECK_THAT(s, !Catch::Contains("ZeRO-Offload, 1.60 GB of host memory): fits"));
   CHECK_THAT(r.remedies[0], Catch::StartsWith("8-bit AdamW (bitsandbytes): still short by"));
+}
+
+TEST_CASE("vanishing inputs are refused, and no verdict is printed from a time that is not finite") {
+  planner_options o = toy_options(7200);
+  o.efficiency = 1e-300;  // below min_efficiency (0.1% of the roofline bound)
+  CHECK_THROWS_WITH(plan(toy_workload(), o), Catch::Contains("efficiency"));
+  o = toy_options(0.5);  // under the 1 s minimum window
+  CHECK_THROWS_WITH(plan(toy_workload(), o), Catch::Contains("1 s <= window <= 1e9 s"));
+  // 6e11 FLOPs a sample at 50% of 40 TFLOPS is 0.03 s, so 0.01 samples/s is 0.03% of the bound: refused.
+  o = toy_options(7200);
+  o.measured_samples_per_second = 0.01;
+  CHECK_THROWS_WITH(plan(toy_workload(), o), Catch::Contains("0.1% of the roofline bound"));
+  // Hours past a million keep their unit; a time that is not finite is an error.
+  CHECK(detail::hours_text(3.6e306) == "1e+303 h");
+  CHECK(detail::hours_text(7200.0) == "2.00 h");
+  CHECK_THROWS(detail::hours_text(std::numeric_limits<double>::infinity()));
+}
+
+TEST_CASE("a window shorter than one sample says so instead of 'about 0 of the N'") {
+  // 1e8 tokens a sample: 6 x 1e8 x 1e8 = 6e16 FLOPs, 3000 s at 50% of 40 TFLOPS; 10 samples, a 1000 s window.
+  workload w = toy_workload();
+  w.tokens_per_sample = 100'000'000;
+  w.samples = 10;
+  const plan_result r = plan(w, toy_options(1000));
+  REQUIRE_FALSE(r.chosen);
+  REQUIRE_FALSE(r.remedies.empty());
+  CHECK_THAT(r.remedies[0], Catch::Contains("not even one sample fits in the window"));
+}
+
+TEST_CASE("a measured time whose rate overflows names the time") {
+  const kernel_cost cost =
+      gemm_cost({.m = 8192, .n = 8192, .k = 8192, .a_element_bytes = 2, .b_element_bytes = 2, .c_element_bytes = 2});
+  CHECK_THROWS_WITH(check_measurement(toy, fp16, cost, 1e-300), Catch::StartsWith("measured seconds is"));
 }

@@ -41,7 +41,8 @@ struct json_input_limits {
 /// characters, and linear in max_chars whatever the size or depth of `value`.
 [[nodiscard]] std::string summarize_json(const nlohmann::json& value, std::size_t max_chars = 60);
 
-/// `text` cut to `max_chars` characters with "..." appended when longer (for messages quoting outside input).
+/// `text` for a message quoting outside input: safeamp::bounded_input (quoted_input.hpp), i.e. cut to `max_chars`
+/// bytes at a UTF-8 character boundary with "..." appended when longer, control characters written as \xNN.
 [[nodiscard]] std::string bounded_text(std::string_view text, std::size_t max_chars = 200);
 
 }  // namespace safeamp::sim

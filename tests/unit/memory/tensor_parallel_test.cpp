@@ -1,0 +1,108 @@
+// Tensor parallelism (Megatron-LM) in the training and inference ledgers, worked by hand on Korthikanti et al.'s 22B
+// configuration (Table 3: TP = 8 on 8 GPUs) and Llama 3 8B: each rank's parameters, model states, FLOPs and KV cache,
+// and the tensor-parallel sizes the heads refuse.
+#include <catch2/catch.hpp>
+#include <cstdint>
+
+#include "published_shapes.hpp"
+#include "safeamp/memory/inference.hpp"
+#include "safeamp/memory/planner.hpp"
+
+using namespace safeamp;
+
+namespace {
+// 22B model of Table 3: s = 2048, h = 6144, a = 64, L = 48, v = 51200; TP = 8 with sequence parallelism.
+constexpr transformer_shape model_22b{.sequence = 2048, .hidden = 6144, .heads = 64, .layers = 48, .vocabulary = 51200};
+
+transformer_shape tp8() {
+  transformer_shape t = model_22b;
+  t.tensor_parallel = 8;
+  t.sequence_parallel = true;
+  return t;
+}
+
+// A device large enough for every candidate: only the states and the FLOPs are checked.
+constexpr device_spec big{.name = "big",
+                          .capacity_bytes = 1'000'000'000'000ULL,
+                          .memory_bytes_per_second = 1e12,
+                          .peak_fp32_flops = 10e12,
+                          .peak_tf32_flops = 20e12,
+                          .peak_fp16_flops = 40e12,
+                          .peak_bf16_flops = 40e12,
+                          .peak_fp8_flops = 0.0,
+                          .peak_fp16_fp16_accumulate_flops = 40e12,
+                          .half_rate_fp32_accumulate = false,
+                          .source = "test"};
+}  // namespace
+
+TEST_CASE("a tensor-parallel rank holds 1/t of the weight matrices and of the embedding") {
+  // 12 L h^2 + v h = 12 x 48 x 37,748,736 + 51,200 x 6,144 = 21,743,271,936 + 314,572,800.
+  CHECK(parameter_count(model_22b) == 22'057'844'736ULL);
+  CHECK(rank_parameters(model_22b) == parameter_count(model_22b));  // t = 1: the whole model
+  // t = 8: 21,743,271,936 / 8 + (51,200 / 8) x 6,144 = 2,717,908,992 + 39,321,600.
+  CHECK(rank_parameters(tp8()) == 2'757'230'592ULL);
+  CHECK(tensor_parallel_share(tp8(), 22'057'844'736ULL) == 2'757'230'592ULL);
+  CHECK(tensor_parallel_share(tp8(), 22'057'844'744ULL) == 2'757'230'593ULL);  // a given count: 1/8, rounded up
+  CHECK(tensor_parallel_share(model_22b, 12345) == 12345);
+  // The largest layer on a rank: the embedding's 6,400 rows x 6,144 = 39,321,600 (the MLP's h x 4h / 8 is 18,874,368).
+  CHECK(largest_layer_parameters(tp8()) == 39'321'600ULL);
+}
+
+TEST_CASE("training under tensor parallelism: per-rank model states and FLOPs") {
+  const transformer_shape t = tp8();
+  planner_options o;
+  o.device = big;
+  o.budget = {.device_bytes = 0, .reserve_fraction = 0.0};
+  o.window_seconds = 1e9;
+  o.policies = {{"bf16-mixed", presets::bf16_mixed}};
+  o.recompute_modes = {recompute::selective};
+  o.host_memory_bytes = 1'000'000'000'000ULL;
+  const plan_result r = plan({.shape = t, .samples = 1e5}, o);
+  REQUIRE(r.candidates.size() == 1);
+  const plan_candidate& c = r.candidates[0];
+  // bf16-mixed AdamW: fp32 weights 4 + fp32 gradients 4 + two fp32 moments 8 = 16 bytes per parameter of the rank.
+  CHECK(c.state_bytes == 16ULL * 2'757'230'592ULL);  // 44.116 GB (the whole model: 352.926 GB)
+  // Korthikanti Appendix A per sample, selective recomputation: 72 L s h^2 (1 + s/(6h) + v/(12 h L)) + 12 L s^2 h,
+  // split evenly over the 8 ranks.
+  const double s = 2048, h = 6144, l = 48, v = 51200;
+  const double whole = 72 * l * s * h * h * (1 + s / (6 * h) + v / (12 * h * l)) + 12 * l * s * s * h;
+  CHECK(c.flops_per_sample == Approx(whole / 8).epsilon(1e-12));
+  // The per-sample time follows: 8 ranks take less than a quarter of one device's time (the roofline of the f/t-wide
+  // GEMM keeps it from exactly 1/8).
+  transformer_shape one = t;
+  one.tensor_parallel = 1;
+  one.sequence_parallel = false;
+  const plan_result single = plan({.shape = one, .samples = 1e5}, o);
+  REQUIRE(single.candidates.size() == 1);
+  CHECK(c.seconds_per_sample < single.candidates[0].seconds_per_sample / 4);
+}
+
+TEST_CASE("tensor parallelism must split the heads; K/V heads are split or replicated") {
+  transformer_shape t = model_22b;
+  t.tensor_parallel = 3;  // 64 heads over 3 ranks
+  CHECK_THROWS_WITH(validate(t), Catch::Contains("tensor_parallel is 3; accepted: a divisor of heads (64)"));
+  transformer_shape small{.sequence = 1024, .hidden = 1024, .heads = 32, .layers = 12, .vocabulary = 50257};
+  small.tensor_parallel = 64;  // more ranks than heads
+  CHECK_THROWS_WITH(validate(small), Catch::Contains("tensor_parallel is 64; accepted: a divisor of heads (32)"));
+  transformer_shape gqa{.sequence = 128, .hidden = 4800, .heads = 48, .layers = 1, .vocabulary = 1000, .kv_heads = 8};
+  gqa.tensor_parallel = 12;  // divides the 48 heads, but neither divides nor is a multiple of the 8 K/V heads
+  CHECK_THROWS_WITH(validate(gqa), Catch::Contains("a divisor or a multiple of the K/V heads (8)"));
+  gqa.tensor_parallel = 16;  // each rank holds one of the 8 K/V heads, replicated twice
+  CHECK_NOTHROW(validate(gqa));
+  CHECK(kv_heads_per_rank(gqa) == 1);
+}
+
+TEST_CASE("inference: each rank caches at least one K/V head") {
+  transformer_shape t = test_shapes::llama3_8b;
+  t.tensor_parallel = 16;  // 8 K/V heads: one per rank, each held by 2 ranks
+  // 2 (K and V) x 32 layers x 1 head x 128 x 2 bytes = 16,384 per token (not 131,072 / 16 = 8,192: half a head).
+  CHECK(kv_cache_bytes_per_token(t, 2) == 16'384);
+  t.tensor_parallel = 4;  // 2 heads per rank
+  CHECK(kv_cache_bytes_per_token(t, 2) == 32'768);
+  // Weights per rank at t = 16: per layer Q, O 2 x 4096 x 256 + K, V 2 x 4096 x 128 + MLP 3 x 4096 x 896 = 14,155,776;
+  // x 32 = 452,984,832, + untied embeddings 2 x 8,016 x 4,096 = 65,667,072: 518,651,904 parameters, 2 bytes each.
+  t.tensor_parallel = 16;
+  CHECK(rank_parameters(t) == 518'651'904ULL);
+  const inference_needs n = inference_needs_for({.shape = t, .context_tokens = 4096});
+  CHECK(n.weight_bytes == 2ULL * 518'651'904ULL);
+}
