@@ -9,6 +9,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/format/block_format.hpp"
 #include "safeamp/format/format_names.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 
@@ -70,7 +71,7 @@ inline std::string block_format_name(const block_format& b) {
 inline block_format parse_block_format(std::string_view name) {
   block_format b{};
   if (detail::parse_block_format_name(name, b)) return b;
-  throw error("block format name", "'" + std::string(name) + "'", std::string(block_format_names_accepted));
+  throw error("block format name", quoted_input(name), std::string(block_format_names_accepted));
 }
 
 }  // namespace safeamp

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "safeamp/format/format_spec.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 
@@ -210,7 +211,7 @@ inline format_spec parse_format(std::string_view name) {
     return make_format(exponent_width{f.exponent_bits}, mantissa_width{f.mantissa_bits}, f.specials, f.bias_offset,
                        f.is_unsigned);
   }
-  throw error("format name", "'" + std::string(name) + "'", std::string(format_names_accepted));
+  throw error("format name", quoted_input(name), std::string(format_names_accepted));
 }
 
 }  // namespace safeamp

@@ -8,6 +8,7 @@
 
 #include "safeamp/error.hpp"
 #include "safeamp/policy/policy_value.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 namespace presets {
@@ -125,7 +126,7 @@ namespace detail {
 [[nodiscard]] inline precision_policy preset_by_name(std::string_view name) {
   precision_policy p;
   if (!find_policy_preset(name, p)) {
-    throw error("policy preset", "'" + std::string(name) + "'", std::string(policy_preset_names));
+    throw error("policy preset", quoted_input(name), std::string(policy_preset_names));
   }
   return p;
 }

@@ -9,6 +9,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/format/format_names.hpp"
 #include "safeamp/policy/policy_presets.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 namespace detail {
@@ -144,8 +145,7 @@ inline constexpr std::string_view policy_bools_accepted = "true, false, yes, no,
 
 [[noreturn]] inline void policy_error(std::string_view what, std::string_view value, std::string_view whole,
                                       std::string_view accepted) {
-  throw error(std::string(what), "'" + std::string(value) + "' in policy '" + std::string(whole) + "'",
-              std::string(accepted));
+  throw error(std::string(what), quoted_input(value) + " in policy " + quoted_input(whole), std::string(accepted));
 }
 
 /// The fields a policy string did not set follow from those it did (see docs/policies.md):

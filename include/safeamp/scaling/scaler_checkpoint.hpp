@@ -25,6 +25,7 @@
 #endif
 
 #include "safeamp/error.hpp"
+#include "safeamp/quoted_input.hpp"
 #include "safeamp/scaling/scaler_config.hpp"
 #include "safeamp/scaling/scaler_validate.hpp"
 #include "safeamp/scaling/step_report.hpp"
@@ -119,7 +120,7 @@ inline void validate(const scaler_checkpoint& c) {
   json::reject_unknown_members(doc, {"format", "version", "config", "state", "counters"}, "scaler checkpoint");
   const std::string& format = json::to_string_value(json::member(doc, "format", "checkpoint"), "checkpoint.format");
   if (format != scaler_checkpoint_format) {
-    throw error("scaler checkpoint format", "'" + format + "'", std::string(scaler_checkpoint_format));
+    throw error("scaler checkpoint format", quoted_input(format), std::string(scaler_checkpoint_format));
   }
   scaler_checkpoint c;
   c.version = json::to_number<std::int32_t>(json::member(doc, "version", "checkpoint"), "checkpoint.version");
@@ -155,7 +156,7 @@ inline void validate(const scaler_checkpoint& c) {
   } else if (mode == "since_growth") {
     c.config.mode = hysteresis_mode::since_growth;
   } else {
-    throw error("checkpoint.config.mode", "'" + mode + "'", "consecutive or since_growth");
+    throw error("checkpoint.config.mode", quoted_input(mode), "consecutive or since_growth");
   }
   c.config.min_scale = num_f(cfg, "min_scale", "checkpoint.config");
   c.config.max_scale = num_f(cfg, "max_scale", "checkpoint.config");

@@ -8,6 +8,7 @@
 
 #include "safeamp/error.hpp"
 #include "safeamp/policy/policy_presets.hpp"
+#include "safeamp/quoted_input.hpp"
 #include "safeamp/scaling/scaler_config.hpp"
 
 namespace safeamp::scaler_presets {
@@ -100,7 +101,7 @@ inline constexpr std::string_view names = "default, pytorch, deepspeed, deepspee
   for (const named_scaler_config& p : all) {
     if (safeamp::detail::name_equal(name, p.name)) return p.config;
   }
-  throw error("scaler preset", "'" + std::string(name) + "'", std::string(names));
+  throw error("scaler preset", quoted_input(name), std::string(names));
 }
 
 }  // namespace safeamp::scaler_presets

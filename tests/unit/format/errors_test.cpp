@@ -45,6 +45,11 @@ TEST_CASE("make_format and parse_format reject bad descriptors with a clear erro
   CHECK(message_of([] { (void)safeamp::parse_format("fp17"); }).find("format name is 'fp17'") == 0);
   CHECK(message_of([] { (void)safeamp::parse_format("e5m2x"); }).find("format name is 'e5m2x'") == 0);
   CHECK(message_of([] { (void)safeamp::parse_format(""); }).find("format name is ''") == 0);
+  // Outside input is quoted cut and inert (quoted_input.hpp): 80 bytes and "...", control characters as \xNN.
+  CHECK(message_of([] {
+          (void)safeamp::parse_format(std::string(5000, 'x'));
+        }).find("format name is '" + std::string(80, 'x') + "...'; accepted: ") == 0);
+  CHECK(message_of([] { (void)safeamp::parse_format("fp16\x1b[2J"); }).find("format name is 'fp16\\x1b[2J'") == 0);
   for (const char* name : {"fp32", "tf32", "fp16", "bf16", "e4m3", "e5m2"}) {
     CHECK(safeamp::format_name(safeamp::parse_format(name)) == name);
   }

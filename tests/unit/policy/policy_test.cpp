@@ -99,4 +99,18 @@ TEST_CASE("preset_by_name finds every preset and lists the names on error") {
     CHECK(m.find("fp16-pure-master") != std::string::npos);
     CHECK(e.field() == "policy preset");
   }
+  // A policy string's bad token and the whole string are each quoted cut (quoted_input.hpp): the message of a
+  // 3000-character token is as long as that of a 300-character one.
+  const auto message_for = [](std::size_t n) -> std::string {
+    try {
+      (void)parse_policy("params=fp32,compute=" + std::string(n, 'z'));
+    } catch (const error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const std::string m = message_for(3000);
+  CHECK(m.find("'" + std::string(80, 'z') + "...' in policy 'params=fp32,compute=") != std::string::npos);
+  CHECK(m.size() == message_for(300).size());
+  CHECK(m.size() < 1000);
 }
