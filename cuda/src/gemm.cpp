@@ -182,6 +182,12 @@ gemm_engine::~gemm_engine() {
   }
 }
 
+void gemm_engine::release_stream(void* stream) {
+  if (stream == nullptr) return;
+  SAFEAMP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  (void)impl_->slots.erase(stream);
+}
+
 void gemm_engine::run(const gemm_problem& p, const gemm_operands& o, void* stream) {
   if (p.types.min_compute_capability > impl_->compute_capability) {
     throw error("gemm types",

@@ -11,6 +11,7 @@
 #include "device_util.hpp"
 #include "safeamp/cuda/device.hpp"
 #include "safeamp/cuda/gemm.hpp"
+#include "safeamp/cuda/memory_probe.hpp"
 #include "safeamp/format.hpp"
 
 using namespace safeamp;
@@ -210,6 +211,21 @@ TEST_CASE("two streams get their own workspace and plans; offset operands their 
   TEST_CUDA_CHECK(cudaStreamSynchronize(s2));
   CHECK(engine.streams() == 3);  // default stream + s1 + s2
   CHECK(engine.cache_stats() == plan_cache_stats{.hits = 4, .misses = 2, .entries = 2});
+  // Released before its stream is destroyed: s2's workspace is freed (live bytes down by exactly one workspace),
+  // s1's and the default stream's stay; releasing the default stream changes nothing.
+  const std::uint64_t live = device_allocations().live_bytes();
+  engine.release_stream(s2);
+  CHECK(engine.streams() == 2);
+  CHECK(device_allocations().live_bytes() == live - engine.workspace_bytes());
+  engine.release_stream(nullptr);
+  engine.release_stream(s2);  // no slot left: nothing
+  CHECK(engine.streams() == 2);
+  engine.run(p, offset, s2);  // used again: a new slot
+  TEST_CUDA_CHECK(cudaStreamSynchronize(s2));
+  CHECK(engine.streams() == 3);
+  engine.release_stream(s1);
+  engine.release_stream(s2);
+  CHECK(engine.streams() == 1);
   TEST_CUDA_CHECK(cudaStreamDestroy(s1));
   TEST_CUDA_CHECK(cudaStreamDestroy(s2));
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -56,6 +57,12 @@ TEST_CASE("stream slots: one per stream, made once", "[cuda][host][slots]") {
       std::runtime_error);
   CHECK(slots.size() == 3);
   CHECK(id_of(stream_at(9)) == 4);
+  // erase: the slot goes (a released stream), the next use makes a new one; erasing a stream without one is a no-op
+  CHECK(slots.erase(stream_at(1)));
+  CHECK_FALSE(slots.erase(stream_at(1)));
+  CHECK(slots.size() == 3);
+  CHECK(id_of(stream_at(1)) == 5);
+  CHECK(id_of(stream_at(2)) == 3);  // the others untouched
   slots.clear();
   CHECK(slots.size() == 0);
 }
@@ -98,4 +105,41 @@ TEST_CASE("stream slots: readers see whole counters while threads run", "[cuda][
   CHECK(total == std::int64_t{threads} * uses_per_thread);  // no increment lost
   CHECK(made.load() == streams);                            // one slot per stream, even when threads raced
   CHECK_FALSE(went_down);
+}
+
+TEST_CASE("stream slots: an erase during a use leaves that use its slot", "[cuda][host][slots]") {
+  // One thread is inside a use of stream 1's slot when another erases it: the slot is not destroyed under the use
+  // (it is once the use ends), and the next use of stream 1 gets a new slot.
+  struct tracked_slot {
+    int id = 0;
+    std::shared_ptr<std::atomic<int>> destroyed;  // counts this slot's destruction (a moved-from one holds none)
+    tracked_slot(int i, std::shared_ptr<std::atomic<int>> d) : id(i), destroyed(std::move(d)) {}
+    tracked_slot(tracked_slot&&) noexcept = default;
+    tracked_slot& operator=(tracked_slot&&) noexcept = default;
+    ~tracked_slot() {
+      if (destroyed) ++*destroyed;
+    }
+  };
+  stream_slots<tracked_slot> slots;
+  const auto first = std::make_shared<std::atomic<int>>(0), second = std::make_shared<std::atomic<int>>(0);
+  std::atomic<bool> inside{false}, erased{false};
+  int destroyed_during_use = -1;
+  std::thread user([&] {
+    slots.with_slot(
+        stream_at(1), [&] { return tracked_slot(1, first); },
+        [&](tracked_slot&) {
+          inside = true;
+          while (!erased) std::this_thread::yield();
+          destroyed_during_use = *first;
+        });
+  });
+  while (!inside) std::this_thread::yield();
+  CHECK(slots.erase(stream_at(1)));
+  erased = true;
+  user.join();
+  CHECK(destroyed_during_use == 0);  // alive while in use
+  CHECK(*first == 1);                // and destroyed once the use ended
+  CHECK(slots.size() == 0);
+  CHECK(slots.with_slot(
+            stream_at(1), [&] { return tracked_slot(2, second); }, [](tracked_slot& t) { return t.id; }) == 2);
 }

@@ -46,6 +46,13 @@ class gemm_engine {
   /// types need a newer GPU than the current one throws safeamp::error naming both compute capabilities.
   void run(const gemm_problem& problem, const gemm_operands& operands, void* stream);
 
+  /// Frees the workspace and plans of `stream` (a cudaStream_t that ran GEMMs on this engine), after waiting for
+  /// the stream (its queued GEMMs use that workspace): call it before cudaStreamDestroy, and with no thread running
+  /// GEMMs on that stream. Otherwise a stream's workspace (32 MiB by default) lives as long as the engine, however
+  /// many streams come and go. The default stream's (nullptr) lives as long as the engine; releasing it, or a stream
+  /// this engine never ran on, does nothing. Throws cuda_error when the wait fails.
+  void release_stream(void* stream);
+
   /// Plan-cache counters summed over every stream.
   [[nodiscard]] plan_cache_stats cache_stats() const;
   /// The workspace of one stream.

@@ -19,14 +19,14 @@ class stream_slots {
   /// a throwing make() leaves no slot behind (the next use tries again).
   template <class Make, class Use>
   decltype(auto) with_slot(void* stream, Make&& make, Use&& use) {
-    entry* e = nullptr;
+    std::shared_ptr<entry> e;  // held for the use: an erase() meanwhile removes the slot from the map, not from here
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       auto it = slots_.find(stream);
-      if (it == slots_.end()) it = slots_.emplace(stream, std::make_unique<entry>(std::forward<Make>(make)())).first;
-      e = it->second.get();
+      if (it == slots_.end()) it = slots_.emplace(stream, std::make_shared<entry>(std::forward<Make>(make)())).first;
+      e = it->second;
     }
-    const std::lock_guard<std::mutex> lock(e->mutex);  // entries are never removed while the engine is in use
+    const std::lock_guard<std::mutex> lock(e->mutex);
     return std::forward<Use>(use)(e->slot);
   }
 
@@ -46,6 +46,18 @@ class stream_slots {
     return slots_.size();
   }
 
+  /// Drops the slot of `stream`, if any (returns whether there was one); the stream's next use makes a new one. A
+  /// use of the slot in progress on another thread keeps it alive until that use ends.
+  bool erase(void* stream) {
+    std::shared_ptr<entry> gone;  // destroyed after the map's lock is released
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = slots_.find(stream);
+    if (it == slots_.end()) return false;
+    gone = std::move(it->second);
+    slots_.erase(it);
+    return true;
+  }
+
   /// Drops every slot (the owner's destructor, once no thread uses the engine).
   void clear() {
     const std::lock_guard<std::mutex> lock(mutex_);
@@ -59,7 +71,7 @@ class stream_slots {
     Slot slot;
   };
   mutable std::mutex mutex_;
-  std::unordered_map<void*, std::unique_ptr<entry>> slots_;
+  std::unordered_map<void*, std::shared_ptr<entry>> slots_;
 };
 
 }  // namespace safeamp::cuda
