@@ -114,6 +114,9 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
                         {"host_memory_bytes", r.host_memory_bytes},
                         {"host_shortfall_bytes", c.host_shortfall_bytes},
                         {"adapter_parameters", r.states.adapter_parameters},
+                        {"rank_adapter_parameters", device_states(r).adapter_parameters},
+                        {"rank_frozen_parameters", device_states(r).frozen_parameters},
+                        {"devices_in_all", devices_in_all(r, r.data_parallel)},
                         {"lora_rank", r.shape ? r.shape->lora_rank : 0},
                         {"cross_entropy_chunks", r.shape ? r.shape->cross_entropy_chunks : 0}};
     if (calibration) {
@@ -164,11 +167,10 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
                 format_bytes(static_cast<std::uint64_t>(c.headroom_bytes), byte_unit::gb, 3).c_str(),
                 format_bytes(static_cast<std::uint64_t>(c.headroom_bytes), byte_unit::gib, 3).c_str());
     if (r.global_batch > 0) {
-      std::printf(
-          "Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %llu device(s) = %lld samples\n",
-          std::string(to_string(r.rounding)).c_str(), static_cast<long long>(r.global_batch),
-          static_cast<long long>(c.accumulation.microbatch), static_cast<long long>(c.accumulation.steps),
-          static_cast<unsigned long long>(r.data_parallel), static_cast<long long>(c.accumulation.global_batch));
+      std::printf("Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %s = %lld samples\n",
+                  std::string(to_string(r.rounding)).c_str(), static_cast<long long>(r.global_batch),
+                  static_cast<long long>(c.accumulation.microbatch), static_cast<long long>(c.accumulation.steps),
+                  replicas_text(r).c_str(), static_cast<long long>(c.accumulation.global_batch));
     }
     return exit_ok;
   }

@@ -60,8 +60,8 @@ inline constexpr plan_key plan_keys[] = {
     {"host-bandwidth", "CPU memory bandwidth for the offloaded update, e.g. 80GB (default 50GB: an assumption, 65% of two DDR5-4800 channels' 76.8 GB/s; measure yours)"},
     {"host-memory", "CPU memory for --offload (and offload remedies), e.g. 128GB; the offloaded states x 1.5 must fit (default: MemAvailable of /proc/meminfo)"},
     {"accounting", "pytorch (default) or deepspeed: an fp32 copy of the gradients as well (2 + 18/N bytes/param at ZeRO-2)"},
-    {"dp", "data-parallel devices (default 1)"},
-    {"devices", "data-parallel ranks N: print each rank's bytes under DDP, ZeRO-1 (distributed optimizer), ZeRO-2 and ZeRO-3 (and plan with N)"},
+    {"dp", "data-parallel devices (default 1; with --tp t each is a replica of t devices)"},
+    {"devices", "data-parallel ranks N: print each rank's bytes under DDP, ZeRO-1 (distributed optimizer), ZeRO-2 and ZeRO-3 (and plan with N; with --tp t, N x t devices)"},
     {"bucket-view", "with --devices or --dp > 1: DDP's gradient_as_bucket_view, true/false (default false: the buckets copy the gradients)"},
     {"largest-layer", "parameters of the largest layer, for ZeRO-3's gathered layer without a shape (e.g. 32M)"},
     {"seq", "transformer: sequence length s"},
@@ -248,7 +248,7 @@ inline precision_policy parse_policy_arg(std::string_view key, const std::string
     const std::size_t in = what.find(" in policy '");
     if (what.rfind(lead, 0) == 0 && in != std::string::npos && in > lead.size()) {  // the rejected part, cut
       const std::string part = what.substr(lead.size(), in - lead.size());
-      if (part != "'" + text + "'") reason += " " + bounded_input(part, 40);  // not the whole text again
+      if (part != quoted_input(text)) reason += " " + bounded_input(part, 40);  // not the whole text again
     }
     if (at != std::string::npos) reason += "; " + what.substr(at + 12);
     throw error(

@@ -88,6 +88,15 @@ inline int report_roofline(const plan_request& r, nlohmann::json& out, bool json
   return code;
 }
 
+/// The devices of the accumulation line: "2 device(s)"; under tensor parallelism "2 data-parallel replica(s) x 8
+/// tensor-parallel ranks = 16 devices" (the global batch counts replicas: each replica's t ranks share its samples).
+inline std::string replicas_text(const plan_request& r) {
+  const std::uint64_t tp = r.shape ? r.shape->tensor_parallel : 1;
+  if (tp == 1) return std::to_string(r.data_parallel) + " device(s)";
+  return std::to_string(r.data_parallel) + " data-parallel replica(s) x " + std::to_string(tp) +
+         " tensor-parallel ranks = " + std::to_string(devices_in_all(r, r.data_parallel)) + " devices";
+}
+
 inline std::string policy_label(const plan_request& r) {
   const bool impl_matters = r.states.optimizer == optimizer_kind::adam;
   return r.policy_name + ", " + std::string(to_string(r.states.optimizer)) +
@@ -99,7 +108,8 @@ inline std::string policy_label(const plan_request& r) {
 inline void print_states_ledger(const plan_request& r) {
   const model_states& m = *r.states_ledger;
   // Per parameter on the device, unpartitioned: the policy's count, or what a frozen base / offload leaves there.
-  const double per_param = static_cast<double>(model_states_for(m.parameter_count, r.policy, r.states).total_bytes()) /
+  const state_options rank = device_states(r);  // under tensor parallelism: the rank's adapters and frozen ones
+  const double per_param = static_cast<double>(model_states_for(m.parameter_count, r.policy, rank).total_bytes()) /
                            static_cast<double>(m.parameter_count);
   if (r.shape && r.shape->tensor_parallel > 1) {
     // Tensor parallelism: every figure below is one rank's (rank_parameters: 1/t of the weight matrices and of the
@@ -119,18 +129,25 @@ inline void print_states_ledger(const plan_request& r) {
         static_cast<unsigned long long>(r.data_parallel), per_param);
   }
   std::printf("  %-42s %12s %12s\n", "", "GB (10^9)", "GiB (2^30)");
+  const bool split = rank != r.states;
   if (r.states.adapter_parameters > 0) {
-    std::printf("  %s: the %.4g base parameters are frozen (%s), %llu adapter parameters train in fp32\n",
+    std::printf("  %s: the %.4g base parameters are frozen (%s), %llu adapter parameters train in fp32%s\n",
                 r.states.base_4bit ? "QLoRA" : "LoRA", static_cast<double>(m.parameter_count),
                 r.states.base_4bit ? "4-bit NF4, 0.516 bytes each"
                                    : format_name(frozen_base_format(r.policy, r.states)).c_str(),
-                static_cast<unsigned long long>(r.states.adapter_parameters));
+                static_cast<unsigned long long>(rank.adapter_parameters),
+                split ? (" (this rank's of the model's " + std::to_string(r.states.adapter_parameters) +
+                         ": A whole and B split on column-parallel layers, A split and B whole on row-parallel ones)")
+                            .c_str()
+                      : "");
   }
   if (r.states.frozen_parameters > 0) {
     std::printf(
         "  frozen: %llu of the %.4g parameters keep their weights only (no gradients, master copy or optimizer "
-        "states)\n",
-        static_cast<unsigned long long>(r.states.frozen_parameters), static_cast<double>(m.parameter_count));
+        "states)%s\n",
+        static_cast<unsigned long long>(rank.frozen_parameters), static_cast<double>(m.parameter_count),
+        split ? (" (this rank's share of the model's " + std::to_string(r.states.frozen_parameters) + ")").c_str()
+              : "");
   }
   print_size_row("weights", m.weight_bytes);
   print_size_row("gradients", m.gradient_bytes);
@@ -232,10 +249,10 @@ inline std::string host_memory_source(const plan_request& r) {
 inline void print_host_memory(const plan_request& r, const plan_candidate& c) {
   char label[96];
   std::printf("Host memory (offloaded states)\n  %-42s %12s %12s\n", "", "GB (10^9)", "GiB (2^30)");
-  print_size_row(r.data_parallel > 1 ? "offloaded to CPU memory, per device" : "offloaded to CPU memory", c.host_bytes,
-                 " ");
+  const std::uint64_t devices = devices_in_all(r, r.data_parallel);  // every rank of every replica offloads
+  print_size_row(devices > 1 ? "offloaded to CPU memory, per device" : "offloaded to CPU memory", c.host_bytes, " ");
   std::snprintf(label, sizeof label, "needed: x %.3g (DeepSpeed's buffer factor)%s", host_buffer_factor,
-                r.data_parallel > 1 ? ", every device" : "");
+                devices > 1 ? (", all " + std::to_string(devices) + " devices").c_str() : "");
   print_size_row(label, c.host_needed_bytes, "=");
   print_size_row("host memory", r.host_memory_bytes, " ");
   const std::string verdict =

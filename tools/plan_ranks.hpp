@@ -14,7 +14,7 @@ inline rank_ledger rank_ledger_of(const plan_request& r) {
   const std::uint64_t largest = r.shape ? largest_layer_parameters(*r.shape) : r.largest_layer;
   return rank_ledger_for({.parameters = device_parameters(r),
                           .policy = r.policy,
-                          .states = r.states,
+                          .states = device_states(r),
                           .ranks = r.devices,
                           .largest_layer_parameters = largest,
                           .gradient_as_bucket_view = r.bucket_view});
@@ -23,6 +23,7 @@ inline rank_ledger rank_ledger_of(const plan_request& r) {
 /// The per-rank model-state ledger (the step's activations come on top, the same on every rank).
 inline int report_ranks(const plan_request& r, nlohmann::json& out, bool json) {
   const rank_ledger l = rank_ledger_of(r);
+  const std::uint64_t largest = r.shape ? largest_layer_parameters(*r.shape) : r.largest_layer;  // 0: unknown
   if (json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const rank_ledger_row& row : l) {
@@ -38,11 +39,24 @@ inline int report_ranks(const plan_request& r, nlohmann::json& out, bool json) {
                       {"host_bytes", row.states.host_bytes},
                       {"total_bytes", row.total_bytes()}});
     }
-    out["ranks"] = {{"devices", r.devices}, {"gradient_as_bucket_view", r.bucket_view}, {"per_rank", rows}};
+    out["ranks"] = {{"devices", r.devices},
+                    {"tensor_parallel", r.shape ? r.shape->tensor_parallel : 1},
+                    {"devices_in_all", devices_in_all(r, r.devices)},
+                    {"largest_layer_parameters", largest},
+                    {"gradient_as_bucket_view", r.bucket_view},
+                    {"per_rank", rows}};
     return exit_ok;
   }
   std::printf("Per rank over %llu data-parallel ranks (%s; model states only, activations come on top), GB (10^9):\n",
               static_cast<unsigned long long>(r.devices), policy_label(r).c_str());
+  if (r.shape && r.shape->tensor_parallel > 1) {
+    std::printf(
+        "  each data-parallel rank is one TENSOR-PARALLEL rank of t = %llu: its 1/t share of the model, %llu x %llu = "
+        "%llu devices in all\n",
+        static_cast<unsigned long long>(r.shape->tensor_parallel), static_cast<unsigned long long>(r.devices),
+        static_cast<unsigned long long>(r.shape->tensor_parallel),
+        static_cast<unsigned long long>(devices_in_all(r, r.devices)));
+  }
   std::printf("  %-30s %9s %9s %9s %9s %9s %9s %9s %10s\n", "scheme", "weights", "grads", "master", "optim",
               "fp32 grad", "buckets", "gathered", "total");
   for (const rank_ledger_row& row : l) {
@@ -55,9 +69,12 @@ inline int report_ranks(const plan_request& r, nlohmann::json& out, bool json) {
   }
   std::printf(
       "  (buckets: DDP copies the gradients into its all-reduce buckets%s; gathered: ZeRO-3's largest layer, "
-      "parameters and gradients)\n",
+      "parameters and gradients%s)\n",
       r.bucket_view ? ", not with gradient_as_bucket_view"
-                    : " unless gradient_as_bucket_view=True (--bucket-view true)");
+                    : " unless gradient_as_bucket_view=True (--bucket-view true)",
+      largest == 0 ? "; NOT COUNTED: the largest layer is unknown, so ZeRO-3's total is too low (--largest-layer N or "
+                     "a transformer shape)"
+                   : "");
   return exit_ok;
 }
 

@@ -86,11 +86,10 @@ inline int report_budget(const plan_request& r, nlohmann::json& out, bool json) 
                 format_bytes(static_cast<std::uint64_t>(headroom_bytes(b, micro)), byte_unit::gb, 3).c_str(),
                 format_bytes(static_cast<std::uint64_t>(headroom_bytes(b, micro)), byte_unit::gib, 3).c_str());
     if (acc) {
-      std::printf(
-          "Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %llu device(s) = %lld samples\n",
-          std::string(to_string(r.rounding)).c_str(), static_cast<long long>(r.global_batch),
-          static_cast<long long>(acc->microbatch), static_cast<long long>(acc->steps),
-          static_cast<unsigned long long>(r.data_parallel), static_cast<long long>(acc->global_batch));
+      std::printf("Accumulation (%s rule): global batch %lld -> microbatch %lld x %lld steps x %s = %lld samples\n",
+                  std::string(to_string(r.rounding)).c_str(), static_cast<long long>(r.global_batch),
+                  static_cast<long long>(acc->microbatch), static_cast<long long>(acc->steps), replicas_text(r).c_str(),
+                  static_cast<long long>(acc->global_batch));
     }
     return exit_ok;
   }
@@ -151,6 +150,8 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
   if (json) {
     nlohmann::json j = {{"samples", w.samples},
                         {"tensor_parallel", w.shape ? w.shape->tensor_parallel : 1},
+                        {"data_parallel", o.data_parallel},
+                        {"devices_in_all", devices_in_all(r, o.data_parallel)},
                         {"window_seconds", o.window_seconds},
                         {"efficiency", p.efficiency},
                         {"peak_calibration_ratio", o.peak_calibration_ratio}};
@@ -226,7 +227,8 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
         "%.4g device-seconds per sample",
         c.policy_name.c_str(), std::string(to_string(c.mode)).c_str(),
         static_cast<long long>(c.accumulation.microbatch), static_cast<long long>(c.accumulation.steps),
-        c.total_seconds / 3600.0, c.margin_seconds / 3600.0, c.seconds_per_sample);
+        c.total_seconds / 3600.0, c.margin_seconds / 3600.0,
+        c.seconds_per_sample * static_cast<double>(devices_in_all(r, 1)));  // a sample holds a replica's t devices
     if (c.cost_per_sample > 0.0) std::printf(", %.4g per sample at %.4g per hour", c.cost_per_sample, o.price_per_hour);
     std::printf("\n  peaks: forward %s, backward %s, optimizer step %s\n",
                 format_bytes(c.phase_peak_bytes[0], byte_unit::gb, 3).c_str(),

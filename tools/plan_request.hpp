@@ -125,7 +125,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     if (r.parameters)
       throw error("states", quoted_input(*s), "either --states or --params/a transformer shape, not both");
   } else if (r.parameters) {
-    r.states_ledger = model_states_for(device_parameters(r), r.policy, r.states, r.stage, r.data_parallel);
+    r.states_ledger = model_states_for(device_parameters(r), r.policy, device_states(r), r.stage, r.data_parallel);
     fixed = r.states_ledger->total_bytes();
   }
   std::optional<std::uint64_t> per_sample;

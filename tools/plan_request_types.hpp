@@ -69,6 +69,17 @@ struct plan_request {
   return r.shape ? tensor_parallel_share(*r.shape, *r.parameters) : *r.parameters;
 }
 
+/// The state options of one device: under tensor parallelism its share of the adapters and of the frozen parameters
+/// (detail::device_states), the options as given otherwise.
+[[nodiscard]] inline state_options device_states(const plan_request& r) {
+  return detail::device_states({.shape = r.shape, .parameters = *r.parameters}, r.states);
+}
+
+/// Devices in all: the data-parallel replicas x the tensor-parallel size t (every replica is t devices).
+[[nodiscard]] inline std::uint64_t devices_in_all(const plan_request& r, std::uint64_t replicas) {
+  return detail::devices_in_all({.shape = r.shape}, replicas);
+}
+
 /// The inputs by key: a value's text (nullptr when absent), or a count 1 .. max with the key named in its error.
 struct plan_value_reader {
   const plan_values& values;

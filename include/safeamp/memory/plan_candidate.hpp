@@ -118,6 +118,33 @@ inline std::uint64_t device_parameters(const workload& w) {
   return w.shape ? tensor_parallel_share(*w.shape, w.parameters) : w.parameters;
 }
 
+/// The state options of one device: under tensor parallelism the adapters as one rank holds them
+/// (tensor_parallel_adapter_share) and the frozen parameters as the rank's share of the model less its share of the
+/// trained ones (tensor_parallel_share, rounded up: a rank never trains fewer than 1/t of them); as given otherwise.
+inline state_options device_states(const workload& w, state_options s) {
+  if (!w.shape || w.shape->tensor_parallel == 1) return s;
+  if (s.adapter_parameters > 0) s.adapter_parameters = tensor_parallel_adapter_share(*w.shape, s.adapter_parameters);
+  if (s.frozen_parameters > 0 && s.frozen_parameters < w.parameters) {
+    s.frozen_parameters = tensor_parallel_share(*w.shape, w.parameters) -
+                          tensor_parallel_share(*w.shape, w.parameters - s.frozen_parameters);
+  }
+  return s;
+}
+
+/// Devices `replicas` data-parallel replicas occupy: replicas x t under tensor parallelism (each replica is one
+/// tensor-parallel group of t devices), replicas otherwise.
+inline std::uint64_t devices_in_all(const workload& w, std::uint64_t replicas) {
+  return checked_mul(replicas, w.shape ? w.shape->tensor_parallel : 1, "devices");
+}
+
+/// "4 devices"; under tensor parallelism "4 data-parallel replicas x 8 tensor-parallel ranks = 32 devices".
+inline std::string devices_text(const workload& w, std::uint64_t replicas) {
+  const std::uint64_t tp = w.shape ? w.shape->tensor_parallel : 1;
+  if (tp == 1) return std::to_string(replicas) + " devices";
+  return std::to_string(replicas) + " data-parallel replicas x " + std::to_string(tp) +
+         " tensor-parallel ranks = " + std::to_string(devices_in_all(w, replicas)) + " devices";
+}
+
 /// Training FLOPs per sample one device runs: the shape's count / t under tensor parallelism (Megatron splits every
 /// matmul, the attention core by heads and the logits by vocabulary, evenly over the t ranks), 6PD without a shape.
 inline double device_flops_per_sample(const workload& w, recompute mode, std::uint64_t adapters) {
@@ -161,16 +188,17 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   c.quality = quality_of(o, p.policy);
   c.supported =
       peak_flops_for(o.device, p.policy.compute) > 0.0 && peak_flops_for(o.device, other_matmul_format(p.policy)) > 0.0;
-  const std::uint64_t parameters = device_parameters(w);  // per tensor-parallel rank
-  const model_states ms = model_states_for(parameters, p.policy, states, stage, data_parallel);
+  const std::uint64_t parameters = device_parameters(w);       // per tensor-parallel rank
+  const state_options rank_states = device_states(w, states);  // its adapters and frozen parameters
+  const model_states ms = model_states_for(parameters, p.policy, rank_states, stage, data_parallel);
   c.state_bytes = ms.total_bytes();
   c.host_bytes = ms.host_bytes;
   if (ms.host_bytes > 0) {  // offloaded: the host must hold it (0 host memory given: nothing offloaded fits)
-    c.host_needed_bytes = host_memory_needed(ms.host_bytes, data_parallel);
+    c.host_needed_bytes = host_memory_needed(ms.host_bytes, devices_in_all(w, data_parallel));  // every rank offloads
     if (c.host_needed_bytes > o.host_memory_bytes) c.host_shortfall_bytes = c.host_needed_bytes - o.host_memory_bytes;
   }
   if (states.offload_optimizer) {
-    c.offload_seconds_per_step = optimizer_update_seconds(parameters, p.policy, states, o.device, o.link) /
+    c.offload_seconds_per_step = optimizer_update_seconds(parameters, p.policy, rank_states, o.device, o.link) /
                                  static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);
   }
   std::uint64_t stored = w.activation_bytes_per_sample, peak = w.activation_bytes_per_sample;
@@ -194,7 +222,7 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   const auto needs_for = [&](bool accumulating) {
     step_inputs in = step_inputs_for({.parameters = parameters,
                                       .policy = p.policy,
-                                      .states = states,
+                                      .states = rank_states,
                                       .stage = stage,
                                       .data_parallel = data_parallel,
                                       .forward_bytes_per_sample = stored,
@@ -241,7 +269,7 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   }
   const double optimizer_steps = std::ceil(w.samples / static_cast<double>(c.accumulation.global_batch));
   c.total_seconds = w.samples * c.seconds_per_sample / static_cast<double>(data_parallel) +
-                    optimizer_steps * optimizer_update_seconds(parameters, p.policy, states, o.device, o.link) /
+                    optimizer_steps * optimizer_update_seconds(parameters, p.policy, rank_states, o.device, o.link) /
                         static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);
   if (!std::isfinite(c.total_seconds) || !(c.seconds_per_sample > 0.0)) {  // never a verdict from an overflow
     throw error("step time of " + c.policy_name, std::to_string(c.seconds_per_sample) + " s per sample",
@@ -249,7 +277,7 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   }
   c.margin_seconds = o.window_seconds - c.total_seconds;
   if (o.price_per_hour > 0.0) {
-    const double devices = static_cast<double>(data_parallel * (w.shape ? w.shape->tensor_parallel : 1));
+    const auto devices = static_cast<double>(devices_in_all(w, data_parallel));
     c.cost_per_sample = o.price_per_hour * devices * c.total_seconds / 3600.0 / w.samples;
   }
   return c;

@@ -54,8 +54,9 @@ struct planner_options {
   accumulation_rounding rounding = accumulation_rounding::ceil;
   double price_per_hour = 0.0;  // optional: device price, for a cost per sample in money
   offload_link link{};          // PCIe and host bandwidth of an offloaded optimizer step
-  /// CPU memory of the machine the devices train on, for offload (check_host_memory); every data-parallel device is
-  /// taken to share it. 0: unknown, and no offloading configuration is accepted (the tool reads /proc/meminfo).
+  /// CPU memory of the machine the devices train on, for offload (check_host_memory); every device (data-parallel
+  /// replicas x tensor-parallel ranks) is taken to share it. 0: unknown, and no offloading configuration is accepted
+  /// (the tool reads /proc/meminfo).
   std::uint64_t host_memory_bytes = 0;
   /// Measured over modelled peak (calibrate_peak) applied to every candidate's phases; 1 = the model as it is.
   double peak_calibration_ratio = 1.0;
@@ -90,12 +91,11 @@ enum class quality_status : std::uint8_t { reference, verified, unverified, fail
 inline constexpr double host_buffer_factor = 1.5;
 
 /// Host memory an offloading configuration needs: host_buffer_factor x the offloaded bytes of every device
-/// (per-device host bytes x data_parallel: the devices share one machine), rounded up; 0 without offload.
-[[nodiscard]] inline std::uint64_t host_memory_needed(std::uint64_t host_bytes_per_device,
-                                                      std::uint64_t data_parallel) {
-  return bytes_from_real(
-      host_buffer_factor * static_cast<double>(host_bytes_per_device) * static_cast<double>(data_parallel),
-      "host memory needed");
+/// (per-device host bytes x devices: the devices share one machine; under tensor parallelism every rank of every
+/// data-parallel replica offloads its share, data_parallel x t devices), rounded up; 0 without offload.
+[[nodiscard]] inline std::uint64_t host_memory_needed(std::uint64_t host_bytes_per_device, std::uint64_t devices) {
+  return bytes_from_real(host_buffer_factor * static_cast<double>(host_bytes_per_device) * static_cast<double>(devices),
+                         "host memory needed");
 }
 
 }  // namespace safeamp

@@ -116,7 +116,8 @@ inline std::vector<plan_candidate> ranked_candidates(const workload& w, const pl
 
 /// What to do about a missed window with `c`, the fastest configuration that fits memory: how many samples fit
 /// (window x samples / total time, rounded down), how many devices of the same card would finish it (labelled with
-/// what they need), and which table devices finish the whole night in time.
+/// what they need: data-parallel replicas x the tensor-parallel size), and which table devices finish the whole night
+/// in time.
 inline std::vector<std::string> window_remedies(const workload& w, const planner_options& o, const plan_candidate& c,
                                                 double efficiency) {
   std::vector<std::string> out;
@@ -131,13 +132,15 @@ inline std::vector<std::string> window_remedies(const workload& w, const planner
                   c.policy_name.c_str(), c.total_seconds / w.samples);
   }
   out.emplace_back(buf);
-  // More of the same card, data parallel: the smallest power of two that finishes (labelled with what it needs).
+  // More of the same card, data parallel: the smallest power of two that finishes (labelled with what it needs: under
+  // tensor parallelism every replica is t devices).
   for (std::uint64_t n = o.data_parallel * 2; n <= 1024; n *= 2) {
     const plan_candidate more = evaluate(w, o, {c.policy_name, c.policy}, c.mode, efficiency, c.states, o.stage, n);
     if (more.fits()) {
-      out.push_back("data parallel over " + std::to_string(n) + " devices (NEEDS " + std::to_string(n) +
-                    " devices; planned for " + std::to_string(o.data_parallel) + "): " + c.policy_name + " takes " +
-                    hours_text(more.total_seconds) + ", " + std::string(to_string(c.quality)));
+      out.push_back("data parallel over " + devices_text(w, n) + " (NEEDS " + std::to_string(devices_in_all(w, n)) +
+                    " devices; planned for " + std::to_string(devices_in_all(w, o.data_parallel)) +
+                    "): " + c.policy_name + " takes " + hours_text(more.total_seconds) + ", " +
+                    std::string(to_string(c.quality)));
       break;
     }
   }

@@ -21,12 +21,15 @@ struct remedy {
   std::vector<std::string> changes{};  // e.g. {"recompute full", "fused AdamW"}
   plan_candidate result{};
   std::string time_cost{};    // what the changes cost in time
-  std::uint64_t devices = 1;  // > 1: needs that many devices (ZeRO stage 3)
+  std::uint64_t devices = 1;  // > 1: needs that many devices in all, data-parallel replicas x tensor-parallel ranks
+                              // (ZeRO stage 3); 1: the planned ones
   int intrusiveness = 0;      // the most intrusive change: 1 recompute, 2 fused, 4 8-bit, 5 LoRA (16-bit or the
                               // policy's base), 6 QLoRA, 7 offload, 8 parameter offload
+  bool evaluated = true;      // false: a lever that could not be evaluated; `changes` says why, `result` is empty
   [[nodiscard]] std::string text() const {
     std::string s;
     for (const std::string& c : changes) s += (s.empty() ? "" : " + ") + c;
+    if (!evaluated) return s;
     if (result.fits_memory()) {
       s += ": fits, microbatch " + std::to_string(result.accumulation.microbatch) + " x " +
            std::to_string(result.accumulation.steps) + " accumulation step(s)";
@@ -151,7 +154,10 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
 /// cheapest first), then by time per sample, then by the number of changes; a combination that adds changes to one
 /// already listed is dropped. At most `limit` are returned. When none fits on the planned devices, the closest
 /// combination (device and host shortfall together) is listed and tried with ZeRO stage 3 over 2, 4, ... 4096
-/// devices and returned labelled with the device count (never silently).
+/// data-parallel replicas and returned labelled with the device count (never silently; under tensor parallelism
+/// replicas x t devices). ZeRO stage 3 gathers the largest layer (gathered_layer_bytes): without a shape or
+/// workload::largest_layer_parameters its size is unknown, and instead of a fallback that leaves it out (and may call
+/// fitting what does not fit) a line says that the fallback was not evaluated and what it needs (evaluated = false).
 [[nodiscard]] inline std::vector<remedy> memory_remedies(const workload& w, const planner_options& o,
                                                          const plan_candidate& from, double efficiency,
                                                          std::size_t limit = 3) {
@@ -260,15 +266,25 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
   out.push_back(strongest);  // the best one device can do, still short
   // Short of host memory only: more devices on this machine would need the same host memory.
   if (strongest.result.max_microbatch >= 1 && strongest.result.host_shortfall_bytes > 0) return out;
+  if (!w.shape && w.largest_layer_parameters == 0) {
+    remedy unknown;
+    unknown.evaluated = false;
+    unknown.changes.push_back(
+        "ZeRO stage 3 over more devices: NOT EVALUATED: it gathers the largest layer (4 x its parameters with 16-bit "
+        "weights and gradients), whose size is unknown; give the largest layer (--largest-layer N) or a transformer "
+        "shape");
+    out.push_back(unknown);
+    return out;
+  }
   const recompute m = strongest.result.mode;
   const state_options s = strongest.result.states;
   for (std::uint64_t n = std::max<std::uint64_t>(2, o.data_parallel * 2); n <= 4096; n *= 2) {
     const plan_candidate c = detail::evaluate(w, o, p, m, efficiency, s, zero_stage::parameters, n);
     if (c.fits_memory() || n == 4096) {
       remedy r = detail::describe(w, from, m, s, c);
-      r.devices = n;
-      r.changes.push_back("ZeRO stage 3 over " + std::to_string(n) + " devices (NEEDS " + std::to_string(n) +
-                          " devices; planned for " + std::to_string(o.data_parallel) + ")");
+      r.devices = detail::devices_in_all(w, n);
+      r.changes.push_back("ZeRO stage 3 over " + detail::devices_text(w, n) + " (NEEDS " + std::to_string(r.devices) +
+                          " devices; planned for " + std::to_string(detail::devices_in_all(w, o.data_parallel)) + ")");
       out.push_back(r);
       break;
     }

@@ -205,4 +205,36 @@ inline void validate(const transformer_shape& t) {
   return checked_mul(checked_mul(per_rank, rank, "LoRA parameters"), t.layers, "LoRA parameters");
 }
 
+/// LoRA adapter parameters one tensor-parallel rank holds (lora_parameters' matrices at rank r), in the layout of
+/// PEFT's LoraParallelLinear for Megatron's parallel layers (peft/tuners/lora/tp_layer.py): on a column-parallel layer
+/// (QKV, or q, k and v; fc1, or gate and up) A (r x d_in) is whole on every rank and B (d_out x r) is split with the
+/// layer's output, r (d_in + d_out / t); on a row-parallel layer (the output projection; fc2 or down) A is split with
+/// the layer's input and B is whole, r (d_in / t + d_out). K and V keep the rank's K/V heads (kv_heads_per_rank).
+/// Megatron Bridge splits A and B of every layer (its LoRAMerge gathers a column-parallel layer's linear_in and a
+/// row-parallel layer's linear_out), lora_parameters / t, fewer: this count is the larger of the two layouts.
+/// t = 1: lora_parameters.
+[[nodiscard]] constexpr std::uint64_t tensor_parallel_lora_parameters(const transformer_shape& t, std::uint64_t rank) {
+  const std::uint64_t h = t.hidden, tp = t.tensor_parallel, f = ffn_of(t);
+  const std::uint64_t kv = h / t.heads * kv_heads_per_rank(t);  // K (or V) outputs on one rank
+  const bool llama = t.kv_heads != 0 || t.gated_mlp;
+  const std::uint64_t qkv = llama ? (h + h / tp) + 2 * (h + kv) : h + (h / tp + 2 * kv);  // column-parallel
+  const std::uint64_t projection = h / tp + h;                                            // row-parallel
+  const std::uint64_t mlp = (t.gated_mlp ? 2 : 1) * (h + f / tp) + (f / tp + h);          // column, then row
+  return checked_mul(checked_mul(qkv + projection + mlp, rank, "LoRA parameters"), t.layers, "LoRA parameters");
+}
+
+/// An adapter count of the shape's model (lora_parameters at some rank, or a count given in its place) as one
+/// tensor-parallel rank holds it: count x tensor_parallel_lora_parameters / lora_parameters (their ratio does not
+/// depend on the LoRA rank), exact for a multiple of lora_parameters at rank 1, otherwise rounded up; the count itself
+/// when t = 1.
+[[nodiscard]] constexpr std::uint64_t tensor_parallel_adapter_share(const transformer_shape& t,
+                                                                    std::uint64_t adapters) {
+  if (t.tensor_parallel == 1) return adapters;
+  const std::uint64_t whole = lora_parameters(t, 1), rank = tensor_parallel_lora_parameters(t, 1);
+  if (adapters % whole == 0) return checked_mul(adapters / whole, rank, "LoRA parameters");
+  const double share = static_cast<double>(adapters) * static_cast<double>(rank) / static_cast<double>(whole);
+  const auto floor = static_cast<std::uint64_t>(share);
+  return static_cast<double>(floor) < share ? floor + 1 : floor;
+}
+
 }  // namespace safeamp

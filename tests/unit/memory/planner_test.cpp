@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <limits>
 #include <string>
+#include <vector>
 
 using namespace safeamp;
 
@@ -216,12 +217,37 @@ TEST_CASE("when one device cannot fit at all, the closest combination is listed 
   workload w = toy_workload();
   w.activation_bytes_per_sample = 9'500'000'000ULL;
   // One device: offload 0.8 + 9.5 = 10.3 GB (0.3 short), 8-bit 1.0004 + 9.5 (0.5004 short): offload is closest.
-  // ZeRO stage 3 over 2 devices with offload: weights and gradients 0.8 GB / 2 = 0.4 GB, + 9.5 GB fits.
   const plan_result r = plan(w, toy_options(7200));
   REQUIRE(r.remedies.size() == 2);
   CHECK_THAT(r.remedies[0],
              Catch::StartsWith("offload the optimizer to the CPU") && Catch::Contains("still short by 0.30 GB"));
-  CHECK_THAT(r.remedies[1], Catch::Contains("ZeRO stage 3 over 2 devices (NEEDS 2 devices; planned for 1): fits"));
+  // ZeRO stage 3 over 2 devices would hold 0.8 GB / 2 = 0.4 GB + 9.5 GB = 9.9 GB and the layer it gathers, whose
+  // size nobody gave: not offered as fitting (it was, with the layer left out), but said to be unevaluated.
+  CHECK_THAT(r.remedies[1], Catch::StartsWith("ZeRO stage 3 over more devices: NOT EVALUATED") &&
+                                Catch::Contains("--largest-layer N") && !Catch::Contains("fits"));
+}
+
+TEST_CASE("the ZeRO-3 fallback counts the gathered layer when its size is known") {
+  // The case above with the optimizer offloaded already (fp32, fused AdamW: 0.8 GB of fp32 weights and gradients on
+  // the device) and a largest layer of 2.5e7 parameters. The one lever left, paged 8-bit AdamW, keeps the same 0.8 GB:
+  // 10.3 GB, 0.3 short. ZeRO-3 gathers the layer's fp32 weights and gradients, 8 x 2.5e7 = 0.2 GB:
+  //  over 2 devices 0.8 / 2 + 0.2 + 9.5 = 10.1 GB > 10 GB (without the layer 9.9 GB would fit);
+  //  over 4 devices 0.8 / 4 + 0.2 + 9.5 = 9.9 GB: fits.
+  workload w = toy_workload();
+  w.activation_bytes_per_sample = 9'500'000'000ULL;
+  w.largest_layer_parameters = 25'000'000;
+  planner_options o = toy_options(7200);
+  o.budget.device_bytes = toy.capacity_bytes;  // what plan() fills in
+  const state_options offloaded{.impl = optimizer_impl::fused, .offload_optimizer = true};
+  const plan_candidate from =
+      detail::evaluate(w, o, {"fp32", presets::fp32}, recompute::none, 0.5, offloaded, zero_stage::none, 1);
+  REQUIRE_FALSE(from.fits_memory());
+  const std::vector<remedy> r = memory_remedies(w, o, from, 0.5);
+  REQUIRE(r.size() == 2);
+  CHECK_THAT(r[0].text(), Catch::Contains("still short by 0.30 GB"));
+  CHECK(r[1].devices == 4);
+  CHECK_THAT(r[1].text(), Catch::Contains("ZeRO stage 3 over 4 devices (NEEDS 4 devices; planned for 1): fits"));
+  CHECK(r[1].result.phase_peak_bytes[1] <= 10'000'000'000ULL);
 }
 
 TEST_CASE("a measured peak's ratio scales every candidate's phases") {

@@ -1,8 +1,11 @@
 // Tensor parallelism (Megatron-LM) in the training and inference ledgers, worked by hand on Korthikanti et al.'s 22B
 // configuration (Table 3: TP = 8 on 8 GPUs) and Llama 3 8B: each rank's parameters, model states, FLOPs and KV cache,
 // and the tensor-parallel sizes the heads refuse.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "published_shapes.hpp"
 #include "safeamp/memory/inference.hpp"
@@ -33,6 +36,18 @@ constexpr device_spec big{.name = "big",
                           .peak_fp16_fp16_accumulate_flops = 40e12,
                           .half_rate_fp32_accumulate = false,
                           .source = "test"};
+
+// bf16-mixed with selective recompute on `big`, no reserve, a window of 1e9 s and 1 TB of host memory.
+planner_options big_options() {
+  planner_options o;
+  o.device = big;
+  o.budget = {.device_bytes = 0, .reserve_fraction = 0.0};
+  o.window_seconds = 1e9;
+  o.policies = {{"bf16-mixed", presets::bf16_mixed}};
+  o.recompute_modes = {recompute::selective};
+  o.host_memory_bytes = 1'000'000'000'000ULL;
+  return o;
+}
 }  // namespace
 
 TEST_CASE("a tensor-parallel rank holds 1/t of the weight matrices and of the embedding") {
@@ -50,13 +65,7 @@ TEST_CASE("a tensor-parallel rank holds 1/t of the weight matrices and of the em
 
 TEST_CASE("training under tensor parallelism: per-rank model states and FLOPs") {
   const transformer_shape t = tp8();
-  planner_options o;
-  o.device = big;
-  o.budget = {.device_bytes = 0, .reserve_fraction = 0.0};
-  o.window_seconds = 1e9;
-  o.policies = {{"bf16-mixed", presets::bf16_mixed}};
-  o.recompute_modes = {recompute::selective};
-  o.host_memory_bytes = 1'000'000'000'000ULL;
+  planner_options o = big_options();
   const plan_result r = plan({.shape = t, .samples = 1e5}, o);
   REQUIRE(r.candidates.size() == 1);
   const plan_candidate& c = r.candidates[0];
@@ -105,4 +114,92 @@ TEST_CASE("inference: each rank caches at least one K/V head") {
   CHECK(rank_parameters(t) == 518'651'904ULL);
   const inference_needs n = inference_needs_for({.shape = t, .context_tokens = 4096});
   CHECK(n.weight_bytes == 2ULL * 518'651'904ULL);
+}
+
+TEST_CASE("more devices under tensor parallelism are counted as data-parallel replicas x t") {
+  const transformer_shape t = tp8();
+  const workload w{.shape = t, .parameters = parameter_count(t), .samples = 1e3};
+  planner_options o = big_options();
+  // The window: 60% of one replica's night. Two replicas take half of it (half the samples each, half the optimizer
+  // steps), so the remedy is 2 replicas of the 8 ranks: 16 devices, where 8 are planned (2 and 1 were printed).
+  o.window_seconds = 1e9;
+  const plan_result one = plan(w, o);
+  REQUIRE(one.chosen);
+  o.window_seconds = 0.6 * one.chosen->total_seconds;
+  const plan_result late = plan(w, o);
+  REQUIRE_FALSE(late.chosen);
+  const std::string two_replicas =
+      "data parallel over 2 data-parallel replicas x 8 tensor-parallel ranks = 16 devices (NEEDS 16 devices; planned "
+      "for 8): bf16-mixed takes ";
+  CHECK(std::any_of(late.remedies.begin(), late.remedies.end(),
+                    [&](const std::string& s) { return s.rfind(two_replicas, 0) == 0; }));
+  // The ZeRO-3 fallback of a rank that fits nothing (QLoRA with fused AdamW, full recomputation, 1.5 GB usable): its
+  // device count is replicas x 8, planned for 1 x 8.
+  o.budget.device_bytes = 1'500'000'000ULL;
+  const state_options qlora{.impl = optimizer_impl::fused,
+                            .adapter_parameters = lora_parameters(t, 16),
+                            .adapter_rank = 16,
+                            .base_4bit = true};
+  const plan_candidate from =
+      detail::evaluate(w, o, {"bf16-mixed", presets::bf16_mixed}, recompute::full, 0.4, qlora, zero_stage::none, 1);
+  REQUIRE_FALSE(from.fits_memory());
+  const std::vector<remedy> r = memory_remedies(w, o, from, 0.4);
+  const auto more = std::find_if(r.begin(), r.end(), [](const remedy& m) { return m.devices > 1; });
+  REQUIRE(more != r.end());
+  CHECK(more->devices % 8 == 0);
+  const std::string replicas = std::to_string(more->devices / 8);
+  const std::string devices = std::to_string(more->devices);
+  const std::string label = "ZeRO stage 3 over " + replicas +
+                            " data-parallel replicas x 8 tensor-parallel ranks = " + devices + " devices (NEEDS " +
+                            devices + " devices; planned for 8)";
+  CHECK_THAT(more->text(), Catch::Contains(label));
+}
+
+TEST_CASE("offloading under tensor parallelism: every rank's states go to the one host") {
+  const transformer_shape t = tp8();
+  planner_options o = big_options();
+  o.states = {.impl = optimizer_impl::fused, .offload_optimizer = true};
+  const plan_result r = plan({.shape = t, .samples = 1e3}, o);
+  REQUIRE(r.candidates.size() == 1);
+  // Each rank offloads 4 fp32 parameters + 8 states + 4 fp32 gradients for its 2,757,230,592 parameters; the 8 ranks
+  // share the host: x 1.5 x 8 = 529,388,273,664 bytes (one rank's x 1.5, 66.174 GB, was counted).
+  CHECK(r.candidates[0].host_bytes == 16ULL * 2'757'230'592ULL);
+  CHECK(r.candidates[0].host_needed_bytes == 529'388'273'664ULL);
+}
+
+TEST_CASE("LoRA adapters and frozen parameters are split over the tensor-parallel ranks") {
+  // 22B at t = 8, LoRA rank 16 on GPT's four matrices a layer, PEFT's layout (A whole, B split on the column-parallel
+  // QKV and fc1; A split, B whole on the row-parallel projection and fc2), per layer and unit rank:
+  //  QKV h + (h/8 + 2 x 768) = 6144 + 2304 = 8448; projection 768 + 6144 = 6912; fc1 6144 + 3072; fc2 3072 + 6144:
+  //  33,792 (the whole layer's 16h = 98,304), x 16 x 48 = 25,952,256 of the model's 75,497,472.
+  const transformer_shape t = tp8();
+  CHECK(lora_parameters(t, 16) == 75'497'472ULL);
+  CHECK(tensor_parallel_lora_parameters(t, 16) == 25'952'256ULL);
+  CHECK(tensor_parallel_lora_parameters(model_22b, 16) == lora_parameters(model_22b, 16));  // t = 1
+  CHECK(tensor_parallel_adapter_share(t, 75'497'472ULL) == 25'952'256ULL);
+  // A given count: x 1,622,016 / 4,718,592 = 0.34375, rounded up: 4,718,593 -> 1,622,016.34 -> 1,622,017.
+  CHECK(tensor_parallel_adapter_share(t, 4'718'593ULL) == 1'622'017ULL);
+  CHECK(tensor_parallel_adapter_share(model_22b, 4'718'593ULL) == 4'718'593ULL);
+  // Llama 3 8B at t = 4 (2 K/V heads a rank, 256 outputs each): q 4096 + 1024, k and v 2 x (4096 + 256), o 1024 +
+  // 4096, gate and up 2 x (4096 + 3584), down 3584 + 4096: 41,984 a layer and unit rank, x 16 x 32 = 21,495,808 of
+  // the model's 41,943,040.
+  transformer_shape llama = test_shapes::llama3_8b;
+  llama.tensor_parallel = 4;
+  CHECK(lora_parameters(llama, 16) == 41'943'040ULL);
+  CHECK(tensor_parallel_lora_parameters(llama, 16) == 21'495'808ULL);
+
+  planner_options o = big_options();
+  // LoRA on the fp32 base of bf16-mixed: 4 x 2,757,230,592 frozen + 16 x 25,952,256 fp32 adapters (weights,
+  // gradients, AdamW) = 11,028,922,368 + 415,236,096 (the model's 75,497,472 adapters gave 12,236,881,920).
+  o.states = {.adapter_parameters = lora_parameters(t, 16), .adapter_rank = 16};
+  plan_result r = plan({.shape = t, .samples = 1e3}, o);
+  REQUIRE(r.candidates.size() == 1);
+  CHECK(r.candidates[0].state_bytes == 11'444'158'464ULL);
+  // 1e10 of the 22,057,844,736 parameters frozen: the rank trains 12,057,844,736 / 8 = 1,507,230,592 (16 bytes each)
+  // and holds 1,250,000,000 frozen (4 bytes each): 24,115,689,472 + 5,000,000,000. (The model's 1e10 frozen against
+  // the rank's 2,757,230,592 parameters was refused as leaving nothing to train.)
+  o.states = {.frozen_parameters = 10'000'000'000ULL};
+  r = plan({.shape = t, .samples = 1e3}, o);
+  REQUIRE(r.candidates.size() == 1);
+  CHECK(r.candidates[0].state_bytes == 29'115'689'472ULL);
 }
