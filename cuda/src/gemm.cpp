@@ -142,15 +142,15 @@ struct gemm_engine::impl {
     // result's own `state` says whether it is usable: both are "no algorithm for this problem", a safeamp::error
     // naming the problem, not a cuBLAS failure.
     const bool no_algorithm =
-        (status == CUBLAS_STATUS_SUCCESS && (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)) ||
-        status == CUBLAS_STATUS_NOT_SUPPORTED;
-    if (!no_algorithm) SAFEAMP_CUBLAS_CHECK(status);
+        status == CUBLAS_STATUS_NOT_SUPPORTED ||
+        (status == CUBLAS_STATUS_SUCCESS && (found == 0 || result.state != CUBLAS_STATUS_SUCCESS));
     if (no_algorithm) {
       throw error("gemm problem",
                   std::to_string(p.m) + " x " + std::to_string(p.n) + " x " + std::to_string(p.k) + " " +
                       std::string(dtype_name(p.types.a)) + " -> " + std::string(dtype_name(p.types.d)),
                   "a problem for which cuBLASLt's heuristic returns an algorithm on this GPU");
     }
+    SAFEAMP_CUBLAS_CHECK(status);
     plan.algo = result.algo;
     return plan;
   }

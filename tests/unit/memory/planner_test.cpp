@@ -8,21 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "toy_device.hpp"
+
 using namespace safeamp;
 
 namespace {
 // 10 GB, 1 TB/s, 10 TFLOPS fp32, 20 tf32, 40 fp16/bf16, no fp8: every figure chosen to divide evenly.
-constexpr device_spec toy{.name = "toy",
-                          .capacity_bytes = 10'000'000'000ULL,
-                          .memory_bytes_per_second = 1e12,
-                          .peak_fp32_flops = 10e12,
-                          .peak_tf32_flops = 20e12,
-                          .peak_fp16_flops = 40e12,
-                          .peak_bf16_flops = 40e12,
-                          .peak_fp8_flops = 0.0,
-                          .peak_fp16_fp16_accumulate_flops = 40e12,
-                          .half_rate_fp32_accumulate = false,
-                          .source = "test"};
+constexpr device_spec toy = toy_device("toy", 10'000'000'000ULL);
 
 // 1e8 parameters, 1000 tokens and 1 GB of activations per sample, 1e5 samples a night.
 workload toy_workload() {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "published_shapes.hpp"
+#include "toy_device.hpp"
 #include "safeamp/memory/inference.hpp"
 #include "safeamp/memory/planner.hpp"
 
@@ -25,17 +26,7 @@ transformer_shape tp8() {
 }
 
 // A device large enough for every candidate: only the states and the FLOPs are checked.
-constexpr device_spec big{.name = "big",
-                          .capacity_bytes = 1'000'000'000'000ULL,
-                          .memory_bytes_per_second = 1e12,
-                          .peak_fp32_flops = 10e12,
-                          .peak_tf32_flops = 20e12,
-                          .peak_fp16_flops = 40e12,
-                          .peak_bf16_flops = 40e12,
-                          .peak_fp8_flops = 0.0,
-                          .peak_fp16_fp16_accumulate_flops = 40e12,
-                          .half_rate_fp32_accumulate = false,
-                          .source = "test"};
+constexpr device_spec big = toy_device("big", 1'000'000'000'000ULL);
 
 // bf16-mixed with selective recompute on `big`, no reserve, a window of 1e9 s and 1 TB of host memory.
 planner_options big_options() {
