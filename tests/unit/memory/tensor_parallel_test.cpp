@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "published_shapes.hpp"
-#include "toy_device.hpp"
 #include "safeamp/memory/inference.hpp"
 #include "safeamp/memory/planner.hpp"
+#include "toy_device.hpp"
 
 using namespace safeamp;
 
