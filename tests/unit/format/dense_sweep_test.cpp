@@ -99,6 +99,7 @@ void check_dense(const case_format (&formats)[N]) {
             const safeamp::cast_stats got = safeamp::detail::round_span_on(path, c.spec, in, out, opt, key);
             counters.add_counts(exhaustive::on_path(label(c, opt, "round_span counters").c_str(), path), bits[0],
                                 want_counts, got);
+            if (exhaustive::same_bits(out.data(), scalar.data(), n)) continue;
             for (std::size_t i = 0; i < n; ++i) {
               const std::uint32_t span = oracle::float_bits(out[i]);
               if (span != scalar[i]) {

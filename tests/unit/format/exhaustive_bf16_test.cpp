@@ -28,6 +28,7 @@ TEST_CASE("bf16 nearest-even agrees with the oracle on all 2^32 floats") {
     for (const safeamp::cpu_path path : paths) {
       const safeamp::cast_stats got = safeamp::detail::round_span_on(path, safeamp::bf16, in, out, {}, {});
       bf16_counters.add_counts(exhaustive::on_path("bf16 round_span counters", path), bits[0], want, got);
+      if (exhaustive::same_bits(out.data(), scalar.data(), bits.size())) continue;
       for (std::size_t i = 0; i < bits.size(); ++i) {
         const std::uint32_t span = oracle::float_bits(out[i]);
         if (span != scalar[i]) {

@@ -39,6 +39,13 @@ inline std::string on_path(const char* what, safeamp::cpu_path p) {
   return std::string(what) + " (" + std::string(safeamp::cpu_path_name(p)) + " path)";
 }
 
+/// Whether the n floats at got hold exactly the bits want[0..n): one memcmp, so that the common case (every result
+/// right) skips the element-by-element comparison that names the wrong ones.
+inline bool same_bits(const float* got, const std::uint32_t* want, std::size_t n) {
+  static_assert(sizeof(float) == sizeof(std::uint32_t));
+  return std::memcmp(got, want, n * sizeof(float)) == 0;
+}
+
 struct report {
   std::uint64_t disagreements = 0;
   std::vector<std::string> samples;  // the first few, as hex bits

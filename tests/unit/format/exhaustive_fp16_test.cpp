@@ -42,6 +42,7 @@ TEST_CASE("fp16 nearest-even agrees with F16C and the oracle on all 2^32 floats"
     for (const safeamp::cpu_path path : paths) {
       const safeamp::cast_stats got = safeamp::detail::round_span_on(path, safeamp::fp16, in, span_out, {}, {});
       span_counters.add_counts(exhaustive::on_path("round_span counters", path), bits[0], want, got);
+      if (exhaustive::same_bits(span_out.data(), scalar_bits.data(), bits.size())) continue;
       for (std::size_t i = 0; i < bits.size(); ++i) {
         const std::uint32_t span = oracle::float_bits(span_out[i]);
         if (span != scalar_bits[i]) {

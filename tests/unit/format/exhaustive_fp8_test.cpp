@@ -33,6 +33,10 @@ TEST_CASE("E4M3 and E5M2 nearest-even fast paths agree with the oracle on all 2^
                           safeamp::detail::round_span_on(path, safeamp::fp8_e4m3, in, e4m3_out, {}, {}));
       counters.add_counts(exhaustive::on_path("E5M2 round_span counters", path), bits[0], e5m2_want,
                           safeamp::detail::round_span_on(path, safeamp::fp8_e5m2, in, e5m2_out, {}, {}));
+      if (exhaustive::same_bits(e4m3_out.data(), e4m3_expected.data(), bits.size()) &&
+          exhaustive::same_bits(e5m2_out.data(), e5m2_expected.data(), bits.size())) {
+        continue;
+      }
       for (std::size_t i = 0; i < bits.size(); ++i) {
         if (oracle::float_bits(e4m3_out[i]) != e4m3_expected[i]) {
           e4m3_oracle.add(exhaustive::on_path("E4M3 oracle vs round_span", path), bits[i], e4m3_expected[i],
