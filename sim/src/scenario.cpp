@@ -308,7 +308,8 @@ void parse_data(const json& j, run_config& c, const std::filesystem::path& base)
   }
   d.seed = static_cast<std::uint64_t>(
       r.integer("seed", static_cast<std::int64_t>(d.seed), 0, std::numeric_limits<std::int64_t>::max()));
-  d.corpus_path = r.text("corpus_path", d.corpus_path);
+  // Relative to the scenario's folder like the .npy files (until 2026-12-06 it was the working directory's).
+  if (r.has("corpus_path")) d.corpus_path = scenario_path(r, "corpus_path", base);
   d.eval_fraction = r.number("eval_fraction", d.eval_fraction, 0.001, 0.9, "in [0.001, 0.9]");
   d.eval_samples = r.integer("eval_samples", d.eval_samples, 1, 1 << 24);
   d.train_samples = r.integer("train_samples", d.train_samples, 1, 1 << 24);

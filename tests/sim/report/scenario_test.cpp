@@ -78,6 +78,18 @@ TEST_CASE("configurations: the loss multiplier is a tiny_loss fault at every ste
   CHECK(candidate_config(s, s.candidates[0]).seed == 99);
 }
 
+TEST_CASE("data.corpus_path is relative to the scenario's folder, as its .npy files are") {
+  const std::string body = R"("data": {"corpus_path": "text/corpus.txt"}, )" + minimal_candidates;
+  const scenario s = parse_scenario("{" + body + "}", "runs/nightly/s.json");
+  CHECK(s.base.data.corpus_path == "runs/nightly/text/corpus.txt");
+  CHECK(parse_scenario("{" + body + "}", "s.json").base.data.corpus_path == "text/corpus.txt");
+  const scenario absolute =
+      parse_scenario(R"({"data": {"corpus_path": "/srv/corpus.txt"}, )" + minimal_candidates + "}", "runs/s.json");
+  CHECK(absolute.base.data.corpus_path == "/srv/corpus.txt");
+  // Without the key the default corpus, an absolute path, stays as it is.
+  CHECK(parse_scenario(with(R"("name": "n")"), "runs/s.json").base.data.corpus_path == data_config{}.corpus_path);
+}
+
 TEST_CASE("malformed JSON and unknown keys are named, with a suggestion") {
   CHECK_THAT(error_of("{\"name\": \"x\",,}"), Catch::Contains("not valid JSON"));
   CHECK_THAT(error_of("[1, 2]"), Catch::Contains("a JSON object"));
