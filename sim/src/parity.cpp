@@ -96,29 +96,50 @@ void add_check(parity_result& r, std::string name, double value, limit_basis lim
   r.checks.push_back(std::move(c));
 }
 
-/// What the reference knows about its problem. A classifier: C classes (columns of the logits), the loss and
-/// accuracy of a trivial predictor (uniform probabilities: ln C; chance: 1/C). A regression: the loss of its
-/// trivial predictor, the best constant per output column, on the whole held-out set or on one slice (stored
-/// with the reference); accuracy does not apply.
+/// What the reference knows about its problem. A classifier: C classes (columns of the logits) and the loss and
+/// accuracy of its trivial predictor, the held-out labels' class frequencies predicted for every input (stored with
+/// the reference; results assembled by hand without labels fall back to uniform probabilities, ln C and 1/C). A
+/// regression: the loss of its trivial predictor, the best constant per output column. Both on the whole held-out
+/// set or on one slice; accuracy does not apply to a regression.
 struct problem {
   double classes = 2.0;
   const regression_baseline* regression = nullptr;
+  const class_prior* prior = nullptr;
   std::int32_t slice = -1;  // the set the quality checks look at: -1 the whole held-out set, else a slice index
 
   [[nodiscard]] bool is_regression() const { return regression != nullptr; }
+  /// Whether the trivial predictor was fitted to the held-out targets (a reference worse than it learned nothing).
+  [[nodiscard]] bool fitted() const { return regression != nullptr || prior != nullptr; }
   [[nodiscard]] double trivial_loss() const {
-    if (!is_regression()) return std::log(classes);
-    return slice < 0 ? regression->trivial_loss : regression->slice_trivial_loss[static_cast<std::size_t>(slice)];
+    const auto k = static_cast<std::size_t>(slice);
+    if (is_regression()) return slice < 0 ? regression->trivial_loss : regression->slice_trivial_loss[k];
+    if (prior != nullptr) return slice < 0 ? prior->trivial_loss : prior->slice_trivial_loss[k];
+    return std::log(classes);
   }
-  [[nodiscard]] double chance_accuracy() const { return 1.0 / classes; }
-  /// A regression whose targets are all equal has a trivial loss of 0: the floor stays positive.
+  [[nodiscard]] double chance_accuracy() const {
+    if (prior != nullptr)
+      return slice < 0 ? prior->trivial_accuracy : prior->slice_trivial_accuracy[static_cast<std::size_t>(slice)];
+    return 1.0 / classes;
+  }
+  /// A regression whose targets are all equal has a trivial loss of 0, and so has a classifier's set of one class:
+  /// the floor stays positive.
   [[nodiscard]] double loss_floor() const {
     const double floor = loss_floor_fraction * trivial_loss();
-    return is_regression() ? std::max(floor, std::numeric_limits<double>::min()) : floor;
+    return fitted() ? std::max(floor, std::numeric_limits<double>::min()) : floor;
+  }
+  /// The trivial predictor and its loss, for the reasons of an undecided check.
+  [[nodiscard]] std::string trivial_name() const {
+    if (is_regression()) return "the best constant prediction (" + regression->loss + " " + fmt(trivial_loss()) + ")";
+    if (prior != nullptr) return "the held-out labels' class frequencies (" + fmt(trivial_loss()) + " nats)";
+    return "uniform prediction (ln " + fmt(classes) + ")";
   }
   [[nodiscard]] std::string trivial_note() const {
-    if (!is_regression()) return "; uniform prediction: ln " + fmt(classes);
-    return "; best constant prediction (" + regression->loss + "): " + fmt(trivial_loss());
+    if (is_regression()) return "; best constant prediction (" + regression->loss + "): " + fmt(trivial_loss());
+    if (prior != nullptr) return "; the held-out labels' class frequencies: " + fmt(trivial_loss()) + " nats";
+    return "; uniform prediction: ln " + fmt(classes);
+  }
+  [[nodiscard]] std::string chance_name() const {
+    return prior != nullptr ? "a guess with the held-out class frequencies" : "chance";
   }
   [[nodiscard]] problem for_slice(std::int32_t k) const {
     problem p = *this;
@@ -202,12 +223,21 @@ struct quality_set {
 
 /// The reference's problem: a classifier of C classes (the probe logits' columns), or a regression with its baseline.
 problem problem_of(const locked_reference& ref) {
+  const eval_metrics& e = ref.final_eval;
   const problem pb{.classes = static_cast<double>(std::max<std::int64_t>(2, ref.probe_cols)),
-                   .regression = ref.final_eval.regression ? &*ref.final_eval.regression : nullptr};
-  if (pb.is_regression() && pb.regression->slice_trivial_loss.size() != ref.final_eval.slices.size()) {
+                   .regression = e.regression ? &*e.regression : nullptr,
+                   .prior = !e.regression && e.classes ? &*e.classes : nullptr};
+  if (pb.is_regression() && pb.regression->slice_trivial_loss.size() != e.slices.size()) {
     throw error("reference regression baseline slice_trivial_loss",
                 std::to_string(pb.regression->slice_trivial_loss.size()) + " values",
-                "one per slice (" + std::to_string(ref.final_eval.slices.size()) + ")");
+                "one per slice (" + std::to_string(e.slices.size()) + ")");
+  }
+  if (pb.prior != nullptr && (pb.prior->slice_trivial_loss.size() != e.slices.size() ||
+                              pb.prior->slice_trivial_accuracy.size() != e.slices.size())) {
+    throw error("reference class frequencies",
+                std::to_string(pb.prior->slice_trivial_loss.size()) + " slice losses and " +
+                    std::to_string(pb.prior->slice_trivial_accuracy.size()) + " slice accuracies",
+                "one each per slice (" + std::to_string(e.slices.size()) + ")");
   }
   return pb;
 }
@@ -240,9 +270,8 @@ void quality_checks(parity_result& r, const problem& pb, const quality_set& q) {
   const limit_basis loss = quality_limit(q.loss_declared, q.loss_term, have ? q.pairs->loss_diff_sd : nan, n, denom,
                                          "3*sd/sqrt(n)/L", slice ? "slice_loss_rel" : "loss_rel");
   undecidable loss_undecided = size_undecided;
-  if (loss_undecided.why.empty() && pb.is_regression() && !(q.ref_loss < pb.trivial_loss())) {
-    loss_undecided = {"the reference (loss " + fmt(q.ref_loss) + ") is not better than the best constant prediction (" +
-                          pb.regression->loss + " " + fmt(pb.trivial_loss()) + ")",
+  if (loss_undecided.why.empty() && pb.fitted() && !(q.ref_loss < pb.trivial_loss())) {
+    loss_undecided = {"the reference (loss " + fmt(q.ref_loss) + ") is not better than " + pb.trivial_name(),
                       undecided_reason::reference_untrained};
   } else if (loss_undecided.why.empty()) {
     loss_undecided = too_wide(loss.limit, (pb.trivial_loss() - q.ref_loss) / denom, lost_half, pb.trivial_note());
@@ -265,10 +294,14 @@ void quality_checks(parity_result& r, const problem& pb, const quality_set& q) {
   const double acc_trivial = q.ref_acc - pb.chance_accuracy();
   undecidable acc_undecided = size_undecided;
   if (acc_undecided.why.empty() && acc_trivial <= 0.0) {
-    acc_undecided = {"the reference is not above chance accuracy (" + fmt(pb.chance_accuracy()) + ")",
-                     undecided_reason::reference_untrained};
+    acc_undecided = {
+        pb.prior != nullptr
+            ? "the reference is not above the accuracy of " + pb.chance_name() + " (" + fmt(pb.chance_accuracy()) + ")"
+            : "the reference is not above chance accuracy (" + fmt(pb.chance_accuracy()) + ")",
+        undecided_reason::reference_untrained};
   } else if (acc_undecided.why.empty()) {
-    acc_undecided = too_wide(acc.limit, acc_trivial, lost_half, " above chance " + fmt(pb.chance_accuracy()));
+    acc_undecided =
+        too_wide(acc.limit, acc_trivial, lost_half, " above " + pb.chance_name() + " " + fmt(pb.chance_accuracy()));
   }
   add_check(r, q.prefix + " accuracy (drop)", acc_value, acc,
             "reference " + fmt(q.ref_acc) + ", candidate " + fmt(q.cand_acc), acc_undecided);

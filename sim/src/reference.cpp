@@ -294,6 +294,17 @@ json regression_json(const eval_metrics& e) {
   return json{{"loss", b.loss}, {"trivial_loss", b.trivial_loss}, {"slice_trivial_loss", b.slice_trivial_loss}};
 }
 
+/// The class frequencies' baseline of an evaluation, or null for a regression.
+json class_prior_json(const eval_metrics& e) {
+  if (!e.classes) return json(nullptr);
+  const class_prior& c = *e.classes;
+  return json{{"classes", c.classes},
+              {"trivial_loss", c.trivial_loss},
+              {"trivial_accuracy", c.trivial_accuracy},
+              {"slice_trivial_loss", c.slice_trivial_loss},
+              {"slice_trivial_accuracy", c.slice_trivial_accuracy}};
+}
+
 json body_json(const locked_reference& r) {
   json slices = json::array();
   for (const slice_metrics& s : r.final_eval.slices) {
@@ -313,7 +324,8 @@ json body_json(const locked_reference& r) {
                  {{"loss", r.final_eval.rows.loss},
                   {"correct", r.final_eval.rows.correct},
                   {"slice", r.final_eval.rows.slice}}},
-                {"regression", regression_json(r.final_eval)}}},
+                {"regression", regression_json(r.final_eval)},
+                {"class_prior", class_prior_json(r.final_eval)}}},
               {"probe_rows", r.probe_rows},
               {"probe_cols", r.probe_cols},
               {"probe_logits", r.probe_logits},
@@ -339,6 +351,40 @@ void check_rows(const eval_metrics& e, const std::string& field) {
                   "loss " + std::to_string(r.loss[i]) + ", correct " + std::to_string(r.correct[i]) + ", slice " +
                       std::to_string(r.slice[i]),
                   "a finite loss, correct 0 or 1, a slice index below " + std::to_string(e.slices.size()));
+    }
+  }
+}
+
+/// A classifier's class-frequency baseline fits its evaluation: present exactly when there is no regression
+/// baseline, at least one class, finite losses >= 0, accuracies in [0, 1] (above 0 on the whole set), one per slice.
+void check_class_prior(const eval_metrics& e, const std::string& field) {
+  if (e.regression.has_value() == e.classes.has_value()) {
+    throw error(field, e.classes ? "present beside a regression baseline" : "missing",
+                "the held-out labels' class frequencies for a classifier, null for a regression");
+  }
+  if (!e.classes) return;
+  const class_prior& c = *e.classes;
+  if (c.classes < 1) throw error(field + ".classes", std::to_string(c.classes), "at least 1");
+  const auto loss_ok = [](double v) { return v >= 0.0 && std::isfinite(v); };
+  const auto accuracy_ok = [](double v) { return v >= 0.0 && v <= 1.0; };
+  if (!loss_ok(c.trivial_loss)) {
+    throw error(field + ".trivial_loss", std::to_string(c.trivial_loss), "a finite loss >= 0");
+  }
+  if (!accuracy_ok(c.trivial_accuracy) || c.trivial_accuracy == 0.0) {
+    throw error(field + ".trivial_accuracy", std::to_string(c.trivial_accuracy), "in (0, 1]");
+  }
+  for (const auto* v : {&c.slice_trivial_loss, &c.slice_trivial_accuracy}) {
+    const char* name = v == &c.slice_trivial_loss ? ".slice_trivial_loss" : ".slice_trivial_accuracy";
+    if (v->size() != e.slices.size()) {
+      throw error(field + name, std::to_string(v->size()) + " values",
+                  "one per slice (" + std::to_string(e.slices.size()) + ")");
+    }
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      const double x = (*v)[i];
+      if (v == &c.slice_trivial_loss ? !loss_ok(x) : !accuracy_ok(x)) {
+        throw error(field + name + "[" + std::to_string(i) + "]", std::to_string(x),
+                    v == &c.slice_trivial_loss ? "a finite loss >= 0" : "in [0, 1]");
+      }
     }
   }
 }
@@ -484,6 +530,7 @@ locked_reference lock_reference(const run_result& run, const run_manifest& manif
   }
   check_rows(run.final_eval, "reference per-prediction results");
   check_regression(run.final_eval, "reference regression baseline");
+  check_class_prior(run.final_eval, "reference class frequencies");
   r.final_eval = run.final_eval;
   r.probe_logits = run.probe_logits;
   r.probe_rows = run.probe_rows;
@@ -562,6 +609,20 @@ locked_reference reference_from_json_text(const std::string& text) {
         .slice_trivial_loss = required<std::vector<double>>(reg, "slice_trivial_loss", "final_eval.regression.")};
   }
   check_regression(r.final_eval, "reference final_eval.regression");
+  const json prior = required<json>(ev, "class_prior", "final_eval.");
+  if (!prior.is_null()) {
+    if (!prior.is_object()) {
+      throw error("reference final_eval.class_prior", summarize_json(prior), "null (a regression) or an object");
+    }
+    const char* w = "final_eval.class_prior.";
+    r.final_eval.classes =
+        class_prior{.classes = required<std::int64_t>(prior, "classes", w),
+                    .trivial_loss = required<double>(prior, "trivial_loss", w),
+                    .trivial_accuracy = required<double>(prior, "trivial_accuracy", w),
+                    .slice_trivial_loss = required<std::vector<double>>(prior, "slice_trivial_loss", w),
+                    .slice_trivial_accuracy = required<std::vector<double>>(prior, "slice_trivial_accuracy", w)};
+  }
+  check_class_prior(r.final_eval, "reference final_eval.class_prior");
   r.probe_rows = required<std::int64_t>(j, "probe_rows", "");
   r.probe_cols = required<std::int64_t>(j, "probe_cols", "");
   r.probe_logits = required<std::vector<float>>(j, "probe_logits", "");

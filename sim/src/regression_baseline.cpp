@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "safeamp/error.hpp"
@@ -115,6 +116,49 @@ regression_baseline trivial_regression_baseline(loss_kind kind, const matrix& ta
     b.slice_trivial_loss.push_back(slice_elements[s] > 0 ? slice_sum[s] / static_cast<double>(slice_elements[s]) : 0.0);
   }
   return b;
+}
+
+class_prior trivial_class_prior(const std::vector<std::int32_t>& labels, const std::vector<std::int32_t>& slices,
+                                std::size_t slice_count) {
+  if (labels.empty()) throw error("class prior labels", "none", "at least one held-out label");
+  if (slices.size() != labels.size()) {
+    throw error("class prior slices", std::to_string(slices.size()),
+                "one per label (" + std::to_string(labels.size()) + ")");
+  }
+  std::map<std::int32_t, std::int64_t> count;
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0) {
+      throw error("class prior label [" + std::to_string(i) + "]", std::to_string(labels[i]), "a class index >= 0");
+    }
+    if (slices[i] < 0 || static_cast<std::size_t>(slices[i]) >= slice_count) {
+      throw error("class prior slice [" + std::to_string(i) + "]", std::to_string(slices[i]),
+                  "a slice index below " + std::to_string(slice_count));
+    }
+    ++count[labels[i]];
+  }
+  const auto n = static_cast<double>(labels.size());
+  std::vector<double> loss_sum(slice_count, 0.0), p_sum(slice_count, 0.0);
+  std::vector<std::int64_t> members(slice_count, 0);
+  double total_loss = 0.0, total_p = 0.0;
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const double p = static_cast<double>(count[labels[i]]) / n;
+    const auto s = static_cast<std::size_t>(slices[i]);
+    total_loss -= std::log(p);
+    total_p += p;
+    loss_sum[s] -= std::log(p);
+    p_sum[s] += p;
+    ++members[s];
+  }
+  class_prior c;
+  c.classes = static_cast<std::int64_t>(count.size());
+  c.trivial_loss = total_loss / n;
+  c.trivial_accuracy = total_p / n;
+  for (std::size_t s = 0; s < slice_count; ++s) {
+    const auto m = static_cast<double>(members[s]);
+    c.slice_trivial_loss.push_back(members[s] > 0 ? loss_sum[s] / m : 0.0);
+    c.slice_trivial_accuracy.push_back(members[s] > 0 ? p_sum[s] / m : 0.0);
+  }
+  return c;
 }
 
 }  // namespace safeamp::sim

@@ -165,6 +165,10 @@ eval_metrics evaluate(exec_context& ctx, const run_config& cfg, model& m, const 
   if (cfg.loss != loss_kind::cross_entropy && b.samples > 0) {
     e.regression = trivial_regression_baseline(cfg.loss, b.target_values, b.slices, slice_names.size());
   }
+  // A classifier's: the held-out labels' class frequencies.
+  if (cfg.loss == loss_kind::cross_entropy && !b.targets.empty()) {
+    e.classes = trivial_class_prior(b.targets, b.slices, slice_names.size());
+  }
   return e;
 }
 

@@ -1,8 +1,18 @@
 // The parity gate on trained runs (not fixtures): an 8-class MLP trained in fp32 is the reference; the same
 // fp32 run passes with zero error, bf16-mixed passes, and a catastrophic E2M1 matmul candidate is never
-// PASS, nor is any of its slice checks.
-#include <catch2/catch.hpp>
+// PASS, nor is any of its slice checks. And a classifier trained on noise with imbalanced labels, which can learn
+// only how often each class occurs: never PASS.
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "safeamp/sim/npy.hpp"
 #include "safeamp/sim/parity.hpp"
 #include "safeamp/sim/reference.hpp"
 #include "safeamp/sim/scenario.hpp"
@@ -67,4 +77,49 @@ TEST_CASE("trained runs: identical passes, bf16 passes, an E2M1 matmul is never 
     CHECK(c.status != verdict::pass);
   }
   CHECK(slice_checks == 16);  // 8 classes x (loss, accuracy)
+}
+
+// 512 rows of 4 Gaussian noise features; labels 1 (59 rows: 11.5 %) and 0 otherwise, drawn independently of the
+// features, so the best any model can do is predict the labels' frequencies; the reference is trained on them (all
+// rows are both the training and the held-out set). Before 2026-12-06 the gate measured it from uniform
+// probabilities (ln 2) and PASSed bf16 and fp16 candidates; from the labels' frequencies it cannot judge the loss.
+TEST_CASE("trained runs: a classifier that can learn only its labels' frequencies is never PASS") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("safeamp-gate-prior-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  constexpr std::int64_t rows = 512, features = 4, positives = 59;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(rows * features);
+  for (float& v : x) v = normal(rng);
+  std::vector<std::int32_t> y(rows, 0);
+  for (std::int64_t i = 0; i < positives; ++i) y[static_cast<std::size_t>((i * 97) % rows)] = 1;  // 97 odd: distinct
+  std::ofstream(dir / "x.npy", std::ios::binary) << npy_bytes(std::vector<std::int64_t>{rows, features}, x);
+  std::ofstream(dir / "y.npy", std::ios::binary) << npy_bytes(std::vector<std::int64_t>{rows}, y);
+  const std::string text = R"({"name": "noise", "model": {"kind": "stack", "input_dim": 4,
+      "layers": [{"type": "linear", "out": 16}, {"type": "gelu"}, {"type": "linear"}]},
+    "data": {"inputs": "x.npy", "targets": "y.npy"},
+    "training": {"steps": 60, "batch_size": 64, "threads": 1, "optimizer": {"kind": "adamw", "learning_rate": 0.01}},
+    "candidates": [{"name": "bf16", "policy": "bf16-mixed"}, {"name": "fp16", "policy": "fp16-mixed"}]})";
+  const scenario s = parse_scenario(text, (dir / "s.json").string());
+  const run_config rc = reference_config(s);
+  const run_result reference_run = train(rc);
+  // The trainer's class frequencies, by hand: p = 59/512 and 453/512.
+  REQUIRE(reference_run.final_eval.classes.has_value());
+  const double p = static_cast<double>(positives) / rows, q = 1.0 - p;
+  CHECK(reference_run.final_eval.classes->classes == 2);
+  CHECK(reference_run.final_eval.classes->trivial_loss == Approx(-(p * std::log(p) + q * std::log(q))).epsilon(1e-12));
+  CHECK(reference_run.final_eval.classes->trivial_accuracy == Approx(p * p + q * q).epsilon(1e-12));
+  const locked_reference ref = lock_reference(reference_run, manifest_for(s, rc));
+  INFO("reference loss " << ref.final_eval.loss << ", accuracy " << ref.final_eval.accuracy);
+  for (std::size_t i = 0; i < s.candidates.size(); ++i) {
+    const gated g = gate(s, ref, i);
+    for (const std::string& why : g.result.undecided) INFO(why);
+    CHECK(g.result.outcome == verdict::inconclusive);
+    // Measured from uniform probabilities, the same runs would pass: the baseline is what decides.
+    locked_reference uniform = ref;
+    uniform.final_eval.classes.reset();
+    CHECK(evaluate_parity(uniform, g.run, tolerances_for(s, s.candidates[i])).outcome == verdict::pass);
+  }
+  fs::remove_all(dir);
 }

@@ -34,6 +34,7 @@ run_result regression_run(const std::string& label, double trivial_loss,
   run_result r = fixtures::make_run(label, 40, 1.0, 0.0, policy);
   for (auto& k : r.final_eval.rows.correct) k = 0;
   fixtures::summarize(r.final_eval);
+  r.final_eval.classes.reset();  // a regression has no class frequencies
   r.final_eval.regression =
       regression_baseline{.loss = "mse",
                           .trivial_loss = trivial_loss,
@@ -115,7 +116,8 @@ TEST_CASE("a regression that tracks its reference passes; its accuracy checks ar
   }
   CHECK(not_applicable == 5);
   CHECK(std::string(verdict_name(verdict::not_applicable)) == "N/A");
-  // The same predictions as a classifier (no baseline, accuracy 0 below chance 0.2): INCONCLUSIVE, as before.
+  // The same predictions as a classifier without class frequencies (the gate's uniform fallback, accuracy 0 below
+  // chance 0.2): INCONCLUSIVE, as before.
   locked_reference classifier = ref;
   classifier.final_eval.regression.reset();
   const parity_result c = evaluate_parity(classifier, regression_run("same", 4.0), gate_tolerances_for(safeamp::fp16));
@@ -189,4 +191,72 @@ TEST_CASE("a regression's loss checks measure learning from the best constant pr
   short_baseline.final_eval.regression->slice_trivial_loss.pop_back();
   CHECK_THROWS_WITH(evaluate_parity(short_baseline, same, gate_tolerances_for(safeamp::fp16)),
                     Catch::Contains("one per slice (4)"));
+}
+
+TEST_CASE("a classifier's trivial predictor: the held-out labels' class frequencies, hand-computed") {
+  // Labels 0 0 0 1 in slices 0 0 1 1: p(0) = 3/4, p(1) = 1/4. Whole set: loss -(3 ln 3/4 + ln 1/4) / 4 =
+  // (0.863046 + 1.386294) / 4 = 0.562335 (the labels' entropy), accuracy (3 * 3/4 + 1/4) / 4 = 0.625 (3/4^2 + 1/4^2).
+  // Slice 0 (two 0s): -ln 3/4 = 0.287682, 3/4. Slice 1 (a 0 and a 1): (0.287682 + 1.386294) / 2 = 0.836988, 1/2.
+  // Slice 2 is empty: 0 and 0.
+  const class_prior c = trivial_class_prior({0, 0, 0, 1}, {0, 0, 1, 1}, 3);
+  CHECK(c.classes == 2);
+  CHECK(c.trivial_loss == Approx(0.562335).epsilon(1e-6));
+  CHECK(c.trivial_accuracy == Approx(0.625).epsilon(1e-12));
+  REQUIRE(c.slice_trivial_loss.size() == 3);
+  REQUIRE(c.slice_trivial_accuracy.size() == 3);
+  CHECK(c.slice_trivial_loss[0] == Approx(0.287682).epsilon(1e-6));
+  CHECK(c.slice_trivial_loss[1] == Approx(0.836988).epsilon(1e-6));
+  CHECK(c.slice_trivial_loss[2] == 0.0);
+  CHECK(c.slice_trivial_accuracy[0] == Approx(0.75).epsilon(1e-12));
+  CHECK(c.slice_trivial_accuracy[1] == Approx(0.5).epsilon(1e-12));
+  CHECK(c.slice_trivial_accuracy[2] == 0.0);
+  // Labels need not start at 0 nor be consecutive: 1-based labels {1, 2} are two classes, not three.
+  const class_prior one_based = trivial_class_prior({1, 2, 2, 7}, {0, 0, 0, 0}, 1);
+  CHECK(one_based.classes == 3);
+  CHECK(one_based.trivial_accuracy == Approx((0.25 * 0.25 * 2 + 0.5 * 0.5)).epsilon(1e-12));
+  CHECK_THROWS_WITH(trivial_class_prior({}, {}, 1), Catch::Contains("at least one held-out label"));
+  CHECK_THROWS_WITH(trivial_class_prior({0, -1}, {0, 0}, 1), Catch::Contains("label [1] is -1"));
+  CHECK_THROWS_WITH(trivial_class_prior({0, 1}, {0, 1}, 1), Catch::Contains("slice [1] is 1"));
+  CHECK_THROWS_WITH(trivial_class_prior({0, 1}, {0}, 1), Catch::Contains("one per label (2)"));
+}
+
+// A classifier that learned only how often each class occurs (9 in 10 predictions of class 0): its loss, the labels'
+// entropy 0.3251 nats, is what a uniform predictor's ln 5 = 1.609 (the fixture's 5 columns) would call well learned.
+// Measured from the frequencies it learned nothing, so no check of its loss can decide: INCONCLUSIVE, where the uniform
+// baseline passed it (as the gate did before 2026-12-06, the defect this test is for).
+TEST_CASE("a classifier no better than its labels' class frequencies is INCONCLUSIVE, not PASS") {
+  const double p = 0.9, entropy = -(p * std::log(p) + (1 - p) * std::log(1 - p));  // 0.325083
+  run_result r = fixtures::make_run("reference fp32", 40, entropy, 0.0);
+  for (std::size_t i = 0; i < r.final_eval.rows.correct.size(); ++i) r.final_eval.rows.correct[i] = i % 10 != 9;
+  fixtures::summarize(r.final_eval);               // accuracy 0.9: the majority class every time
+  const double guess = p * p + (1 - p) * (1 - p);  // 0.82
+  r.final_eval.classes = class_prior{.classes = 2,
+                                     .trivial_loss = entropy,
+                                     .trivial_accuracy = guess,
+                                     .slice_trivial_loss = {entropy, entropy, entropy, entropy},
+                                     .slice_trivial_accuracy = {guess, guess, guess, guess}};
+  const locked_reference ref = lock_reference(r, fixtures::make_manifest());
+  run_result same = r;
+  same.label = "bf16";
+  same.policy = safeamp::presets::bf16_mixed;
+  const parity_result g = evaluate_parity(ref, same, gate_tolerances_for(safeamp::bf16));
+  CHECK(g.outcome == verdict::inconclusive);
+  const parity_check& loss = check(g, "held-out loss");
+  CHECK(loss.status == verdict::inconclusive);
+  CHECK(loss.undecided.find("not better than the held-out labels' class frequencies (0.3251 nats)") !=
+        std::string::npos);
+  // The same reference measured from uniform probabilities (ln 5: no class frequencies): every check decides, PASS.
+  locked_reference uniform = ref;
+  uniform.final_eval.classes.reset();
+  CHECK(evaluate_parity(uniform, same, gate_tolerances_for(safeamp::bf16)).outcome == verdict::pass);
+  // A reference that learned beyond the frequencies (loss 0.2 < 0.3251) with the same candidate decides again.
+  run_result learned = fixtures::make_run("reference fp32", 40, 0.2, 0.0);
+  learned.final_eval.classes = r.final_eval.classes;
+  learned.final_eval.rows.correct = r.final_eval.rows.correct;
+  fixtures::summarize(learned.final_eval);
+  run_result learned_same = learned;
+  learned_same.policy = safeamp::presets::bf16_mixed;
+  const parity_result g2 = evaluate_parity(lock_reference(learned, fixtures::make_manifest()), learned_same,
+                                           gate_tolerances_for(safeamp::bf16));
+  CHECK(check(g2, "held-out loss").status == verdict::pass);
 }

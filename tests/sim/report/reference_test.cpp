@@ -30,6 +30,17 @@ std::uint32_t bits(float f) {
   std::memcpy(&u, &f, sizeof u);
   return u;
 }
+/// What reading `file` after `edit` says: the error's message, or "accepted".
+std::string refusal(const nlohmann::json& file, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j = file;
+  edit(j);
+  try {
+    (void)reference_from_json_text(j.dump());
+  } catch (const safeamp::error& e) {
+    return e.what();
+  }
+  return "accepted";
+}
 }  // namespace
 
 TEST_CASE("a locked reference round-trips through JSON bit for bit") {
@@ -71,18 +82,22 @@ TEST_CASE("an edited, truncated, corrupt or other-version reference is refused")
   other.final_eval.accuracy += 0.25;
   std::string tampered = to_json_text(other);  // written with the old id
   CHECK_THROWS_WITH(reference_from_json_text(tampered), Catch::Contains("reference_id"));
-  // Another format version: a newer one, a version-1 file (its manifest lacked most settings) and a version-2
-  // file (no regression baseline), each refused with the way to lock again.
-  const auto vpos = text.find("\"format_version\": 3");
+  // Another format version: a newer one, a version-1 file (its manifest lacked most settings), a version-2
+  // file (no regression baseline) and a version-3 file (no class frequencies), each refused with the way to lock
+  // again.
+  const auto vpos = text.find("\"format_version\": 4");
   REQUIRE(vpos != std::string::npos);
-  std::string v4 = text;
-  v4.replace(vpos, 19, "\"format_version\": 4");
-  CHECK_THROWS_WITH(reference_from_json_text(v4), Catch::Contains("format_version is 4"));
+  for (const char* version : {"5", "3"}) {
+    std::string other_version = text;
+    other_version.replace(vpos, 19, std::string("\"format_version\": ") + version);
+    CHECK_THROWS_WITH(reference_from_json_text(other_version),
+                      Catch::Contains(std::string("format_version is ") + version) && Catch::Contains("--relock"));
+  }
   for (const char* old_version : {"1", "2"}) {
     std::string old = text;
     old.replace(vpos, 19, std::string("\"format_version\": ") + old_version);
     CHECK_THROWS_WITH(reference_from_json_text(old), Catch::Contains(std::string("format_version is ") + old_version) &&
-                                                         Catch::Contains("accepted: 3") && Catch::Contains("--relock"));
+                                                         Catch::Contains("accepted: 4") && Catch::Contains("--relock"));
   }
 }
 
@@ -93,16 +108,7 @@ TEST_CASE("a reference number outside its field's range is refused by name, neve
       lock_reference(fixtures::make_run("reference fp32", 10, 2.0, 0.0), fixtures::make_manifest());
   const nlohmann::json good = nlohmann::json::parse(to_json_text(ref));
   REQUIRE(!good["final_eval"]["rows"]["correct"].empty());
-  const auto refused = [&](const std::function<void(nlohmann::json&)>& edit) {
-    nlohmann::json j = good;
-    edit(j);
-    try {
-      (void)reference_from_json_text(j.dump());
-    } catch (const safeamp::error& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  const auto refused = [&](const std::function<void(nlohmann::json&)>& edit) { return refusal(good, edit); };
   const std::string byte = refused([](nlohmann::json& j) { j["final_eval"]["rows"]["correct"][0] = 1.55556e113; });
   CHECK_THAT(byte, Catch::Contains("final_eval.rows.correct[0]") && Catch::Contains("an integer from 0 to 255"));
   CHECK_THAT(refused([](nlohmann::json& j) { j["final_eval"]["rows"]["correct"][0] = 256; }),
@@ -131,6 +137,7 @@ TEST_CASE("a regression's baseline round-trips with the reference, is hashed and
   CHECK(nlohmann::json::parse(to_json_text(classifier))["final_eval"]["regression"].is_null());
   CHECK_FALSE(reference_from_json_text(to_json_text(classifier)).final_eval.regression.has_value());
   // Non-default values in every field, read back bit for bit (0.1 is not a short binary fraction).
+  run.final_eval.classes.reset();
   run.final_eval.regression =
       regression_baseline{.loss = "huber", .trivial_loss = 0.1, .slice_trivial_loss = {0.3, 1e-9, 7.25, 0.0}};
   const locked_reference ref = lock_reference(run, fixtures::make_manifest());
@@ -624,4 +631,47 @@ TEST_CASE("--relock keeps the previous reference beside the new one, never over 
   CHECK(damaged == dir / "reference-unknown-id-unknown-time.json");
   CHECK(read_whole_file(damaged) == "{ truncated");
   fs::remove_all(scratch());
+}
+
+TEST_CASE("a classifier's class frequencies round-trip with the reference, are hashed and checked") {
+  run_result run = fixtures::make_run("reference fp32", 10, 2.0, 0.0);
+  // Non-default values in every field, read back bit for bit.
+  run.final_eval.classes = class_prior{.classes = 3,
+                                       .trivial_loss = 0.1,
+                                       .trivial_accuracy = 0.7,
+                                       .slice_trivial_loss = {0.3, 1e-9, 7.25, 0.0},
+                                       .slice_trivial_accuracy = {0.1, 1.0, 0.35, 0.0}};
+  const locked_reference ref = lock_reference(run, fixtures::make_manifest());
+  const std::string text = to_json_text(ref);
+  const locked_reference back = reference_from_json_text(text);
+  REQUIRE(back.final_eval.classes.has_value());
+  CHECK(*back.final_eval.classes == *run.final_eval.classes);
+  CHECK(nlohmann::json::parse(text)["final_eval"]["class_prior"]["classes"] == 3);
+  // Part of the content the id hashes.
+  run_result other = run;
+  other.final_eval.classes->trivial_accuracy = 0.71;
+  CHECK(lock_reference(other, fixtures::make_manifest()).reference_id != ref.reference_id);
+  // A classifier without them, or a regression with them, is not locked.
+  run_result none = run;
+  none.final_eval.classes.reset();
+  CHECK_THROWS_WITH(lock_reference(none, fixtures::make_manifest()), Catch::Contains("class frequencies is missing"));
+  run_result both = run;
+  both.final_eval.regression =
+      regression_baseline{.loss = "mse", .trivial_loss = 1.0, .slice_trivial_loss = {1, 1, 1, 1}};
+  CHECK_THROWS_WITH(lock_reference(both, fixtures::make_manifest()), Catch::Contains("beside a regression baseline"));
+  // An edited file is refused naming the field (its fields are checked before the content hash).
+  const nlohmann::json good = nlohmann::json::parse(text);
+  const auto refused = [&](const std::function<void(nlohmann::json&)>& edit) { return refusal(good, edit); };
+  CHECK(refused([](nlohmann::json&) {}) == "accepted");
+  CHECK_THAT(refused([](nlohmann::json& j) { j["final_eval"].erase("class_prior"); }), Catch::Contains("class_prior"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["final_eval"]["class_prior"] = nullptr; }),
+             Catch::Contains("class_prior is missing"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["final_eval"]["class_prior"]["trivial_accuracy"] = 0.0; }),
+             Catch::Contains("trivial_accuracy is 0"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["final_eval"]["class_prior"]["slice_trivial_accuracy"][2] = 1.5; }),
+             Catch::Contains("slice_trivial_accuracy[2] is 1.5"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["final_eval"]["class_prior"]["slice_trivial_loss"] = {1.0}; }),
+             Catch::Contains("slice_trivial_loss is 1 values"));
+  CHECK_THAT(refused([](nlohmann::json& j) { j["final_eval"]["class_prior"]["trivial_loss"] = -1.0; }),
+             Catch::Contains("trivial_loss is -1"));
 }

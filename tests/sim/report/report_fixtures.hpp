@@ -85,7 +85,7 @@ inline void lose_predictions(safeamp::sim::eval_metrics& e, int slice, int count
 
 /// A run whose losses are (1 + loss_offset) times the reference's. Held-out set: 400 predictions in slices
 /// "a".."d" of 100, losses alternating 0.5 and 1.5 times base_loss * (1 + loss_offset), the first 80 of
-/// each slice correct (accuracy 0.8); 5 classes, so a uniform predictor has loss ln 5 = 1.609 and chance
+/// each slice correct (accuracy 0.8); 5 balanced classes, so the class frequencies predict loss ln 5 = 1.609 and
 /// accuracy 0.2 (the gate's loss checks decide only for base_loss below ln 5).
 inline safeamp::sim::run_result make_run(const std::string& label, int steps, double base_loss, double loss_offset,
                                          const safeamp::precision_policy& policy = safeamp::presets::fp32) {
@@ -110,6 +110,14 @@ inline safeamp::sim::run_result make_run(const std::string& label, int steps, do
     r.final_eval.rows.slice.push_back(i / 100);
   }
   summarize(r.final_eval);
+  // The held-out labels: 5 classes, 20 of each in every slice, so their frequencies predict loss ln 5 and accuracy
+  // 0.2, on the whole set and on each slice (as the gate's uniform fallback would).
+  const double ln5 = std::log(5.0);
+  r.final_eval.classes = safeamp::sim::class_prior{.classes = 5,
+                                                   .trivial_loss = ln5,
+                                                   .trivial_accuracy = 0.2,
+                                                   .slice_trivial_loss = {ln5, ln5, ln5, ln5},
+                                                   .slice_trivial_accuracy = {0.2, 0.2, 0.2, 0.2}};
   r.probe_rows = 3;
   r.probe_cols = 5;
   for (int i = 0; i < 15; ++i) r.probe_logits.push_back(static_cast<float>(i % 5) - 2.0f);  // -2..2, rms sqrt(2)

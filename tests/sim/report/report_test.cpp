@@ -340,6 +340,7 @@ TEST_CASE("a regression's losses are labelled with its loss, not nats, and have 
   const regression_baseline mse{.loss = "mse", .trivial_loss = 4.0, .slice_trivial_loss = {4.0, 4.0, 4.0, 4.0}};
   sim_summary s = fixtures::make_summary();
   run_result ref = fixtures::make_run("reference fp32", 40, 0.01, 0.0);
+  ref.final_eval.classes.reset();
   ref.final_eval.regression = mse;
   s.reference = lock_reference(ref, fixtures::make_manifest());
   for (candidate_outcome& k : s.candidates) {

@@ -16,7 +16,8 @@ namespace safeamp::sim {
 /// Version of the reference file layout; a file with another version is refused. 2: every setting that
 /// changes the reference's numbers is in the manifest, one field each, with its scope. 3: final_eval.regression,
 /// a regression's trivial-predictor losses (null for a classifier), which the parity gate's loss checks use.
-inline constexpr int reference_format_version = 3;
+/// 4: final_eval.class_prior, a classifier's (the held-out labels' class frequencies; null for a regression).
+inline constexpr int reference_format_version = 4;
 
 /// Which comparisons a manifest field takes part in.
 enum class manifest_scope : std::uint8_t {

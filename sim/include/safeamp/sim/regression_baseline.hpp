@@ -1,6 +1,7 @@
 // The trivial predictor of a regression: per output column the constant that minimizes the run's loss over the
 // held-out targets (mse: the mean, l1: a median, huber: the root of the clamped residual sum). Its loss is what
-// the parity gate measures a regression's learning against, as ln C is for a classifier (docs/report.md).
+// the parity gate measures a regression's learning against (docs/report.md). And a classifier's: the held-out
+// labels' class frequencies.
 #pragma once
 
 #include <cstdint>
@@ -28,5 +29,12 @@ namespace safeamp::sim {
 [[nodiscard]] regression_baseline trivial_regression_baseline(loss_kind kind, const matrix& targets,
                                                               const std::vector<std::int32_t>& slices,
                                                               std::size_t slice_count);
+
+/// A classifier's trivial predictor on held-out labels whose predictions belong to `slices` (slice index per
+/// label, below slice_count): the frequencies p fitted on every label; its loss (mean of -ln p(y)) and accuracy
+/// (mean of p(y)) over all labels and over each slice's (0 for an empty slice). Throws safeamp::error for no
+/// labels, a negative label, sizes that differ or a slice index out of range.
+[[nodiscard]] class_prior trivial_class_prior(const std::vector<std::int32_t>& labels,
+                                              const std::vector<std::int32_t>& slices, std::size_t slice_count);
 
 }  // namespace safeamp::sim

@@ -71,7 +71,7 @@ struct eval_rows {
 
 /// The trivial predictor of a regression (training.loss mse, l1 or huber): per output column the constant that
 /// minimizes the loss over the held-out targets (regression_baseline.hpp). Its mean loss is the parity gate's
-/// "learned nothing" point for the loss checks, as ln C (uniform probabilities) is for a classifier.
+/// "learned nothing" point for the loss checks, as class_prior's is for a classifier.
 struct regression_baseline {
   std::string loss;                        // "mse", "l1" or "huber"
   double trivial_loss = 0.0;               // over the whole held-out set
@@ -80,12 +80,31 @@ struct regression_baseline {
   friend bool operator==(const regression_baseline&, const regression_baseline&) = default;
 };
 
+/// The trivial predictor of a classifier (training.loss cross_entropy): the class frequencies p of the held-out
+/// labels, predicted for every input, the constant prediction with the least cross-entropy on them, as the
+/// regression's constants are for its losses (regression_baseline.hpp). Its loss over a set of predictions is the
+/// mean of -ln p(y) over their labels (the labels' entropy on the whole held-out set); its accuracy is that of a
+/// guess drawn with the frequencies, the mean of p(y) (the sum of p^2 on the whole set, 1/C for C balanced
+/// classes). A model that learned only the frequencies scores its loss: the parity gate's "learned nothing" point.
+struct class_prior {
+  std::int64_t classes = 0;                    // distinct labels in the held-out set
+  double trivial_loss = 0.0;                   // over the whole held-out set, nats
+  double trivial_accuracy = 0.0;               // over the whole held-out set
+  std::vector<double> slice_trivial_loss;      // over each slice, in eval_metrics::slices order (0 when empty)
+  std::vector<double> slice_trivial_accuracy;  // likewise
+
+  friend bool operator==(const class_prior&, const class_prior&) = default;
+};
+
 struct eval_metrics {
   double loss = 0.0;      // mean loss over the held-out set (cross-entropy in nats, or the regression loss)
   double accuracy = 0.0;  // fraction of argmax predictions that are right (0 for a regression: no classes)
   std::vector<slice_metrics> slices;
   eval_rows rows;
   std::optional<regression_baseline> regression;  // set for a regression, absent for a classifier
+  // Set for a classifier evaluated by the simulator. Absent in results assembled by hand without labels (the gate
+  // then falls back to uniform probabilities, ln C and 1/C); a reference file requires it.
+  std::optional<class_prior> classes;
 
   friend bool operator==(const eval_metrics&, const eval_metrics&) = default;
 };
