@@ -103,12 +103,16 @@ std::vector<std::string> cluster_data::slice_names() const {
 
 // ---- corpus ------------------------------------------------------------------------------------------
 
-corpus_data::corpus_data(const transformer_shape& shape, const data_config& cfg) : shape_(shape), cfg_(cfg) {
+void require_default_corpus(const data_config& cfg) {
   // The default corpus comes from a Debian package: where it is missing, say which.
   if (cfg.corpus_path == data_config{}.corpus_path && !std::filesystem::exists(cfg.corpus_path)) {
     throw error("data.corpus_path", "'" + cfg.corpus_path + "' (missing)",
                 "a readable text file (default /usr/share/common-licenses/GPL-3, Debian package base-files)");
   }
+}
+
+corpus_data::corpus_data(const transformer_shape& shape, const data_config& cfg) : shape_(shape), cfg_(cfg) {
+  require_default_corpus(cfg);
   // The checked reader, as the run settings' fingerprint reads it: a directory, FIFO or device (/dev/zero) is
   // refused by name before any byte is read, and a file over its 64 MiB cap by its size.
   const std::string bytes = read_input_file(cfg.corpus_path, "data.corpus_path");

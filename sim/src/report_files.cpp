@@ -89,7 +89,12 @@ void write_file_atomically(const fs::path& path, std::string_view content, std::
   safeamp::write_file_atomically(path.string(), content, field);
 }
 
-std::string read_input_file(const fs::path& path, std::string_view field, std::uintmax_t max_bytes) {
+namespace {
+/// Reads outside input in pieces: a regular file (or a link to one) of at most `max_bytes`; a directory, FIFO,
+/// socket or device is refused before any byte is read, and reading stops at the cap. Calls take(size) once with
+/// the file's size, then take(piece) for each piece read. Throws safeamp::error naming `field` and the path.
+template <class Size, class Take>
+void read_input_pieces(const fs::path& path, std::string_view field, std::uintmax_t max_bytes, Size size, Take take) {
   const std::string accepted =
       "a readable regular file of at most " + std::to_string(max_bytes) + " bytes (not a directory, FIFO or device)";
   // O_NONBLOCK: opening a FIFO without a writer must not hang; it is refused below by fstat.
@@ -116,8 +121,8 @@ std::string read_input_file(const fs::path& path, std::string_view field, std::u
   if (st.st_size < 0 || static_cast<std::uintmax_t>(st.st_size) > max_bytes) {
     throw error(field, "'" + path.string() + "' (" + std::to_string(st.st_size) + " bytes, over the limit)", accepted);
   }
-  std::string out;
-  out.reserve(static_cast<std::size_t>(st.st_size));
+  size(static_cast<std::uintmax_t>(st.st_size));
+  std::uintmax_t total = 0;
   char buf[1 << 16];
   while (true) {
     const ::ssize_t n = ::read(fd, buf, sizeof buf);
@@ -127,10 +132,41 @@ std::string read_input_file(const fs::path& path, std::string_view field, std::u
       throw error(field, "'" + path.string() + "' (read error: " + std::strerror(e) + ")", accepted);
     }
     if (n == 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > max_bytes) throw error(field, "'" + path.string() + "' (grew over the limit)", accepted);
+    total += static_cast<std::uintmax_t>(n);
+    if (total > max_bytes) throw error(field, "'" + path.string() + "' (grew over the limit)", accepted);
+    take(std::string_view(buf, static_cast<std::size_t>(n)));
   }
+}
+
+constexpr std::uint64_t fnv_offset_basis = 14695981039346656037ull;  // FNV-1a 64-bit
+constexpr std::uint64_t fnv_prime = 1099511628211ull;
+
+std::uint64_t fnv1a64_from(std::uint64_t h, std::string_view bytes) noexcept {
+  for (const char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
+    h *= fnv_prime;
+  }
+  return h;
+}
+}  // namespace
+
+std::string read_input_file(const fs::path& path, std::string_view field, std::uintmax_t max_bytes) {
+  std::string out;
+  read_input_pieces(
+      path, field, max_bytes, [&out](std::uintmax_t size) { out.reserve(static_cast<std::size_t>(size)); },
+      [&out](std::string_view piece) { out.append(piece); });
   return out;
+}
+
+file_digest digest_input_file(const fs::path& path, std::string_view field) {
+  file_digest d{.bytes = 0, .fnv1a64 = fnv_offset_basis};
+  read_input_pieces(
+      path, field, std::numeric_limits<std::uintmax_t>::max(), [](std::uintmax_t) {},
+      [&d](std::string_view piece) {
+        d.bytes += piece.size();
+        d.fnv1a64 = fnv1a64_from(d.fnv1a64, piece);
+      });
+  return d;
 }
 
 std::string read_whole_file(const fs::path& path) { return read_input_file(path, "input file"); }
@@ -151,14 +187,7 @@ void prepare_output_folder(const fs::path& dir) {
   fs::remove(probe, ec);
 }
 
-std::uint64_t fnv1a64(std::string_view bytes) noexcept {
-  std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64-bit offset basis
-  for (const char c : bytes) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;  // FNV 64-bit prime
-  }
-  return h;
-}
+std::uint64_t fnv1a64(std::string_view bytes) noexcept { return fnv1a64_from(fnv_offset_basis, bytes); }
 
 std::string hex64(std::uint64_t v) {
   char buf[17];

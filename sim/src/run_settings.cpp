@@ -1,14 +1,16 @@
 // The settings of a run that change its numbers (see run_settings in reference.hpp): one list for the
 // manifest of a locked reference and for the fingerprint of a checkpoint.
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "safeamp/error.hpp"
 #include "safeamp/policy/precision_policy.hpp"
+#include "safeamp/sim/datasets.hpp"
 #include "safeamp/sim/file_data.hpp"
-#include "safeamp/sim/reference.hpp"
 #include "safeamp/sim/npz.hpp"
+#include "safeamp/sim/reference.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
@@ -63,16 +65,17 @@ std::string stack_setting(const model_stack& m) {
   return out;
 }
 
-/// "<path> (<bytes> bytes, fnv1a64 <hex>)": a changed file changes the setting even under the same name. An
+/// "<file name> (<bytes> bytes, fnv1a64 <hex>)": a changed file changes the setting even under the same name. An
 /// array of an archive ("file.npz:name") hashes the whole archive: any change to it refuses a locked reference.
-std::string file_setting(const std::string& path) {
-  try {
-    const std::string bytes =
-        read_input_file(parse_array_file_ref(path).path, "data file", std::uintmax_t{1} << 31);
-    return path + " (" + std::to_string(bytes.size()) + " bytes, fnv1a64 " + hex64(fnv1a64(bytes)) + ")";
-  } catch (const error&) {
-    return path + " (unreadable)";
-  }
+/// The file's name without its folder: where the scenario and its files lie, and the working directory of the
+/// run, change nothing (a reference locked in one folder is reused from another), the bytes are what count. Read in
+/// pieces, any size; a file that cannot be read is an error naming `field` (the run cannot read it either).
+std::string file_setting(const std::string& path, const std::string& field) {
+  const array_file_ref ref = parse_array_file_ref(path);
+  const file_digest d = digest_input_file(ref.path, field);
+  std::string name = std::filesystem::path(ref.path).filename().string();
+  if (ref.archive && !ref.array.empty()) name += ":" + ref.array;
+  return name + " (" + std::to_string(d.bytes) + " bytes, fnv1a64 " + hex64(d.fnv1a64) + ")";
 }
 
 /// What of a data-parallel run changes its numbers, listed only for data-parallel runs (the manifests and
@@ -164,14 +167,15 @@ std::vector<manifest_setting> run_settings(const run_config& c) {
   // locked references of runs without them are unchanged.
   if (c.model == model_kind::stack) set("model.layers", stack_setting(c.stack));
   if (c.data.from_files()) {
-    set("data.inputs", file_setting(c.data.inputs_path));
-    set("data.targets", file_setting(c.data.targets_path));
+    set("data.inputs", file_setting(c.data.inputs_path, "data.inputs"));
+    set("data.targets", file_setting(c.data.targets_path, "data.targets"));
     if (!c.data.eval_inputs_path.empty()) {
-      set("data.eval_inputs", file_setting(c.data.eval_inputs_path));
-      set("data.eval_targets", file_setting(c.data.eval_targets_path));
+      set("data.eval_inputs", file_setting(c.data.eval_inputs_path, "data.eval_inputs"));
+      set("data.eval_targets", file_setting(c.data.eval_targets_path, "data.eval_targets"));
     }
   }
-  for (const auto& [name, path] : c.data.initial_weights) set("data.initial_weights." + name, file_setting(path));
+  for (const auto& [name, path] : c.data.initial_weights)
+    set("data.initial_weights." + name, file_setting(path, "data.initial_weights." + name));
   if (c.loss != loss_kind::cross_entropy) set("training.loss", to_string(c.loss));
   if (c.clip != clip_mode::exact) set("training.clip", "torch");
   if (c.optimizer.dampening != 0.0) set("optimizer.dampening", manifest_number(c.optimizer.dampening));
@@ -187,7 +191,8 @@ std::vector<manifest_setting> run_settings(const run_config& c) {
       set("model.layers", integer(t.layers));
       set("model.ffn_multiplier", integer(t.ffn_multiplier));
     }
-    set("data.corpus_path", c.data.corpus_path);
+    require_default_corpus(c.data);
+    set("data.corpus_path", file_setting(c.data.corpus_path, "data.corpus_path"));
     set("data.eval_fraction", num(c.data.eval_fraction));
   } else {
     const mlp_shape& p = c.mlp;

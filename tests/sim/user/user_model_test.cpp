@@ -305,6 +305,61 @@ TEST_CASE("the run fingerprint follows the model stack and the bytes of the data
   c.stack.layers.front().out = 0;
   c.loss = loss_kind::huber;
   CHECK(run_fingerprint(c) != changed);
+  // The same bytes in another folder, named by another path (a scenario folder moved, or a run from another
+  // working directory): the same settings and fingerprint; the file's name, size and hash, not its folder.
+  const std::vector<manifest_setting> here = run_settings(c);
+  const fs::path moved = dir / "moved";
+  fs::create_directories(moved);
+  fs::copy_file(dir / "x.npy", moved / "x.npy");
+  fs::copy_file(dir / "y.npy", moved / "y.npy");
+  const std::uint64_t fingerprint_here = run_fingerprint(c);
+  c.data.inputs_path = (moved / "." / "x.npy").string();
+  c.data.targets_path = (moved / "y.npy").string();
+  CHECK(run_fingerprint(c) == fingerprint_here);
+  CHECK(run_settings(c) == here);
+  CHECK(here[2].field == "data.inputs");
+  CHECK(here[2].value.rfind("x.npy (", 0) == 0);
+  // A file that cannot be read is an error naming its field, not a setting that reads "(unreadable)".
+  c.data.targets_path = (moved / "missing.npy").string();
+  CHECK_THROWS_WITH(run_fingerprint(c), Catch::Contains("data.targets") && Catch::Contains("cannot be opened"));
+  fs::remove_all(dir);
+}
+
+// The files' hash reads them in pieces with no size cap: an array file above the 2 GiB that the fingerprint read
+// whole until 2026-12-06 (it said "(unreadable)" then, so a changed file went unnoticed) is hashed, in constant
+// memory. A sparse file: it takes no disk space; reading its 2^31 + 3 bytes takes a second or two (hidden from the
+// program's default run, which the sanitizer build repeats; CTest runs it as sim_user_model_big_file).
+TEST_CASE("data files over 2 GiB are hashed whole, and a changed byte at their end changes the hash", "[.][big]") {
+  const fs::path dir = temp_dir();
+  const fs::path big = dir / "big.npz";
+  const std::uintmax_t size = (std::uintmax_t{1} << 31) + 3;
+  { std::ofstream(big, std::ios::binary) << "PK"; }
+  fs::resize_file(big, size);
+  const file_digest d = digest_input_file(big, "data.inputs");
+  CHECK(d.bytes == size);
+  // FNV-1a 64 of "PK" then zeros, computed here independently of the library: a zero byte leaves h ^ 0 = h, so
+  // the zeros multiply h by the prime 2^31 + 1 times (square and multiply, mod 2^64).
+  const std::uint64_t prime = 1099511628211ull;
+  std::uint64_t h = 14695981039346656037ull;
+  h = (h ^ 'P') * prime;
+  h = (h ^ 'K') * prime;
+  std::uint64_t power = 1, base = prime;
+  for (std::uintmax_t e = size - 2; e != 0; e >>= 1, base *= base) {
+    if ((e & 1) != 0) power *= base;
+  }
+  CHECK(d.fnv1a64 == h * power);
+  {
+    std::fstream f(big, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>(size - 1));
+    f.put('\x01');
+  }
+  CHECK(digest_input_file(big, "data.inputs").fnv1a64 != d.fnv1a64);
+  // A small file: the same hash as the whole-file reader's bytes.
+  write(dir / "s.npy", "abc");
+  CHECK(digest_input_file(dir / "s.npy", "f").fnv1a64 == fnv1a64("abc"));
+  CHECK(digest_input_file(dir / "s.npy", "f").bytes == 3);
+  CHECK_THROWS_WITH(digest_input_file(dir, "data.targets"),
+                    Catch::Contains("data.targets") && Catch::Contains("a directory"));
   fs::remove_all(dir);
 }
 

@@ -28,6 +28,10 @@ class cluster_data {
   matrix means_;  // (classes, input_dim)
 };
 
+/// Throws safeamp::error naming data.corpus_path and the Debian package that ships it when the default corpus is
+/// missing (any other missing corpus is reported by the reader that opens it).
+void require_default_corpus(const data_config& cfg);
+
 class corpus_data {
  public:
   corpus_data(const transformer_shape& shape, const data_config& cfg);

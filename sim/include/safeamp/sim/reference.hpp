@@ -48,7 +48,9 @@ struct manifest_setting {
 /// rounding, the scaler and the faults. The one list both the manifest (manifest_for) and the checkpoint
 /// fingerprint (run_fingerprint) are built from. Seeds, steps, batch size and policy are not in it (the
 /// manifest keeps them as typed members); label, threads, checkpointing and record_layer_counts change no
-/// number and are left out. The transformer's corpus appears by path (manifest_for adds its size and bytes).
+/// number and are left out. A file (the corpus, .npy and .npz data, initial weights) appears by its name without
+/// its folder, its size and the FNV-1a 64 of its bytes, so a run from another working directory or a moved
+/// scenario folder keeps its settings; reading or hashing it may throw safeamp::error naming its field.
 [[nodiscard]] std::vector<manifest_setting> run_settings(const run_config& c);
 
 /// FNV-1a over run_settings(c) plus the seeds, steps, batch size, policy and whether master weights are

@@ -39,6 +39,14 @@ std::size_t remove_stale_temporaries_in(const std::filesystem::path& dir) noexce
 [[nodiscard]] std::string read_input_file(const std::filesystem::path& path, std::string_view field,
                                           std::uintmax_t max_bytes = default_max_input_bytes);
 
+/// The size and FNV-1a 64 of a whole input file, read in pieces with no size cap (a data file of many GiB hashes in
+/// constant memory); the same refusals as read_input_file, naming `field`.
+struct file_digest {
+  std::uintmax_t bytes = 0;
+  std::uint64_t fnv1a64 = 0;
+};
+[[nodiscard]] file_digest digest_input_file(const std::filesystem::path& path, std::string_view field);
+
 /// read_input_file(path, "input file", default_max_input_bytes).
 [[nodiscard]] std::string read_whole_file(const std::filesystem::path& path);
 
