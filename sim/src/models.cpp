@@ -94,7 +94,7 @@ class stack_model final : public model {
     std::int64_t width = stack.input_dim;
     for (std::size_t i = 0; i < stack.layers.size(); ++i) {
       const layer_spec& s = stack.layers[i];
-      const std::string name = s.name.empty() ? to_string(s.kind) + std::to_string(i) : s.name;
+      const std::string name = layer_name(s, i);
       switch (s.kind) {
         case layer_kind::linear: {
           const bool head = i + 1 == stack.layers.size();
@@ -157,6 +157,15 @@ class stack_model final : public model {
           init_linear(params_, b.fc2, seed, f, residual_gain);
           layers_.emplace_back(std::move(b));
           break;
+        }
+      }
+    }
+    // Distinct layer names (validate) can still spell one parameter name ("b.qkv" beside a block named "b").
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      for (std::size_t k = 0; k < i; ++k) {
+        if (params_[i].name == params_[k].name) {
+          throw error("model.layers", "parameter '" + params_[i].name + "' twice",
+                      "layer names that give every parameter its own name");
         }
       }
     }

@@ -67,6 +67,16 @@ void validate(const run_config& c) {
     const bool tokens = c.stack.layers.front().kind == layer_kind::embedding;
     require(tokens || c.stack.input_dim >= 1, "model input_dim", std::to_string(c.stack.input_dim),
             ">= 1 (the columns of the inputs) when the first layer is not an embedding");
+    // Two layers of one name would share parameter names: initial weights, faults and telemetry would reach the
+    // first only.
+    for (std::size_t i = 0; i < c.stack.layers.size(); ++i) {
+      for (std::size_t k = 0; k < i; ++k) {
+        const std::string name = layer_name(c.stack.layers[i], i);
+        require(name != layer_name(c.stack.layers[k], k), "model.layers[" + std::to_string(i) + "].name",
+                "'" + name + "' (the name of model.layers[" + std::to_string(k) + "] too)",
+                "a name no other layer has (a layer without one is named <kind><index>, e.g. linear2)");
+      }
+    }
     const std::int64_t vocab = c.stack.layers.front().vocab;
     if (tokens && c.data.from_files()) {
       require(vocab >= 1, "model.layers[0].vocab", std::to_string(vocab),
@@ -174,6 +184,10 @@ std::string to_string(loss_kind k) {
   }
   return "unknown";
 }
+std::string layer_name(const layer_spec& s, std::size_t index) {
+  return s.name.empty() ? to_string(s.kind) + std::to_string(index) : s.name;
+}
+
 std::string to_string(layer_kind k) {
   switch (k) {
     case layer_kind::linear:

@@ -16,6 +16,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/policy.hpp"
 #include "safeamp/sim/file_data.hpp"
+#include "safeamp/sim/models.hpp"
 #include "safeamp/sim/npy.hpp"
 #include "safeamp/sim/parameter.hpp"
 #include "safeamp/sim/reference.hpp"
@@ -385,4 +386,39 @@ TEST_CASE("a described model in scenario JSON: layers, loss, torch defaults by n
   const std::string regression_without_files = R"({"model": {"kind": "mlp"}, "training": {"loss": "mse"},
                               "candidates": [{"name": "a", "policy": "fp16-mixed"}]})";
   CHECK_THROWS_WITH(parse_scenario(regression_without_files, "r.json"), Catch::Contains("training loss is mse"));
+}
+
+// Two layers of one name (given twice, or given as the name another layer gets by default) would give two layers the
+// same parameter names, so initial weights and faults named by parameter would reach the first alone and the
+// telemetry would list it twice: refused when the scenario is read, naming both layers.
+TEST_CASE("layer names are unique: given twice, or given as another layer's default name", "[stack][scenario]") {
+  const auto error_of = [](const std::string& layers) {
+    try {
+      (void)parse_scenario(R"({"model": {"kind": "stack", "input_dim": 4, "layers": )" + layers +
+                               R"(}, "data": {"inputs": "x.npy", "targets": "y.npy"}, "training": {"loss": "mse"},
+                               "candidates": [{"name": "a", "policy": "fp16-mixed"}]})",
+                           "s.json");
+    } catch (const safeamp::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(error_of(R"([{"type": "linear", "name": "fc", "out": 8}, {"type": "gelu"},
+                          {"type": "linear", "name": "fc"}])"),
+             Catch::Contains("model.layers[2].name is 'fc' (the name of model.layers[0] too)") &&
+                 Catch::Contains("a name no other layer has"));
+  CHECK_THAT(error_of(R"([{"type": "linear", "name": "linear2", "out": 8}, {"type": "gelu"}, {"type": "linear"}])"),
+             Catch::Contains("model.layers[2].name is 'linear2' (the name of model.layers[0] too)"));
+  CHECK(error_of(R"([{"type": "linear", "name": "fc", "out": 8}, {"type": "gelu"}, {"type": "linear"}])") ==
+        "accepted");
+  // Distinct layer names that still spell one parameter name: refused when the model is built.
+  model_stack s;
+  s.input_dim = 0;
+  layer_spec embedding{.kind = layer_kind::embedding, .name = {}, .width = 8, .context = 4};
+  layer_spec block{.kind = layer_kind::transformer_block, .name = "b"};
+  layer_spec clash{.kind = layer_kind::linear, .name = "b.qkv", .out = 24};
+  layer_spec head{.kind = layer_kind::linear};
+  s.layers = {embedding, block, clash, head};
+  CHECK_THROWS_WITH(make_stack_model(s, 16, 16, 1, fp32),
+                    Catch::Contains("parameter 'b.qkv.weight' twice") && Catch::Contains("model.layers"));
 }

@@ -37,6 +37,10 @@ struct layer_spec {
   friend bool operator==(const layer_spec&, const layer_spec&) = default;
 };
 
+/// The name of layer `index` of a stack, the prefix of its parameters: its own name, else "<kind><index>"
+/// ("linear2"). validate() refuses a stack in which two layers have the same one.
+[[nodiscard]] std::string layer_name(const layer_spec& s, std::size_t index);
+
 /// model.kind "stack": features of input_dim columns (or tokens, when the first layer is an embedding)
 /// through `layers`; the last layer is a linear head.
 struct model_stack {
