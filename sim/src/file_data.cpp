@@ -205,6 +205,17 @@ void check_data_files(const run_config& cfg) {
     throw error("data.inputs '" + cfg.data.inputs_path + "' columns", std::to_string(data.input_width()),
                 std::to_string(stack.input_dim) + " (model.input_dim)");
   }
+  // A batch at least as large as the file trains on every row each step: the micro-batches cut those.
+  if (cfg.data_parallel && cfg.batch_size > data.train_rows()) {
+    const std::int64_t parts = cfg.data_parallel->config.micro_batches;
+    if (parts > 0 && data.train_rows() % parts != 0) {
+      throw error("data_parallel.micro_batches", std::to_string(parts),
+                  "a divisor of the samples of a step: training.batch_size " + std::to_string(cfg.batch_size) +
+                      " is above the " + std::to_string(data.train_rows()) + " rows of data.inputs '" +
+                      cfg.data.inputs_path + "', so each step trains on those " + std::to_string(data.train_rows()) +
+                      " (a batch size of at most the rows, or micro-batches that divide them)");
+    }
+  }
   const std::unique_ptr<model> net =
       make_stack_model(stack, tokens.vocab, data.output_width(), cfg.seed, cfg.policy.param);
   load_initial_weights(cfg.data, net->parameters(), cfg.policy.param);

@@ -422,3 +422,38 @@ TEST_CASE("layer names are unique: given twice, or given as another layer's defa
   CHECK_THROWS_WITH(make_stack_model(s, 16, 16, 1, fp32),
                     Catch::Contains("parameter 'b.qkv.weight' twice") && Catch::Contains("model.layers"));
 }
+
+// A step trains on min(training.batch_size, the file's rows): with 50 rows and a batch of 64, 4 micro-batches do not
+// divide the step's 50 samples. Refused by the check the tool makes before anything trains (it failed at the first
+// step, with a message naming the batch size 50 the scenario never gave); 5 micro-batches divide them.
+TEST_CASE("data-parallel micro-batches must divide the rows a step trains on", "[files][data_parallel]") {
+  const fs::path dir = temp_dir();
+  constexpr std::int64_t rows = 50;
+  std::vector<float> x(rows * 2), y(rows);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    x[static_cast<std::size_t>(2 * i)] = static_cast<float>(i) / rows;
+    x[static_cast<std::size_t>(2 * i + 1)] = 1.0f;
+    y[static_cast<std::size_t>(i)] = static_cast<float>(i % 3);
+  }
+  write(dir / "x.npy", npy_bytes(std::vector<std::int64_t>{rows, 2}, x));
+  write(dir / "y.npy", npy_bytes(std::vector<std::int64_t>{rows, 1}, y));
+  run_config c;
+  c.model = model_kind::stack;
+  c.loss = loss_kind::mse;
+  c.stack.input_dim = 2;
+  c.stack.layers.emplace_back();
+  c.data.inputs_path = (dir / "x.npy").string();
+  c.data.targets_path = (dir / "y.npy").string();
+  c.batch_size = 64;
+  c.data_parallel = data_parallel_setup{.ranks = 1, .config = {}};
+  c.data_parallel->config.micro_batches = 4;
+  CHECK_THROWS_WITH(check_data_files(c), Catch::Contains("data_parallel.micro_batches is 4") &&
+                                             Catch::Contains("training.batch_size 64 is above the 50 rows"));
+  c.data_parallel->config.micro_batches = 5;
+  CHECK_NOTHROW(check_data_files(c));
+  // A batch below the rows: the scenario's own check (micro-batches divide the batch size) is the one that applies.
+  c.batch_size = 48;
+  c.data_parallel->config.micro_batches = 4;
+  CHECK_NOTHROW(check_data_files(c));
+  fs::remove_all(dir);
+}

@@ -34,6 +34,8 @@ class file_data {
   [[nodiscard]] batch eval_set() const;
   [[nodiscard]] batch probe() const;  // the first probe_rows rows of the eval set
   [[nodiscard]] std::vector<std::string> slice_names() const { return {"all"}; }
+  /// Training rows (a step trains on min(batch size, rows) of them).
+  [[nodiscard]] std::int64_t train_rows() const noexcept { return train_.rows; }
   /// Feature columns (0 for token inputs).
   [[nodiscard]] std::int64_t input_width() const noexcept { return train_.inputs.cols(); }
   /// Regression: the targets' width; classification: the largest class index + 1 (at least 2); tokens: vocab.
@@ -66,7 +68,8 @@ void load_initial_weights(const data_config& cfg, parameter_list& params, format
 [[nodiscard]] bool reads_corpus(const run_config& cfg);
 
 /// Every file the run reads besides the corpus (data.inputs, data.targets, the eval pair, the initial weights)
-/// read and checked as train() will: the tool calls it before anything trains so that a bad file exits 2.
+/// read and checked as train() will: the tool calls it before anything trains so that a bad file exits 2. A
+/// data-parallel run's micro-batches must divide the samples of a step, min(training.batch_size, the rows).
 void check_data_files(const run_config& cfg);
 
 }  // namespace safeamp::sim
