@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,13 @@ preflight_record preflight(const sim_options& o, const std::vector<run_config>& 
                               : static_cast<double>(parse_bytes(o.memory_budget, "--memory-budget"));
   r.time_budget_seconds = parse_duration_seconds("--time-budget", o.time_budget);  // plan --window's parser
   check_data_files(ref);  // .npy inputs, targets and initial weights: a bad file exits 2 before any training
+  // Initial weights are rounded to each run's parameter format: a value beyond a candidate's range exits 2 too.
+  std::set<std::string> checked_formats{format_name(ref.policy.param)};
+  for (const run_config& c : runs) {
+    if (!c.data.initial_weights.empty() && checked_formats.insert(format_name(c.policy.param)).second) {
+      check_data_files(c);
+    }
+  }
   in.flops_per_second = measure_training_rate(reads_corpus(ref) ? model_kind::transformer : model_kind::mlp, ref.data);
   // The process's own memory is read after the calibration run: by then the training code is paged in and the
   // allocator holds its pools, which the runs keep (read before it, the estimate came out below the measured peak

@@ -2,6 +2,7 @@
 #include "safeamp/sim/file_data.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "safeamp/error.hpp"
 #include "safeamp/sim/npz.hpp"
@@ -79,13 +80,21 @@ void file_data::load(const std::string& in_path, const std::string& tgt_path, co
   }
   out.inputs = as_matrix(x);
   if (regression_) {
+    if (y.cols() < 1) {
+      throw error(tgt_where + " shape", shape_text(y), "(rows, outputs) with outputs >= 1, or (rows,)");
+    }
     out.values = as_matrix(y);
     return;
   }
-  if (!y.is_integer || y.cols() != 1) {
-    throw error(tgt_where + " dtype", (y.is_integer ? "integer of shape " : "float of shape ") + shape_text(y),
+  if (!y.is_integer) {
+    throw error(tgt_where + " dtype", "float of shape " + shape_text(y),
                 "int32 or int64 class indices of shape (rows,) for cross_entropy (float targets need a regression "
                 "loss: training.loss mse, l1 or huber)");
+  }
+  if (y.cols() != 1) {
+    throw error(tgt_where + " shape", shape_text(y),
+                "(rows,) or (rows, 1): one class index per row for cross_entropy (several target columns need a "
+                "regression loss: training.loss mse, l1 or huber)");
   }
   for (std::size_t i = 0; i < y.integers.size(); ++i) {
     if (y.integers[i] < 0 || y.integers[i] > (std::int64_t{1} << 20)) {
@@ -103,10 +112,13 @@ file_data::file_data(const data_config& cfg, loss_kind loss, file_tokens tokens)
     eval_ = train_;
   } else {
     load(cfg.eval_inputs_path, cfg.eval_targets_path, "data.eval_inputs", "data.eval_targets", eval_);
-    if (eval_.inputs.cols() != train_.inputs.cols() || eval_.values.cols() != train_.values.cols()) {
-      throw error("data.eval_inputs" + quoted(cfg.eval_inputs_path) + " columns",
-                  std::to_string(eval_.inputs.cols()) + " inputs, " + std::to_string(eval_.values.cols()) + " targets",
-                  "those of data.inputs and data.targets");
+    if (eval_.inputs.cols() != train_.inputs.cols()) {
+      throw error("data.eval_inputs" + quoted(cfg.eval_inputs_path) + " columns", std::to_string(eval_.inputs.cols()),
+                  std::to_string(train_.inputs.cols()) + ", those of data.inputs" + quoted(cfg.inputs_path));
+    }
+    if (eval_.values.cols() != train_.values.cols()) {
+      throw error("data.eval_targets" + quoted(cfg.eval_targets_path) + " columns", std::to_string(eval_.values.cols()),
+                  std::to_string(train_.values.cols()) + ", those of data.targets" + quoted(cfg.targets_path));
     }
   }
   if (tokens_.context > 0) {
@@ -186,7 +198,17 @@ void load_initial_weights(const data_config& cfg, parameter_list& params, format
                       " (a linear weight is (in, out): PyTorch's Linear.weight.T)");
     }
     std::copy(a.values.begin(), a.values.end(), it->value.data());
-    (void)cast_in_place(it->value, param_format, round_options{}, philox_key{});
+    // A value beyond the parameter format's range would start the run at inf (every step then skipped, the
+    // scaler blamed): refused, naming the format and its largest value.
+    const cast_stats st = cast_in_place(it->value, param_format, round_options{}, philox_key{});
+    if (st.infinity > 0 || st.nan > 0) {  // the inputs are finite (read_array_file): these overflowed
+      char largest[32];
+      std::snprintf(largest, sizeof largest, "%.9g", static_cast<double>(max_finite(param_format)));
+      throw error(field + quoted(path),
+                  std::to_string(st.infinity + st.nan) + " value(s) beyond " + format_name(param_format) +
+                      "'s range (the run's parameter format)",
+                  "values whose magnitude rounds to at most " + format_name(param_format) + "'s largest, " + largest);
+    }
   }
 }
 

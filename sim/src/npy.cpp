@@ -132,9 +132,12 @@ std::uint64_t load_bits(const unsigned char* p, std::size_t size, bool big_endia
   return v;
 }
 
-std::string element_name(const std::vector<std::int64_t>& shape, std::int64_t index) {
+/// The element at position `index` of the data as stored: row-major, or column-major for a Fortran-order array.
+std::string element_name(const std::vector<std::int64_t>& shape, std::int64_t index, bool fortran) {
   if (shape.size() < 2) return "element [" + std::to_string(index) + "]";
-  return "element [" + std::to_string(index / shape[1]) + ", " + std::to_string(index % shape[1]) + "]";
+  const std::int64_t row = fortran ? index % shape[0] : index / shape[1];
+  const std::int64_t col = fortran ? index / shape[0] : index % shape[1];
+  return "element [" + std::to_string(row) + ", " + std::to_string(col) + "]";
 }
 
 }  // namespace
@@ -238,10 +241,12 @@ npy_array parse_npy(std::string_view bytes, std::string_view what, const npy_lim
     } else {
       v = std::bit_cast<double>(bits);
     }
-    if (!std::isfinite(v)) fail(what, element_name(a.shape, k), std::isnan(v) ? "NaN" : "infinite", "finite values");
+    if (!std::isfinite(v))
+      fail(what, element_name(a.shape, k, *fortran), std::isnan(v) ? "NaN" : "infinite", "finite values");
     const auto f = static_cast<float>(v);
     if (!std::isfinite(f)) {
-      fail(what, element_name(a.shape, k), std::to_string(v) + " (beyond float's range)", "|x| <= 3.4028235e38");
+      fail(what, element_name(a.shape, k, *fortran), std::to_string(v) + " (beyond float's range)",
+           "|x| <= 3.4028235e38");
     }
     a.values[i] = f;
   }

@@ -114,6 +114,13 @@ TEST_CASE("npy: bad files are refused naming the file and the field", "[npy]") {
   CHECK_THAT(error_of(npy_file(ok_header, one + one + one)), Catch::Contains("longer than its header says"));
   const std::string nan = le32(0x7fc00000u);
   CHECK_THAT(error_of(npy_file(ok_header, one + nan)), Catch::Contains("element [1] is NaN"));
+  // A (4, 3) array in Fortran order stores column by column: its 3rd stored value is element [2, 0], not [0, 2].
+  std::string column_major;
+  for (int k = 0; k < 12; ++k) column_major += k == 2 ? nan : one;
+  CHECK_THAT(error_of(npy_file("{'descr': '<f4', 'fortran_order': True, 'shape': (4, 3), }", column_major)),
+             Catch::Contains("element [2, 0] is NaN"));
+  CHECK_THAT(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", column_major)),
+             Catch::Contains("element [0, 2] is NaN"));
   CHECK_THAT(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000), }", one)),
              Catch::Contains("shape is more than 67108864 elements"));
   CHECK_THAT(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2), }", one + one)),
@@ -455,5 +462,54 @@ TEST_CASE("data-parallel micro-batches must divide the rows a step trains on", "
   c.batch_size = 48;
   c.data_parallel->config.micro_batches = 4;
   CHECK_NOTHROW(check_data_files(c));
+  fs::remove_all(dir);
+}
+
+// Refusals of file data name the file and the quantity that is wrong, with the numbers that would be right.
+TEST_CASE("file data refusals name the field at fault: target shapes, eval columns, initial weights' range",
+          "[files]") {
+  const fs::path dir = temp_dir();
+  std::vector<float> x(8 * 2, 0.5f);
+  write(dir / "x.npy", npy_bytes(std::vector<std::int64_t>{8, 2}, x));
+  write(dir / "y0.npy", npy_bytes(std::vector<std::int64_t>{8, 0}, std::vector<float>{}));
+  write(dir / "y1.npy", npy_bytes(std::vector<std::int64_t>{8, 1}, std::vector<float>(8, 1.0f)));
+  write(dir / "y2.npy", npy_bytes(std::vector<std::int64_t>{8, 2}, std::vector<float>(16, 1.0f)));
+  write(dir / "c2.npy", npy_bytes(std::vector<std::int64_t>{8, 2}, std::vector<std::int32_t>(16, 1)));
+  const auto error_of_files = [&](loss_kind loss, const char* targets, const char* eval_targets) {
+    data_config d;
+    d.inputs_path = (dir / "x.npy").string();
+    d.targets_path = (dir / targets).string();
+    if (eval_targets != nullptr) {
+      d.eval_inputs_path = d.inputs_path;
+      d.eval_targets_path = (dir / eval_targets).string();
+    }
+    try {
+      const file_data f(d, loss);
+    } catch (const safeamp::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // Regression targets without a column: the targets' shape, not the head's width.
+  CHECK_THAT(error_of_files(loss_kind::mse, "y0.npy", nullptr),
+             Catch::Contains("data.targets") && Catch::Contains("shape is (8, 0)"));
+  // Integer class targets of two columns: the shape is wrong, not the dtype.
+  CHECK_THAT(error_of_files(loss_kind::cross_entropy, "c2.npy", nullptr),
+             Catch::Contains("data.targets") && Catch::Contains("shape is (8, 2)") && Catch::Contains("(rows, 1)"));
+  // Held-out targets of another width: named as data.eval_targets, with the width of data.targets.
+  CHECK_THAT(
+      error_of_files(loss_kind::mse, "y1.npy", "y2.npy"),
+      Catch::Contains("data.eval_targets") && Catch::Contains("columns is 2; accepted: 1, those of data.targets"));
+  CHECK(error_of_files(loss_kind::mse, "y1.npy", "y1.npy") == "accepted");
+  // An initial weight beyond the parameter format's range would start the run at inf: refused, naming the format.
+  write(dir / "b.npy", npy_bytes(std::vector<std::int64_t>{2}, std::vector<float>{1.0e5f, 0.5f}));
+  data_config d;
+  d.initial_weights = {{"head.bias", (dir / "b.npy").string()}};
+  parameter_list params;
+  (void)add_parameter(params, "head.bias", 1, 2);
+  CHECK_THROWS_WITH(load_initial_weights(d, params, fp16), Catch::Contains("data.initial_weights.head.bias") &&
+                                                               Catch::Contains("1 value(s) beyond fp16") &&
+                                                               Catch::Contains("65504"));
+  CHECK_NOTHROW(load_initial_weights(d, params, bf16));  // within bf16's range
   fs::remove_all(dir);
 }
