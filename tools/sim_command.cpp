@@ -108,12 +108,17 @@ preflight_record preflight(const sim_options& o, const std::vector<run_config>& 
                               ? static_cast<double>(available_memory_bytes())
                               : static_cast<double>(parse_bytes(o.memory_budget, "--memory-budget"));
   r.time_budget_seconds = parse_duration_seconds("--time-budget", o.time_budget);  // plan --window's parser
-  check_data_files(ref);  // .npy inputs, targets and initial weights: a bad file exits 2 before any training
+  // .npy inputs, targets and initial weights: a bad file exits 2 before any training; their shapes enter the estimate.
+  const data_files_shape files = check_data_files(ref);
+  in.file_rows = files.train_rows;
+  in.file_eval_rows = files.eval_rows;
+  in.file_head_width = files.output_width;
+  in.file_bytes = files.bytes;
   // Initial weights are rounded to each run's parameter format: a value beyond a candidate's range exits 2 too.
   std::set<std::string> checked_formats{format_name(ref.policy.param)};
   for (const run_config& c : runs) {
     if (!c.data.initial_weights.empty() && checked_formats.insert(format_name(c.policy.param)).second) {
-      check_data_files(c);
+      (void)check_data_files(c);
     }
   }
   in.flops_per_second = measure_training_rate(reads_corpus(ref) ? model_kind::transformer : model_kind::mlp, ref.data);

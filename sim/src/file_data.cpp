@@ -218,8 +218,14 @@ bool reads_corpus(const run_config& cfg) {
   return !stack.layers.empty() && stack.layers.front().kind == layer_kind::embedding;
 }
 
-void check_data_files(const run_config& cfg) {
-  if (!cfg.data.from_files()) return;
+double file_data::held_bytes(bool eval) const noexcept {
+  const split& s = eval ? eval_ : train_;
+  return 4.0 * static_cast<double>(s.inputs.size() + s.values.size()) +
+         static_cast<double>(sizeof(std::int32_t)) * static_cast<double>(s.tokens.size() + s.classes.size());
+}
+
+data_files_shape check_data_files(const run_config& cfg) {
+  if (!cfg.data.from_files()) return {};
   const model_stack stack = preset_stack(cfg);
   const file_tokens tokens = token_inputs(stack);
   const file_data data(cfg.data, cfg.loss, tokens);
@@ -241,6 +247,10 @@ void check_data_files(const run_config& cfg) {
   const std::unique_ptr<model> net =
       make_stack_model(stack, tokens.vocab, data.output_width(), cfg.seed, cfg.policy.param);
   load_initial_weights(cfg.data, net->parameters(), cfg.policy.param);
+  return {.train_rows = data.train_rows(),
+          .eval_rows = data.eval_rows(),
+          .output_width = data.output_width(),
+          .bytes = 5.0 * data.held_bytes(false) + 2.0 * data.held_bytes(true)};
 }
 
 }  // namespace safeamp::sim

@@ -32,11 +32,14 @@ constexpr double margin = 1.5;  // allocator overhead and temporaries not itemis
 
 double d(std::int64_t v) { return static_cast<double>(v); }
 
-// The width of a described stack's head when its `out` is 0: the vocabulary on token data (the embedding's
-// `vocab` for token ids from files), the clusters' classes, or (feature files, not read by the preflight) 1.
-std::int64_t stack_head_width(const run_config& c, std::int64_t vocab) {
-  if (c.data.from_files())
+// The width of a described stack's head when its `out` is 0: the width the data files give (`file_head`: the
+// targets' columns, the largest class + 1, or the vocabulary, from check_data_files), else the vocabulary on token
+// data (the embedding's `vocab` for token ids from files), the clusters' classes, or (files not read) 1.
+std::int64_t stack_head_width(const run_config& c, std::int64_t vocab, std::int64_t file_head) {
+  if (c.data.from_files()) {
+    if (file_head > 0) return file_head;
     return c.model == model_kind::stack ? std::max<std::int64_t>(1, c.stack.layers.front().vocab) : 1;
+  }
   return c.model == model_kind::transformer ||
                  (c.model == model_kind::stack && c.stack.layers.front().kind == layer_kind::embedding)
              ? vocab
@@ -44,13 +47,13 @@ std::int64_t stack_head_width(const run_config& c, std::int64_t vocab) {
 }
 
 // A described stack's per-row floats (as the presets' formulas below count them, layer by layer).
-double stack_floats_per_row(const run_config& c, std::int64_t vocab) {
+double stack_floats_per_row(const run_config& c, std::int64_t vocab, std::int64_t file_head) {
   double floats = 2.0 * d(c.stack.input_dim), widest = d(c.stack.input_dim);
   std::int64_t width = c.stack.input_dim, context = 1;
   for (std::size_t i = 0; i < c.stack.layers.size(); ++i) {
     const layer_spec& l = c.stack.layers[i];
     if (l.kind == layer_kind::linear) {
-      width = l.out > 0 ? l.out : stack_head_width(c, vocab);
+      width = l.out > 0 ? l.out : stack_head_width(c, vocab, file_head);
       floats += 4.0 * d(width);
     } else if (l.kind == layer_kind::embedding) {
       width = l.width;
@@ -73,8 +76,8 @@ std::int64_t stack_context(const run_config& c) {
 }
 
 // Floats cached or allocated per row (MLP sample, transformer token) by one forward and backward pass.
-double floats_per_row(const run_config& c, std::int64_t vocab) {
-  if (c.model == model_kind::stack) return stack_floats_per_row(c, vocab);
+double floats_per_row(const run_config& c, std::int64_t vocab, std::int64_t file_head) {
+  if (c.model == model_kind::stack) return stack_floats_per_row(c, vocab, file_head);
   if (c.model == model_kind::mlp) {
     const mlp_shape& m = c.mlp;
     const double widest = std::max({d(m.input_dim), d(m.hidden_dim), d(m.classes)});
@@ -91,13 +94,18 @@ double floats_per_row(const run_config& c, std::int64_t vocab) {
   return d(t.layers) * layer + 4.0 * w + 3.0 * v + 2.0 * widest;
 }
 
-// Rows of one training batch and of the held-out pass.
-double train_rows(const run_config& c) {
-  if (c.model == model_kind::stack) return d(c.batch_size) * d(stack_context(c));
+// Rows of one training batch and of the held-out pass. Data from files: a step trains on min(batch size, the
+// file's rows), and the held-out pass covers every row of the held-out file (the training file without one).
+double train_rows(const run_config& c, const preflight_inputs& in) {
+  if (c.model == model_kind::stack) {
+    const std::int64_t batch = in.file_rows > 0 ? std::min(c.batch_size, in.file_rows) : c.batch_size;
+    return d(batch) * d(stack_context(c));
+  }
   return c.model == model_kind::mlp ? d(c.batch_size) : d(c.batch_size) * d(c.transformer.context);
 }
 double held_out_rows(const run_config& c, const preflight_inputs& in) {
   if (c.model == model_kind::stack) {
+    if (c.data.from_files() && in.file_eval_rows > 0) return d(in.file_eval_rows) * d(stack_context(c));
     return stack_context(c) > 1 ? d(in.eval_sequences) * d(stack_context(c)) : d(c.data.eval_samples);
   }
   return c.model == model_kind::mlp ? d(c.data.eval_samples) : d(in.eval_sequences) * d(c.transformer.context);
@@ -115,14 +123,14 @@ struct step_flops {
 // probabilities, writes many more elements per GEMM operation than the MLP the rate is measured on).
 constexpr double element_cost_flops = 20.0;
 
-step_flops flops_of(const run_config& c, std::int64_t vocab) {
-  const std::vector<parameter_shape> shapes = parameter_shapes(c, vocab);
+step_flops flops_of(const run_config& c, std::int64_t vocab, const preflight_inputs& in) {
+  const std::vector<parameter_shape> shapes = parameter_shapes(c, vocab, in.file_head_width);
   double weights = 0.0;  // GEMM weights (matrices with more than one row; embeddings are lookups)
   for (const parameter_shape& p : shapes) {
     if (p.rows > 1 && p.name.find("embed.") != 0) weights += d(p.rows) * d(p.cols);
   }
   step_flops f;
-  f.forward_per_row = 2.0 * weights + element_cost_flops * floats_per_row(c, vocab);
+  f.forward_per_row = 2.0 * weights + element_cost_flops * floats_per_row(c, vocab, in.file_head_width);
   if (c.model == model_kind::transformer) {
     const transformer_shape& t = c.transformer;
     f.forward_per_row += d(t.layers) * 4.0 * d(t.context) * d(t.width);  // QK^T and PV per token
@@ -131,7 +139,7 @@ step_flops flops_of(const run_config& c, std::int64_t vocab) {
       if (p.name.ends_with(".qkv.weight")) f.forward_per_row += 4.0 * d(stack_context(c)) * d(p.rows);
     }
   }
-  f.train = 3.0 * f.forward_per_row * train_rows(c);
+  f.train = 3.0 * f.forward_per_row * train_rows(c, in);
   return f;
 }
 
@@ -149,7 +157,7 @@ std::string row_fields(const run_config& c) {
 
 }  // namespace
 
-std::vector<parameter_shape> parameter_shapes(const run_config& c, std::int64_t vocab) {
+std::vector<parameter_shape> parameter_shapes(const run_config& c, std::int64_t vocab, std::int64_t head_width) {
   std::vector<parameter_shape> out;
   const auto linear = [&out](const std::string& name, std::int64_t in, std::int64_t n) {
     out.push_back({name + ".weight", in, n});
@@ -164,9 +172,9 @@ std::vector<parameter_shape> parameter_shapes(const run_config& c, std::int64_t 
   std::int64_t width = stack.input_dim;
   for (std::size_t i = 0; i < stack.layers.size(); ++i) {
     const layer_spec& l = stack.layers[i];
-    const std::string name = l.name.empty() ? to_string(l.kind) + std::to_string(i) : l.name;
+    const std::string name = layer_name(l, i);
     if (l.kind == layer_kind::linear) {
-      const std::int64_t n = l.out > 0 ? l.out : stack_head_width(c, vocab);
+      const std::int64_t n = l.out > 0 ? l.out : stack_head_width(c, vocab, head_width);
       linear(name, width, n);
       width = n;
     } else if (l.kind == layer_kind::layer_norm) {
@@ -212,7 +220,7 @@ preflight_estimate estimate_runs(const std::vector<run_config>& runs, bool refer
   double kept_records = 0.0;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const run_config& c = runs[i];
-    const std::vector<parameter_shape> shapes = parameter_shapes(c, in.vocab);
+    const std::vector<parameter_shape> shapes = parameter_shapes(c, in.vocab, in.file_head_width);
     double elements = 0.0;
     for (const parameter_shape& p : shapes) elements += d(p.rows) * d(p.cols);
     e.parameters = static_cast<std::int64_t>(std::min(elements, 9.0e18));
@@ -220,8 +228,8 @@ preflight_estimate estimate_runs(const std::vector<run_config>& runs, bool refer
     const double moments = adam ? 2.0 : 1.0;
     const double tensors = 2.0 + moments + (keeps_master_weights(c) ? 1.0 : 0.0);  // value, gradient, ...
     const double states = elements * float_bytes * tensors;
-    const double row = floats_per_row(c, in.vocab) * float_bytes;
-    const double train = row * train_rows(c);
+    const double row = floats_per_row(c, in.vocab, in.file_head_width) * float_bytes;
+    const double train = row * train_rows(c, in);
     const double eval = row * held_out_rows(c, in);
     // Step records (kept for the report) and, per checkpoint, a copy of them and of the tensors serialised.
     const double counters = d(static_cast<std::int64_t>(shapes.size()) + 1);
@@ -230,13 +238,14 @@ preflight_estimate estimate_runs(const std::vector<run_config>& runs, bool refer
     const double telemetry_text = d(c.steps) * (200.0 + counters * 100.0);
     const bool checkpoints = !c.checkpoint.save_path.empty();
     const double checkpoint_records = checkpoints ? 2.0 * records : 0.0;  // the history copied and serialised
-    const double data = 5.0 * d(in.corpus_bytes);                         // 0 unless the run reads a corpus
+    const double data = 5.0 * d(in.corpus_bytes) + in.file_bytes;         // the corpus, or the data files
     const double report = 2.0 * 1048576.0 + d(c.steps) * 200.0;           // summary, report and its charts
     std::vector<estimate_term> terms = {
         {"parameters, gradients and optimizer state (" + std::to_string(e.parameters) + " parameters)", model_fields(c),
          states},
         {"activations of a training batch", "training.batch_size, " + row_fields(c), train},
-        {"activations of the held-out pass", "data.eval_samples, " + row_fields(c), eval},
+        {"activations of the held-out pass",
+         (c.data.from_files() ? "data.eval_inputs (or data.inputs), " : "data.eval_samples, ") + row_fields(c), eval},
         {"step records, telemetry and the report", "training.steps",
          records + telemetry_text + checkpoint_records + report},
     };
@@ -244,7 +253,11 @@ preflight_estimate estimate_runs(const std::vector<run_config>& runs, bool refer
       terms.push_back({"a checkpoint's serialised copy of the parameters and optimizer state",
                        model_fields(c) + " (or --checkpoint-every 0)", states});
     }
-    if (data > 0.0) terms.push_back({"corpus and its token ids", "data.corpus_path", data});
+    if (data > 0.0) {
+      terms.push_back(c.data.from_files()
+                          ? estimate_term{"data files and their copies", "data.inputs, data.targets", data}
+                          : estimate_term{"corpus and its token ids", "data.corpus_path", data});
+    }
     double run_bytes = 0.0;
     for (const estimate_term& t : terms) run_bytes += t.bytes;
     // The training batch and the held-out pass never coexist: count only the larger.
@@ -258,7 +271,7 @@ preflight_estimate estimate_runs(const std::vector<run_config>& runs, bool refer
     kept += records + eval_predictions + probe;
     kept_records += records;
 
-    const step_flops f = flops_of(c, in.vocab);
+    const step_flops f = flops_of(c, in.vocab, in);
     const double run_flops = d(c.steps) * f.train + f.forward_per_row * (held_out_rows(c, in) + d(c.data.probe_rows));
     if (!(i == 0 && reference_reused)) e.flops += run_flops;
   }
@@ -304,7 +317,7 @@ double measure_training_rate(model_kind kind, const data_config& data) {
     vocab = corpus.vocab_size();
     eval = d(corpus.eval_set().samples + c.data.probe_rows) * d(c.transformer.context);
   }
-  const step_flops f = flops_of(c, vocab);
+  const step_flops f = flops_of(c, vocab, preflight_inputs{});
   const double flops = d(c.steps) * f.train + f.forward_per_row * eval;
   double best = 0.0;
   for (int i = 0; i < 2; ++i) {

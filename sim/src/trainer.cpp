@@ -93,6 +93,11 @@ struct data_source {
   [[nodiscard]] std::vector<std::string> slice_names() const {
     return std::visit([](const auto& d) { return d.slice_names(); }, source);
   }
+  /// Samples (sequences) a step trains on: the batch size, or every row of a data file with fewer rows.
+  [[nodiscard]] std::int64_t step_samples(std::int64_t batch_size) const {
+    if (const auto* f = std::get_if<file_data>(&source)) return std::min(batch_size, f->train_rows());
+    return batch_size;
+  }
 };
 
 // The run's data and its model (the preset or the described stack, sized to the data).
@@ -412,7 +417,7 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
   // the evaluation's, also when a resumed run trains no step here.
   if (eval_batch.samples > 0) {
     result.activation_elements = ctx.activation_stats.elements / static_cast<std::uint64_t>(eval_batch.samples) *
-                                 static_cast<std::uint64_t>(cfg.batch_size);
+                                 static_cast<std::uint64_t>(data.step_samples(cfg.batch_size));
   }
   const batch probe = data.probe();
   matrix probe_logits;
@@ -425,7 +430,7 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
   result.weights_hash = h;
   result.wall_seconds = std::chrono::duration<double>(clock_type::now() - wall_start).count();
   const double samples =
-      static_cast<double>(steps_run * cfg.batch_size *
+      static_cast<double>(steps_run * data.step_samples(cfg.batch_size) *
                           (stack.layers.front().kind == layer_kind::embedding ? stack.layers.front().context : 1));
   result.samples_per_second = result.wall_seconds > 0.0 ? samples / result.wall_seconds : 0.0;
   return result;

@@ -4,14 +4,20 @@
 // is checked on the tool's own runs (tests/sim/report, CHECK_FILES).
 #include "safeamp/sim/preflight.hpp"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "safeamp/error.hpp"
 #include "safeamp/sim/datasets.hpp"
+#include "safeamp/sim/file_data.hpp"
 #include "safeamp/sim/models.hpp"
+#include "safeamp/sim/npy.hpp"
 #include "sim/engine/sim_test_util.hpp"
 
 using namespace safeamp;
@@ -165,4 +171,61 @@ TEST_CASE("the measured training rate and the machine's memory are positive") {
   CHECK(measure_training_rate(model_kind::transformer, sim_test::transformer_config(presets::fp32, 1).data) > 1e6);
   CHECK(available_memory_bytes() > 0);
   CHECK(current_rss_bytes() > 0);
+}
+
+// A described stack on data files: the preflight gets the files' shapes from check_data_files (the tool passes
+// them in preflight_inputs). The head is as wide as the data make it (a class index of 2999 makes 3000 classes;
+// counted 1 wide before 2026-12-06), a step trains on min(batch size, rows), the held-out pass covers every
+// held-out row (data.eval_samples does not apply to files), and the loaded arrays are a term of their own.
+TEST_CASE("data files: the head's width, the rows a step and the held-out pass cover, and the arrays") {
+  run_config c;
+  c.model = model_kind::stack;
+  c.stack.input_dim = 8;
+  c.stack.layers = {layer_spec{.kind = layer_kind::linear, .out = 16}, layer_spec{.kind = layer_kind::activation},
+                    layer_spec{.kind = layer_kind::linear}};
+  c.data.inputs_path = "x.npy";
+  c.data.targets_path = "y.npy";
+  c.batch_size = 32;
+  c.steps = 10;
+  preflight_inputs in;
+  in.file_rows = 1000;
+  in.file_eval_rows = 5000;
+  in.file_head_width = 3000;
+  in.file_bytes = 1e6;
+  const preflight_estimate e = estimate_runs({c}, false, in);
+  // 8 x 16 + 16, then 16 x 3000 + 3000: 51,144 parameters (161 with a head 1 wide).
+  CHECK(e.parameters == 8 * 16 + 16 + 16 * 3000 + 3000);
+  const std::vector<parameter_shape> shapes = parameter_shapes(c, 0, 3000);
+  CHECK(shapes.back() == parameter_shape{"linear2.bias", 1, 3000});
+  CHECK(term(e, "data files and their copies").bytes == 1e6);
+  CHECK(term(e, "data files and their copies").fields == "data.inputs, data.targets");
+  // Held-out activations follow the held-out file's rows, training activations the batch until the rows run out.
+  preflight_inputs more = in;
+  more.file_eval_rows = 10000;
+  CHECK(term(estimate_runs({c}, false, more), "activations of the held-out").bytes ==
+        Approx(2 * term(e, "activations of the held-out").bytes));
+  CHECK(term(e, "activations of the held-out").fields.rfind("data.eval_inputs (or data.inputs)", 0) == 0);
+  CHECK(term(e, "activations of a training").bytes ==
+        Approx(32.0 / 5000.0 * term(e, "activations of the held-out").bytes));
+  preflight_inputs few = in;
+  few.file_rows = 10;  // a batch of 32 over 10 rows trains on the 10
+  CHECK(term(estimate_runs({c}, false, few), "activations of a training").bytes ==
+        Approx(10.0 / 32.0 * term(e, "activations of a training").bytes));
+  // The checked files give those inputs: rows, held-out rows (the training file's without eval files), the width.
+  const auto dir = std::filesystem::temp_directory_path() / ("safeamp-preflight-files-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<float> x(50 * 8, 0.25f);
+  std::vector<std::int32_t> y(50, 1);
+  y[7] = 2999;
+  std::ofstream(dir / "x.npy", std::ios::binary) << npy_bytes(std::vector<std::int64_t>{50, 8}, x);
+  std::ofstream(dir / "y.npy", std::ios::binary) << npy_bytes(std::vector<std::int64_t>{50}, y);
+  c.data.inputs_path = (dir / "x.npy").string();
+  c.data.targets_path = (dir / "y.npy").string();
+  const data_files_shape files = check_data_files(c);
+  CHECK(files.train_rows == 50);
+  CHECK(files.eval_rows == 50);
+  CHECK(files.output_width == 3000);
+  // Inputs 50 x 8 floats and 50 class indices, 4 bytes each, in both splits: 5 x 1800 + 2 x 1800.
+  CHECK(files.bytes == Approx(7.0 * (50 * 8 + 50) * 4));
+  std::filesystem::remove_all(dir);
 }

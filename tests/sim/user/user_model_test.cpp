@@ -462,6 +462,16 @@ TEST_CASE("data-parallel micro-batches must divide the rows a step trains on", "
   c.batch_size = 48;
   c.data_parallel->config.micro_batches = 4;
   CHECK_NOTHROW(check_data_files(c));
+  // Trained, a batch of 64 over 50 rows is a batch of 50: the activations a step rounds (the decision's memory
+  // figure) are those of 50 samples, not 64.
+  c.data_parallel.reset();
+  c.steps = 1;
+  c.batch_size = 64;
+  const run_result over = train(c);
+  c.batch_size = 50;
+  const run_result exact = train(c);
+  CHECK(over.activation_elements == exact.activation_elements);
+  CHECK(over.activation_elements > 0);
   fs::remove_all(dir);
 }
 

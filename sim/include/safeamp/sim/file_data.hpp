@@ -34,8 +34,11 @@ class file_data {
   [[nodiscard]] batch eval_set() const;
   [[nodiscard]] batch probe() const;  // the first probe_rows rows of the eval set
   [[nodiscard]] std::vector<std::string> slice_names() const { return {"all"}; }
-  /// Training rows (a step trains on min(batch size, rows) of them).
+  /// Training rows (a step trains on min(batch size, rows) of them) and held-out rows (all evaluated).
   [[nodiscard]] std::int64_t train_rows() const noexcept { return train_.rows; }
+  [[nodiscard]] std::int64_t eval_rows() const noexcept { return eval_.rows; }
+  /// Bytes the loaded training or held-out split holds (inputs, token ids, targets).
+  [[nodiscard]] double held_bytes(bool eval) const noexcept;
   /// Feature columns (0 for token inputs).
   [[nodiscard]] std::int64_t input_width() const noexcept { return train_.inputs.cols(); }
   /// Regression: the targets' width; classification: the largest class index + 1 (at least 2); tokens: vocab.
@@ -67,9 +70,21 @@ void load_initial_weights(const data_config& cfg, parameter_list& params, format
 /// True when the run trains on the text corpus (the transformer, or a stack that starts with an embedding).
 [[nodiscard]] bool reads_corpus(const run_config& cfg);
 
+/// What check_data_files read, for the preflight estimate (preflight_inputs' file_* fields); all 0 when the run
+/// reads no files.
+struct data_files_shape {
+  std::int64_t train_rows = 0;
+  std::int64_t eval_rows = 0;
+  std::int64_t output_width = 0;  // the head's width: target columns, the largest class + 1, or the vocabulary
+  double bytes = 0.0;             // a run's data in memory at its largest (see check_data_files)
+};
+
 /// Every file the run reads besides the corpus (data.inputs, data.targets, the eval pair, the initial weights)
 /// read and checked as train() will: the tool calls it before anything trains so that a bad file exits 2. A
 /// data-parallel run's micro-batches must divide the samples of a step, min(training.batch_size, the rows).
-void check_data_files(const run_config& cfg);
+/// Returns the data's shape. Its bytes: the two splits as loaded (the held-out split a copy of the training
+/// split without eval files), the held-out batch the evaluation copies, and while the training split loads its
+/// file bytes, the reader's float and integer copies and the matrix (4 times the split, counted as such).
+data_files_shape check_data_files(const run_config& cfg);
 
 }  // namespace safeamp::sim

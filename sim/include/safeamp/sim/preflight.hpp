@@ -22,8 +22,10 @@ struct parameter_shape {
 
 /// The parameters of cfg's model, in the order and with the names and shapes make_mlp / make_transformer
 /// give them, computed without allocating anything. `vocab` is the transformer's vocabulary (ignored for
-/// the MLP).
-[[nodiscard]] std::vector<parameter_shape> parameter_shapes(const run_config& cfg, std::int64_t vocab);
+/// the MLP); `head_width`, when above 0, the width of a described stack's head from its data files
+/// (check_data_files; without it a feature-file head counts as 1 wide).
+[[nodiscard]] std::vector<parameter_shape> parameter_shapes(const run_config& cfg, std::int64_t vocab,
+                                                            std::int64_t head_width = 0);
 
 /// Throws safeamp::error("candidate '<label>' fault target", ...) listing the parameter names when a
 /// gradient fault of `cfg` names a parameter its model does not have.
@@ -55,6 +57,12 @@ struct preflight_inputs {
   std::int64_t vocab = 0;           // transformer vocabulary (distinct bytes of the corpus)
   std::int64_t corpus_bytes = 0;    // transformer corpus size
   std::int64_t eval_sequences = 0;  // transformer: held-out sequences evaluated (min(eval_samples, available))
+  // Data from files, as check_data_files read them (0 otherwise): training rows (a step trains on min(batch size,
+  // rows)), held-out rows (all of them are evaluated), the head's width, and the bytes the loaded arrays occupy.
+  std::int64_t file_rows = 0;
+  std::int64_t file_eval_rows = 0;
+  std::int64_t file_head_width = 0;
+  double file_bytes = 0.0;
 };
 
 /// The estimate for `runs`, trained in order; `reference_reused` leaves runs[0] (the reference) out of the
