@@ -96,12 +96,16 @@ std::string bounded_name(const std::string& s) { return s.size() <= 64 ? s : s.s
 
 // Every value of a tensor is finite (and, for the AdamW second moment, not negative: its square root
 // divides the update). A NaN or inf loaded from a file would poison every later step.
-void check_values(const std::string& path, const std::string& what, const matrix& m, bool non_negative) {
+// Non-finite values are restored as saved: a run that diverged (no loss scaling, or an overflow it applied) holds
+// inf and NaN in its weights and moments, and its resume must return what the uninterrupted run does (until
+// 2026-12-06 they were refused, so such a run could not be resumed). A second moment is a running mean of squares:
+// a negative one (-inf included) cannot come from any run.
+void check_second_moment(const std::string& path, const std::string& what, const matrix& m) {
   for (Eigen::Index k = 0; k < m.size(); ++k) {
     const float v = m.data()[k];
-    if (!std::isfinite(v) || (non_negative && v < 0.0f)) {
+    if (v < 0.0f) {
       throw error("checkpoint '" + path + "' " + what + " [" + std::to_string(k) + "]", std::to_string(v),
-                  non_negative ? "a finite value >= 0" : "a finite value");
+                  "a value >= 0 (or NaN or +inf, as a diverged run saves it)");
     }
   }
 }
@@ -338,12 +342,8 @@ checkpoint_data load_checkpoint(const std::string& path, parameter_list& params,
     throw error("checkpoint '" + path + "' optimizer updates", std::to_string(loaded.updates),
                 "0 to " + std::to_string(meta.next_step) + " (the checkpoint's next step)");
   }
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const std::string& name = params[i].name;
-    check_values(path, "parameter " + name, values[i], false);
-    if (i < loaded.first.size()) check_values(path, "optimizer first moment " + name, loaded.first[i], false);
-    if (i < loaded.second.size()) check_values(path, "optimizer second moment " + name, loaded.second[i], true);
-    if (i < loaded.master.size()) check_values(path, "master weights " + name, loaded.master[i], false);
+  for (std::size_t i = 0; i < loaded.second.size() && i < params.size(); ++i) {
+    check_second_moment(path, "optimizer second moment " + params[i].name, loaded.second[i]);
   }
   // Everything parsed and checked: commit.
   for (std::size_t i = 0; i < params.size(); ++i) params[i].value = std::move(values[i]);

@@ -422,13 +422,6 @@ bool shape_holds(std::int64_t rows, std::int64_t cols, std::size_t n) {
   return c <= n / r && r * c == n;
 }
 
-bool all_finite(const std::vector<double>& v) {
-  for (const double x : v) {
-    if (!std::isfinite(x)) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 build_environment current_environment() {
@@ -513,8 +506,17 @@ locked_reference lock_reference(const run_result& run, const run_manifest& manif
     r.loss_curve.push_back(s.loss);
     r.scale_curve.push_back(s.scale);
   }
-  if (!all_finite(r.loss_curve)) {
-    throw error("reference run loss", "non-finite", "a finite loss at every step of the reference run");
+  const auto bad =
+      std::find_if(run.steps.begin(), run.steps.end(), [](const step_record& s) { return !std::isfinite(s.loss); });
+  if (bad != run.steps.end()) {
+    const auto count =
+        std::count_if(run.steps.begin(), run.steps.end(), [](const step_record& s) { return !std::isfinite(s.loss); });
+    throw error("reference run loss",
+                std::to_string(bad->loss) + " at step " + std::to_string(bad->step) + " (" + std::to_string(count) +
+                    " of " + std::to_string(run.steps.size()) + " steps not finite)",
+                "a finite loss at every step of the reference run: it diverged or overflowed in its own policy; "
+                "check the scale of the data (data.targets, data.inputs or data.input_scale), "
+                "training.loss_multiplier and the learning rate");
   }
   if (!std::isfinite(run.final_eval.loss) || !std::isfinite(run.final_eval.accuracy)) {
     throw error("reference held-out metrics", "non-finite", "finite loss and accuracy");

@@ -1,5 +1,5 @@
 // Hostile or corrupt checkpoints (issue 12, integrity): a real checkpoint from a short run is patched field
-// by field (next step, update count, NaN/inf/negative values in weights, moments and master weights), its
+// by field (next step, update count, a negative second moment; NaN and inf are kept, as a diverged run saves them), its
 // checksum recomputed, and the resume must throw a safeamp::error naming the field before any step runs.
 // Resuming with a changed optimizer hyper-parameter, clip, step count, loss weight, rounding, data, scaler
 // or faults is refused by the fingerprint. The stored step history is checked record by record.
@@ -294,16 +294,20 @@ TEST_CASE("a negative or impossible optimizer update count is refused by name") 
   std::filesystem::remove_all(s.dir);
 }
 
-TEST_CASE("NaN or inf in weights or moments or master weights (or a negative second moment) is refused by name") {
+// A diverged run holds NaN and inf in its weights and moments: they are restored as saved (its resume must return
+// what the uninterrupted run does; faults_determinism_test resumes one). A negative second moment comes from no run.
+TEST_CASE("a negative second moment is refused by name; NaN or inf in weights, moments or master weights is kept") {
   const saved_checkpoint s = save_good();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
-  CHECK_THAT(refused_field(with_value(s, 0, nan), s.dir), Catch::Contains("parameter"));
-  CHECK_THAT(refused_field(with_value(s, 0, -inf), s.dir), Catch::Contains("parameter"));
-  CHECK_THAT(refused_field(with_value(s, 1, inf), s.dir), Catch::Contains("first moment"));
-  CHECK_THAT(refused_field(with_value(s, 2, nan), s.dir), Catch::Contains("second moment"));
   CHECK_THAT(refused_field(with_value(s, 2, -1.0f), s.dir), Catch::Contains("second moment"));
-  CHECK_THAT(refused_field(with_value(s, 3, nan), s.dir), Catch::Contains("master weights"));
+  CHECK_THAT(refused_field(with_value(s, 2, -inf), s.dir), Catch::Contains("second moment"));
+  CHECK(refused_field(with_value(s, 0, nan), s.dir).empty());
+  CHECK(refused_field(with_value(s, 0, -inf), s.dir).empty());
+  CHECK(refused_field(with_value(s, 1, inf), s.dir).empty());
+  CHECK(refused_field(with_value(s, 2, nan), s.dir).empty());
+  CHECK(refused_field(with_value(s, 2, inf), s.dir).empty());
+  CHECK(refused_field(with_value(s, 3, nan), s.dir).empty());
   CHECK(refused_field(with_value(s, 2, 0.0f), s.dir).empty());
   std::filesystem::remove_all(s.dir);
 }

@@ -4,8 +4,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <bit>
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -15,8 +15,8 @@
 #include <string>
 
 #include "safeamp/error.hpp"
-#include "sim/engine/sim_test_util.hpp"
 #include "safeamp/sim/trainer.hpp"
+#include "sim/engine/sim_test_util.hpp"
 
 using namespace safeamp;
 using namespace safeamp::sim;
@@ -127,6 +127,37 @@ TEST_CASE("1 and 2 threads give bit-identical runs") {
   cfg.threads = 2;
   const run_result two = train(cfg);
   CHECK(same_records(one, two));
+}
+
+// A loss spike of 1e30 in fp32 gives finite gradients near 1e30 (the step is applied), whose squares overflow
+// AdamW's second moments to +inf, where they stay (the helper's data of 1e20 did the same through mse). Killed after
+// that and resumed, the run returns what the uninterrupted run does: its checkpoint was refused for the inf until
+// 2026-12-06, so an invocation with such a run could not be resumed.
+TEST_CASE("a run whose optimizer state overflowed (inf second moments) saves and resumes to the uninterrupted result") {
+  const auto dir = temp_dir();
+  const std::string path = (dir / "overflowed.ckpt").string();
+  auto cfg = faulty_fp16_config(20);
+  cfg.policy = presets::fp32;
+  cfg.scaler.kind = scaler_kind::none;
+  cfg.optimizer.kind = optimizer_kind::adamw;
+  cfg.faults = {{.kind = fault_kind::loss_spike, .steps = {5}, .target = "", .factor = 1e30}};
+  const run_result full = train(cfg);
+  REQUIRE_FALSE(full.steps[5].skipped);  // applied: the gradients were finite
+  auto first = cfg;
+  first.checkpoint.save_path = path;
+  first.checkpoint.save_after_step = 11;
+  first.checkpoint.stop_after_steps = 12;
+  (void)train(first);
+  auto second = cfg;
+  second.checkpoint.resume_path = path;
+  const run_result resumed = train(second);
+  REQUIRE(resumed.steps.size() == 20);
+  for (std::size_t i = 0; i < 20; ++i) {
+    INFO("step " << i);
+    CHECK(std::bit_cast<std::uint64_t>(resumed.steps[i].loss) == std::bit_cast<std::uint64_t>(full.steps[i].loss));
+  }
+  CHECK(resumed.weights_hash == full.weights_hash);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("save and resume in the middle of a run is bit-identical to the uninterrupted run") {
