@@ -503,6 +503,12 @@ scenario parse_scenario(std::string_view text, std::string_view source) {
   const std::filesystem::path base =
       source == "embedded default" ? std::filesystem::path{} : std::filesystem::path(source).parent_path();
   if (r.has("data")) parse_data(r.at("data"), s.base, base);
+  // With data from files the head's width comes from data.targets: a model.classes would be ignored in silence.
+  if (s.base.data.from_files() && r.has("model") && r.at("model").is_object() && r.at("model").contains("classes")) {
+    throw error("model.classes", summarize_json(r.at("model").at("classes")),
+                "no model.classes with data.inputs and data.targets: the classes are the labels of data.targets "
+                "(the head is as wide as the largest label + 1)");
+  }
   if (r.has("training")) parse_training(r.at("training"), s);
   if (r.has("reference")) {
     const object_reader ref(r.at("reference"), "reference", {"policy"});
@@ -606,8 +612,12 @@ run_manifest manifest_for(const scenario& s, const run_config& c) {
   const auto integer = [](std::int64_t v) { return std::to_string(v); };
   std::string data_bytes;
   if (c.data.from_files()) {
+    // Without held-out files the held-out metrics are the training rows' own: said here, where the report and
+    // summary.json show the data.
     m.data = "files inputs=" + c.data.inputs_path + " targets=" + c.data.targets_path +
-             (c.data.eval_inputs_path.empty() ? "" : " eval_inputs=" + c.data.eval_inputs_path);
+             (c.data.eval_inputs_path.empty()
+                  ? " (held out: none; the held-out metrics are measured on the training rows)"
+                  : " eval_inputs=" + c.data.eval_inputs_path + " eval_targets=" + c.data.eval_targets_path);
   }
   if (c.model == model_kind::stack) {
     m.model = "stack of " + std::to_string(c.stack.layers.size()) + " layers (model.layers), loss " + to_string(c.loss);

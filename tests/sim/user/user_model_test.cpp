@@ -523,3 +523,30 @@ TEST_CASE("file data refusals name the field at fault: target shapes, eval colum
   CHECK_NOTHROW(load_initial_weights(d, params, bf16));  // within bf16's range
   fs::remove_all(dir);
 }
+
+// With data from files the head's width comes from the labels: a model.classes is refused instead of ignored. The
+// manifest's data line says where the held-out metrics come from.
+TEST_CASE("file data: model.classes is refused, and the data line says the held-out rows are the training rows",
+          "[files][scenario]") {
+  const std::string files = R"("data": {"inputs": "x.npy", "targets": "y.npy"},
+                               "candidates": [{"name": "a", "policy": "fp16-mixed"}]})";
+  CHECK_THROWS_WITH(
+      parse_scenario(
+          R"({"model": {"kind": "stack", "input_dim": 2, "classes": 5, "layers": [{"type": "linear"}]}, )" + files,
+          "s.json"),
+      Catch::Contains("model.classes is 5") && Catch::Contains("the labels of data.targets"));
+  const scenario s = parse_scenario(
+      R"({"model": {"kind": "stack", "input_dim": 2, "layers": [{"type": "linear"}]}, )" + files, "s.json");
+  // manifest_for reads the files (their hash): write them.
+  const fs::path dir = temp_dir();
+  write(dir / "x.npy", npy_bytes(std::vector<std::int64_t>{4, 2}, std::vector<float>(8, 0.5f)));
+  write(dir / "y.npy", npy_bytes(std::vector<std::int64_t>{4}, std::vector<std::int32_t>{0, 1, 0, 1}));
+  run_config c = reference_config(s);
+  c.data.inputs_path = (dir / "x.npy").string();
+  c.data.targets_path = (dir / "y.npy").string();
+  CHECK_THAT(manifest_for(s, c).data, Catch::Contains("held-out metrics are measured on the training rows"));
+  c.data.eval_inputs_path = c.data.inputs_path;
+  c.data.eval_targets_path = c.data.targets_path;
+  CHECK_THAT(manifest_for(s, c).data, Catch::Contains("eval_inputs=") && !Catch::Contains("held out: none"));
+  fs::remove_all(dir);
+}
