@@ -431,6 +431,8 @@ int run_sim(const sim_options& o) {
     require_matching_manifest(ref.manifest, m, manifest_check::candidate);
     k.parity = evaluate_parity(ref, k.run, tolerances_for(s, c));
     k.parity.candidate = c.name;
+    k.parity.scaler = k.scaler;
+    k.parity.faulted = !c.faults.empty();
     k.telemetry_file = "telemetry/" + file_slug(c.name) + ".jsonl";
     if (writer) write_file_atomically(out / k.telemetry_file, telemetry_jsonl(k.run));
     results.push_back(k.parity);
@@ -446,9 +448,10 @@ int run_sim(const sim_options& o) {
     k.as_expected = meets_expectation(k.expect, k.parity.outcome);
     all_expected = all_expected && k.as_expected;
     decisions.push_back(k.decision);
-    if (k.parity.outcome == verdict::pass && writer) {
+    // A PASS with injected faults is no evidence for its policy: not recorded as known-good.
+    if (k.parity.outcome == verdict::pass && !k.parity.faulted && writer) {
       write_known_good(out / "known_good.json",
-                       {k.name, k.parity.policy, s.name, ref.reference_id, k.decision.decided_utc});
+                       {k.name, k.parity.policy, k.scaler, s.name, ref.reference_id, k.decision.decided_utc});
     }
   }
   if (!writer) return ranks.finish(out, all_expected ? exit_ok : exit_check_failed);  // the others write nothing

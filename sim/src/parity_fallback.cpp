@@ -27,33 +27,63 @@ fallback_decision decide_fallback(const parity_result& result, const std::vector
     return d;
   }
   std::string passed_over;
+  const auto pass_over = [&passed_over](const std::string& why) {
+    passed_over += (passed_over.empty() ? "" : "; ") + why;
+  };
   for (std::size_t i = 0; i < baselines.size(); ++i) {
     const std::string& b = baselines[i];
     const std::string tag = "baseline " + std::to_string(i + 1) + " (" + b;
     if (b == result.candidate) continue;  // never suggest the candidate that just failed
-    // Runs of this baseline in this invocation: by candidate label first, else by policy name.
+    // Runs of this baseline in this invocation: by candidate label first, else by policy name (other than the
+    // candidate that just failed). A run with injected faults is no evidence either way.
     std::vector<const parity_result*> runs;
+    bool faulted_only = false;
     for (const parity_result& p : this_run) {
-      if (p.candidate == b) runs.push_back(&p);
-    }
-    if (runs.empty()) {
-      for (const parity_result& p : this_run) {
-        if (p.policy == b && p.candidate != result.candidate) runs.push_back(&p);
+      if (p.candidate != b) continue;
+      if (p.faulted) {
+        faulted_only = true;
+      } else {
+        runs.push_back(&p);
       }
     }
-    bool any_pass = false;
+    const bool by_policy = runs.empty() && !faulted_only;
+    if (by_policy) {
+      for (const parity_result& p : this_run) {
+        if (p.policy != b || p.candidate == result.candidate) continue;
+        if (p.faulted) {
+          faulted_only = true;
+        } else {
+          runs.push_back(&p);
+        }
+      }
+    }
     bool any_fail = false;
+    const parity_result* passed = nullptr;
     for (const parity_result* p : runs) {
-      any_pass = any_pass || p->outcome == verdict::pass;
+      if (p->outcome == verdict::pass && passed == nullptr) passed = p;
       any_fail = any_fail || p->outcome == verdict::fail;
     }
-    if (!runs.empty() && !any_pass) {
-      passed_over += (passed_over.empty() ? "" : "; ") + b + (any_fail ? " failed" : " was inconclusive") + " in this run";
+    if (!runs.empty() && passed == nullptr) {
+      pass_over(b + (any_fail ? " failed" : " was inconclusive") + " in this run");
+      continue;
+    }
+    if (runs.empty() && b == result.policy) {  // the policy that just failed, and no other run of it
+      pass_over(b + " failed in this run (as " + result.candidate + ")" +
+                (faulted_only ? ", and ran otherwise only with injected faults" : ""));
+      continue;
+    }
+    if (runs.empty() && faulted_only) {
+      pass_over(b + " ran only with injected faults in this run");
       continue;
     }
     d.run_instead = b;
-    if (!runs.empty()) {
-      d.source = tag + ", PASS in this run)";
+    if (passed != nullptr) {
+      d.source = tag + ", PASS in this run";
+      if (by_policy) {
+        d.source += " as " + passed->candidate;
+        if (!passed->scaler.empty() && passed->scaler != result.scaler) d.source += ", scaler " + passed->scaler;
+      }
+      d.source += ")";
     } else if (b == reference_policy) {
       d.source = tag + ", the reference policy)";
     } else {
@@ -62,11 +92,19 @@ fallback_decision decide_fallback(const parity_result& result, const std::vector
     if (!passed_over.empty()) d.source += " after " + passed_over;
     return d;
   }
-  if (last_good) {
+  // The last known-good PASS, unless it is what just failed: the same policy under the same scaler.
+  const bool same_as_failed = last_good && last_good->policy == result.policy &&
+                              (last_good->scaler.empty() || last_good->scaler == result.scaler);
+  if (last_good && !same_as_failed) {
     d.run_instead = last_good->policy;
-    d.source = "last known-good: " + last_good->candidate + " (" + last_good->policy + ") passed on " +
+    d.source = "last known-good: " + last_good->candidate + " (" + last_good->policy +
+               (last_good->scaler.empty() ? "" : ", scaler " + last_good->scaler) + ") passed on " +
                last_good->recorded_utc + " against reference " + last_good->reference_id;
   } else {
+    if (same_as_failed) {
+      pass_over("the last known-good, " + last_good->candidate + ", is this candidate's own policy" +
+                (last_good->scaler.empty() ? "" : " and scaler"));
+    }
     d.run_instead = std::string(reference_policy);
     d.source = "no usable baseline or known-good record: the reference policy";
   }
@@ -86,6 +124,7 @@ std::optional<known_good_record> read_known_good(const std::filesystem::path& fi
     r.scenario = j.at("scenario").get<std::string>();
     r.reference_id = j.at("reference_id").get<std::string>();
     r.recorded_utc = j.at("recorded_utc").get<std::string>();
+    if (j.contains("scaler")) r.scaler = j.at("scaler").get<std::string>();
     return r;
   } catch (const json::exception& e) {
     throw error("known-good record", "'" + file.string() + "' (" + e.what() + ")",
@@ -94,8 +133,11 @@ std::optional<known_good_record> read_known_good(const std::filesystem::path& fi
 }
 
 void write_known_good(const std::filesystem::path& file, const known_good_record& r) {
-  const json j{{"candidate", r.candidate},       {"policy", r.policy},
-               {"scenario", r.scenario},         {"reference_id", r.reference_id},
+  const json j{{"candidate", r.candidate},
+               {"policy", r.policy},
+               {"scaler", r.scaler},
+               {"scenario", r.scenario},
+               {"reference_id", r.reference_id},
                {"recorded_utc", r.recorded_utc}};
   write_file_atomically(file, j.dump(1) + "\n");
 }

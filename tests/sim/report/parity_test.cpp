@@ -399,10 +399,18 @@ TEST_CASE("fallback: the first baseline that did not fail, else the last known-g
   CHECK(d.reasons[0].find("too small") != std::string::npos);
   bf16.outcome = verdict::fail;
 
-  const known_good_record good{"fp16-mixed dynamic", "fp16-mixed", "default", "abc", "2024-01-01T00:00:00Z"};
+  bad.scaler = "none";
+  const known_good_record good{"fp16-mixed dynamic", "fp16-mixed", "dynamic", "default", "abc", "2024-01-01T00:00:00Z"};
   d = decide_fallback(bad, {}, {bad}, good, "fp32");
   CHECK(d.run_instead == "fp16-mixed");
   CHECK(d.source.find("last known-good") != std::string::npos);
+  CHECK(d.source.find("scaler dynamic") != std::string::npos);
+  // A known-good record of the very policy and scaler that just failed is passed over, saying so.
+  known_good_record same = good;
+  same.scaler = "none";
+  d = decide_fallback(bad, {}, {bad}, same, "fp32");
+  CHECK(d.run_instead == "fp32");
+  CHECK(d.source.find("is this candidate's own policy and scaler") != std::string::npos);
   d = decide_fallback(bad, {"bf16-mixed"}, {bad, bf16}, std::nullopt, "fp32");
   CHECK(d.run_instead == "fp32");
   // A baseline not run in this scenario is named but marked unverified.
@@ -414,16 +422,63 @@ TEST_CASE("fallback: the first baseline that did not fail, else the last known-g
   CHECK(decide_fallback(bf16, baselines, {bad, bf16}, std::nullopt, "fp32").run_instead.empty());
 }
 
+// A baseline named by policy never sends a failed candidate back to its own policy: the candidate's own run is
+// not a run "of that policy in this scenario" that could vouch for it, and a run with injected faults vouches for
+// nothing. Another run of the policy that passed under another scaler is named with that scaler.
+TEST_CASE("fallback by policy name: not the failing candidate's own policy, not a faulted run; the scaler is named") {
+  parity_result bad;
+  bad.candidate = "fp16 no scaling";
+  bad.policy = "fp16-mixed";
+  bad.scaler = "none";
+  bad.outcome = verdict::fail;
+  // Baselines fp16-mixed then fp32, and no other fp16-mixed run: fp16-mixed is what failed, so fp32.
+  fallback_decision d = decide_fallback(bad, {"fp16-mixed", "fp32"}, {bad}, std::nullopt, "fp32");
+  CHECK(d.run_instead == "fp32");
+  CHECK(d.source.find("fp16-mixed failed in this run (as fp16 no scaling)") != std::string::npos);
+  CHECK(d.source.find("not run in this scenario") == std::string::npos);
+  // Alone, the baseline falls through to the reference policy.
+  CHECK(decide_fallback(bad, {"fp16-mixed"}, {bad}, std::nullopt, "fp32").run_instead == "fp32");
+  // Another fp16-mixed run passed, but with injected faults: no evidence, passed over.
+  parity_result faulted;
+  faulted.candidate = "fp16-mixed injected overflows";
+  faulted.policy = "fp16-mixed";
+  faulted.scaler = "dynamic";
+  faulted.faulted = true;
+  faulted.outcome = verdict::pass;
+  d = decide_fallback(bad, {"fp16-mixed", "fp32"}, {bad, faulted}, std::nullopt, "fp32");
+  CHECK(d.run_instead == "fp32");
+  CHECK(d.source.find("ran otherwise only with injected faults") != std::string::npos);
+  // bf16-mixed as a baseline, run only with faults: passed over, saying so.
+  parity_result bf16_faulted = faulted;
+  bf16_faulted.candidate = "bf16 spikes";
+  bf16_faulted.policy = "bf16-mixed";
+  d = decide_fallback(bad, {"bf16-mixed", "fp32"}, {bad, bf16_faulted}, std::nullopt, "fp32");
+  CHECK(d.run_instead == "fp32");
+  CHECK(d.source.find("bf16-mixed ran only with injected faults in this run") != std::string::npos);
+  // The same faulted run named as a baseline by its label: passed over as well.
+  d = decide_fallback(bad, {"fp16-mixed injected overflows", "fp32"}, {bad, faulted}, std::nullopt, "fp32");
+  CHECK(d.run_instead == "fp32");
+  // Without faults it vouches for the policy, under its own scaler, which the source names.
+  faulted.faulted = false;
+  d = decide_fallback(bad, {"fp16-mixed", "fp32"}, {bad, faulted}, std::nullopt, "fp32");
+  CHECK(d.run_instead == "fp16-mixed");
+  CHECK(d.source.find("PASS in this run as fp16-mixed injected overflows, scaler dynamic") != std::string::npos);
+}
+
 TEST_CASE("known-good records and decisions persist in the output folder") {
   const fs::path dir = fs::temp_directory_path() / ("safeamp-fallback-test-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   prepare_output_folder(dir);
   CHECK_FALSE(read_known_good(dir / "known_good.json").has_value());
-  const known_good_record good{"bf16 run", "bf16-mixed", "scn", "0123", "2024-05-01T10:00:00Z"};
+  const known_good_record good{"bf16 run", "bf16-mixed", "none", "scn", "0123", "2024-05-01T10:00:00Z"};
   write_known_good(dir / "known_good.json", good);
   const auto back = read_known_good(dir / "known_good.json");
   REQUIRE(back.has_value());
   CHECK(*back == good);
+  // A record written before it carried the scaler reads with an empty one.
+  write_file_atomically(dir / "old.json", R"({"candidate": "a", "policy": "fp32", "scenario": "s", "reference_id": "1",
+                                              "recorded_utc": "2024-05-01T10:00:00Z"})");
+  CHECK(read_known_good(dir / "old.json")->scaler.empty());
   write_file_atomically(dir / "broken.json", "{\"candidate\": 1}");
   CHECK_THROWS_AS(read_known_good(dir / "broken.json"), safeamp::error);
 

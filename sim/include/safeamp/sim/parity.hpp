@@ -147,6 +147,11 @@ struct parity_result {
   std::vector<std::string> reasons;    // one line per failed check
   std::vector<std::string> undecided;  // one line per INCONCLUSIVE check
   skip_summary skips;
+  // Set by the caller, who knows the scenario (evaluate_parity leaves them empty): the run's loss scaler as text
+  // and whether faults were injected into it. The fallback (parity_fallback.hpp) uses them: a PASS with injected
+  // faults is no evidence for its policy, and a policy's PASS under another scaler is named with that scaler.
+  std::string scaler;
+  bool faulted = false;
 };
 
 /// Runs every check of the gate. The caller has already refused mismatching manifests.

@@ -17,6 +17,7 @@ namespace safeamp::sim {
 struct known_good_record {
   std::string candidate;
   std::string policy;
+  std::string scaler;  // its loss scaler (empty in records written before 2026-12-06)
   std::string scenario;
   std::string reference_id;
   std::string recorded_utc;
@@ -36,9 +37,11 @@ struct fallback_decision {
 };
 
 /// Decision for `result`. Baselines are names of candidates or policies, tried in order: one whose run in
-/// `this_run` failed (or that is `result` itself) is passed over; one that passed is chosen; one not run
-/// is chosen when it is the reference policy, else chosen and marked as not verified in this run. With no
-/// usable baseline, `last_good` is named; with none of those, the reference policy.
+/// `this_run` failed (or that is `result` itself, or `result`'s own policy when no other run of it passed) is
+/// passed over; one that passed is chosen (by policy name: a run of that policy other than `result`, named with
+/// its scaler); one not run is chosen when it is the reference policy, else chosen and marked as not verified in
+/// this run. Runs with injected faults (parity_result::faulted) count as not run. With no usable baseline,
+/// `last_good` is named unless it is `result`'s own policy and scaler; with none of those, the reference policy.
 [[nodiscard]] fallback_decision decide_fallback(const parity_result& result, const std::vector<std::string>& baselines,
                                                 const std::vector<parity_result>& this_run,
                                                 const std::optional<known_good_record>& last_good,
