@@ -24,6 +24,12 @@ json number_or_text(double v) {
   return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
 }
 
+// An accuracy of `e`'s set: "nan" for a regression, which predicts no classes (its trainer's 0 means nothing; the
+// report and the terminal say n/a), else the number.
+json accuracy_json(const eval_metrics& e, double accuracy) {
+  return e.regression ? json("nan") : number_or_text(accuracy);
+}
+
 const parity_check* find_check(const parity_result& p, std::string_view prefix) {
   for (const parity_check& c : p.checks) {
     if (c.name.rfind(prefix, 0) == 0) return &c;
@@ -144,7 +150,7 @@ std::string render_terminal_summary(const sim_summary& s) {
     std::size_t slice_fails = 0;
     std::size_t slice_undecided = 0;
     for (const parity_check& k : c.parity.checks) {
-      if (k.name.rfind("slice ", 0) == 0) {
+      if (k.name.rfind("slice ", 0) == 0 && k.status != verdict::not_applicable) {  // a regression's accuracy
         ++slice_checks;
         if (k.status == verdict::fail) ++slice_fails;
         if (k.status == verdict::inconclusive) ++slice_undecided;
@@ -166,10 +172,15 @@ std::string render_terminal_summary(const sim_summary& s) {
     o += pad(c.name, wn) + pad(c.parity.policy, 12) + pad(scaler_kind, 9) +
          // A regression's loss can sit near 0, where a percentage of it says nothing: the gate measures its
          // increase against the constant predictor's floor (the limits line below), so the column shows the value.
-         pad(e.regression ? fmt("%.4g", e.loss) : fmt("%.4f", e.loss) + fmt(" %+.1f%%", dl), 16) + pad(e.regression ? std::string("n/a") : fmt("%.4f", e.accuracy) + fmt(" %+.1fpt", da), 16) +
-         pad(curve ? fmt("%.1f%%", curve->value * 100.0) : "-", 8) + pad(logit ? fmt("%.3f", logit->value) : "-", 8) +
-         pad(slices, 8) +
-         pad(std::to_string(c.parity.skips.skipped), 8) +
+         pad(e.regression ? fmt("%.4g", e.loss) : fmt("%.4f", e.loss) + fmt(" %+.1f%%", dl), 16) +
+         pad(e.regression ? std::string("n/a") : fmt("%.4f", e.accuracy) + fmt(" %+.1fpt", da), 16) +
+         // A gap of 1e27 (an applied loss spike) as %.1f%% printed 30 digits: %.3g past 1000 %.
+         pad(curve ? (std::fabs(curve->value) < 10.0 ? fmt("%.1f%%", curve->value * 100.0)
+                                                     : fmt("%.3g%%", curve->value * 100.0))
+                   : "-",
+             8) +
+         pad(logit ? (std::fabs(logit->value) < 1e4 ? fmt("%.3f", logit->value) : fmt("%.3g", logit->value)) : "-", 8) +
+         pad(slices, 8) + pad(std::to_string(c.parity.skips.skipped), 8) +
          pad(scale_text(c.parity.skips.min_scale) + ".." + scale_text(c.parity.skips.max_scale), 14) + verdict + "\n";
   }
   o += "\n  loss/accuracy: final held-out, change vs reference; curve: mean gap of the smoothed training loss;\n"
@@ -219,8 +230,10 @@ std::string render_summary_json(const sim_summary& s) {
     }
     json slices = json::array();
     for (const slice_metrics& sl : c.run.final_eval.slices) {
-      slices.push_back({{"name", sl.name}, {"count", sl.count}, {"loss", number_or_text(sl.loss)},
-                        {"accuracy", number_or_text(sl.accuracy)}});
+      slices.push_back({{"name", sl.name},
+                        {"count", sl.count},
+                        {"loss", number_or_text(sl.loss)},
+                        {"accuracy", accuracy_json(c.run.final_eval, sl.accuracy)}});
     }
     const run_diagnosis d = diagnose(c);
     json worst = json::array();
@@ -266,7 +279,7 @@ std::string render_summary_json(const sim_summary& s) {
                          {"run_instead", c.decision.run_instead},
                          {"fallback_source", c.decision.source},
                          {"held_out_loss", number_or_text(c.run.final_eval.loss)},
-                         {"held_out_accuracy", number_or_text(c.run.final_eval.accuracy)},
+                         {"held_out_accuracy", accuracy_json(c.run.final_eval, c.run.final_eval.accuracy)},
                          {"slices", slices},
                          {"checks", checks},
                          {"skipped_steps", c.parity.skips.steps},
@@ -282,7 +295,10 @@ std::string render_summary_json(const sim_summary& s) {
   const locked_reference& r = s.reference;
   json ref_slices = json::array();
   for (const slice_metrics& sl : r.final_eval.slices) {
-    ref_slices.push_back({{"name", sl.name}, {"count", sl.count}, {"loss", sl.loss}, {"accuracy", sl.accuracy}});
+    ref_slices.push_back({{"name", sl.name},
+                          {"count", sl.count},
+                          {"loss", sl.loss},
+                          {"accuracy", accuracy_json(r.final_eval, sl.accuracy)}});
   }
   const policy_decision decision = decide_policy(s);
   json rows = json::array();
@@ -313,7 +329,7 @@ std::string render_summary_json(const sim_summary& s) {
                  {"reused", s.reference_reused},
                  {"policy", r.manifest.policy},
                  {"held_out_loss", r.final_eval.loss},
-                 {"held_out_accuracy", r.final_eval.accuracy},
+                 {"held_out_accuracy", accuracy_json(r.final_eval, r.final_eval.accuracy)},
                  {"slices", ref_slices},
                  {"samples_per_second", r.samples_per_second}}},
                {"candidates", cands},

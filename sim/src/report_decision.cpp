@@ -98,15 +98,26 @@ policy_decision decide_policy(const sim_summary& s) {
   } catch (const error&) {
   }
   const decision_row* best = nullptr;
+  bool passed_without_gain = false;
   for (const candidate_outcome& k : s.candidates) d.rows.push_back(row_for(k, reference));
   for (const decision_row& r : d.rows) {
     if (r.outcome != verdict::pass || r.has_faults) continue;
+    // A candidate that needs as much memory as the reference policy or more and whose GEMMs are not estimated
+    // faster (an fp32 candidate against a bf16 reference) gains nothing over running the reference policy.
+    if (!(r.memory_saved_fraction > 0.0) && !(r.gemm_time_ratio > 0.0 && r.gemm_time_ratio < 1.0)) {
+      passed_without_gain = true;
+      continue;
+    }
     if (best == nullptr || better(r, *best)) best = &r;
   }
   if (best == nullptr) {
     d.recommended = s.reference.manifest.policy;
-    d.reason = "no candidate without injected faults passed the gate, so the reference policy (" +
-               s.reference.manifest.policy + ") is the one known to be safe";
+    d.reason = passed_without_gain
+                   ? "no candidate without injected faults passed the gate with less memory or faster GEMMs than the "
+                     "reference policy (" +
+                         s.reference.manifest.policy + "), which is the one known to be safe"
+                   : "no candidate without injected faults passed the gate, so the reference policy (" +
+                         s.reference.manifest.policy + ") is the one known to be safe";
     return d;
   }
   d.recommended = best->name;

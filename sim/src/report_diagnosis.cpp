@@ -82,6 +82,8 @@ void measure_steps(const diagnosis_input& in, run_diagnosis& d) {
     if (st.skipped) {
       ++d.skipped;
       if (fault_at(in.faults, st.step)) ++d.skipped_at_faults;
+    } else if (fault_at(in.faults, st.step)) {
+      ++d.applied_faults;
     }
     if (!st.found_inf && st.grad_norm_before_clip == 0.0) ++d.zero_norm_steps;
   }
@@ -253,6 +255,8 @@ const char* diagnosed_cause_name(diagnosed_cause c) noexcept {
       return "rounding error";
     case diagnosed_cause::undecided_checks:
       return "undecided checks";
+    case diagnosed_cause::injected_faults:
+      return "injected faults";
   }
   return "none";
 }
@@ -278,6 +282,8 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
     d.cause = diagnosed_cause::gradient_underflow;
   } else if (d.skipped > 0) {
     d.cause = diagnosed_cause::overflow_skips;
+  } else if (failed && d.applied_faults > 0) {
+    d.cause = diagnosed_cause::injected_faults;
   } else if (failed) {
     d.cause = diagnosed_cause::rounding_error;
   }
@@ -289,15 +295,24 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
            scale_trajectory(d, in.scaler) + ".";
       break;
     case diagnosed_cause::gradient_underflow:
-      t += " because " + underflow_sentence(d, gradient) + "; " + scale_trajectory(d, in.scaler) + ".";
+      // A run that passed did so despite the underflow, not because of it.
+      t += (failed ? " because " : " despite this: ") + underflow_sentence(d, gradient) + "; " +
+           scale_trajectory(d, in.scaler) + ".";
       if (in.scaler == scaler_kind::none) {
         d.likely_field = "scaler.kind";
-        t += " Likely cause: scaler.kind = none with gradients in " + format_name(gradient) +
-             ": turn on dynamic loss scaling, or use bf16, whose exponent range is fp32's.";
+        t += std::string(failed ? " Likely cause" : " To look at") + ": scaler.kind = none with gradients in " +
+             format_name(gradient) + ": turn on dynamic loss scaling, or use bf16, whose exponent range is fp32's.";
       } else {
-        d.likely_field = in.scaler == scaler_kind::static_scale ? "scaler.scale" : "scaler.min_scale";
-        t += " Likely cause: the loss scale (" + d.likely_field + ") is too small for these gradients in " +
-             format_name(gradient) + ": raise it, or use bf16.";
+        // A static scale is scaler.static_scale; a dynamic one that never moved stayed at its initial scale (raise
+        // it, or let it grow sooner), one that moved fell toward its floor.
+        const bool never_grew = d.scale_min == d.scale_max;
+        d.likely_field = in.scaler == scaler_kind::static_scale ? "scaler.static_scale"
+                         : never_grew                           ? "scaler.init_scale"
+                                                                : "scaler.min_scale";
+        t += std::string(failed ? " Likely cause" : " To look at") + ": the loss scale (" + d.likely_field + ")" +
+             (in.scaler == scaler_kind::dynamic && never_grew ? ", which never moved (or scaler.growth_interval),"
+                                                              : "") +
+             " is too small for these gradients in " + format_name(gradient) + ": raise it, or use bf16.";
       }
       break;
     case diagnosed_cause::overflow_skips:
@@ -308,7 +323,9 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
         t += " Likely cause: the injected faults (the scenario's faults), not the policy: the scaler skipped "
              "exactly those updates and recovered.";
       } else {
-        d.likely_field = in.scaler == scaler_kind::dynamic ? "scaler.init_scale" : "policy.gradient";
+        d.likely_field = in.scaler == scaler_kind::dynamic        ? "scaler.init_scale"
+                         : in.scaler == scaler_kind::static_scale ? "scaler.static_scale"
+                                                                  : "policy.gradient";
         t += " Likely cause: gradients above " + format_name(gradient) + "'s largest finite value " +
              fmt("%g", static_cast<double>(max_finite(gradient))) + " after scaling (" + d.likely_field +
              "): start from a smaller scale, or use bf16.";
@@ -325,6 +342,12 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
       t += undecided_sentence(d, in.parity);
       if (underflow) t += " Also seen: " + underflow_sentence(d, gradient) + ".";
       if (d.skipped > 0) t += " Also seen: " + overflow_sentence(d, in.run) + ".";
+      break;
+    case diagnosed_cause::injected_faults:
+      d.likely_field = "faults";
+      t += " because of the injected faults: " + std::to_string(d.applied_faults) +
+           " step(s) with a fault were applied (none skipped), so the difference from the reference is the faults', "
+           "not the policy's. Likely cause: the scenario's faults (a loss scaler would skip an overflowing one).";
       break;
     case diagnosed_cause::rounding_error:
       d.likely_field = "policy";

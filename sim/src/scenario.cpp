@@ -679,7 +679,12 @@ run_manifest manifest_for(const scenario& s, const run_config& c) {
 }
 
 gate_tolerances tolerances_for(const scenario& s, const candidate_spec& c) {
-  return gate_tolerances_for(coarsest_format(c.policy), merge(s.tolerances, c.tolerances));
+  // The format terms follow the coarser of the two runs compared: a reference in bf16 differs from an fp32
+  // candidate by bf16's rounding, which fp32's limits (2.4e-4) would blame on the candidate.
+  const format_spec candidate = coarsest_format(c.policy);
+  const format_spec reference = coarsest_format(s.base.policy);
+  const format_spec coarser = unit_roundoff(reference) > unit_roundoff(candidate) ? reference : candidate;
+  return gate_tolerances_for(coarser, merge(s.tolerances, c.tolerances));
 }
 
 }  // namespace safeamp::sim

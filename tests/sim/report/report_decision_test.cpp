@@ -96,6 +96,20 @@ TEST_CASE("decision: memory per the ledger, GEMM time per the roofline, and one 
   CHECK(decide_policy(s).recommended == "fp32");
   s.candidates[1].fault_list.clear();
 
+  // A candidate that saves no memory and is not faster gains nothing over the reference policy: against a
+  // bf16-mixed reference, the passing fp32 run (16 bytes of states either way, 4-byte activations against 2,
+  // GEMMs at 165.2 / 82.6 = 2x the time) is not recommended; the reference policy is.
+  {
+    sim_summary bf16_reference = s;
+    bf16_reference.reference.manifest.policy = "bf16-mixed";
+    bf16_reference.candidates[1].run.policy = safeamp::presets::fp32;
+    const policy_decision no_gain = decide_policy(bf16_reference);
+    CHECK(no_gain.rows[1].memory_saved_fraction < 0.0);
+    CHECK(no_gain.rows[1].gemm_time_ratio > 1.0);
+    CHECK(no_gain.recommended == "bf16-mixed");
+    CHECK(has(no_gain.reason, "with less memory or faster GEMMs than the reference policy (bf16-mixed)"));
+  }
+
   const std::string html = render_html_report(s);
   REQUIRE(has(html, "id=\"decision\""));
   CHECK(has(html, "Recommended: fp16 dynamic."));

@@ -281,3 +281,43 @@ TEST_CASE("the diagnosis reaches the terminal summary, summary.json and the top 
   CHECK(why < html.find("id=\"gate\""));  // the diagnosis opens the report, before the gate's table
   CHECK(html.find("FAIL because gradients underflowed", why) != std::string::npos);
 }
+
+// The field named follows the scaler: a static scale is scaler.static_scale (there is no scaler.scale), a dynamic
+// scale that never moved from its initial value is scaler.init_scale; a PASS with underflow passed despite it.
+TEST_CASE("underflow: the static scale's field, a dynamic scale that never moved, and a PASS despite it") {
+  run_result r = plain_run();
+  for (step_record& st : r.steps) {
+    st.scale = 4.0f;
+    st.grads[1].underflow = 50;  // w1: half of its 100 elements at every step
+  }
+  run_diagnosis d =
+      diagnose_run({.run = r, .parity = gate(verdict::fail), .scaler = scaler_kind::static_scale, .faults = {}});
+  CHECK(d.cause == diagnosed_cause::gradient_underflow);
+  CHECK(d.likely_field == "scaler.static_scale");
+  d = diagnose_run({.run = r, .parity = gate(verdict::fail), .scaler = scaler_kind::dynamic, .faults = {}});
+  CHECK(d.likely_field == "scaler.init_scale");
+  CHECK(has(d.text, "which never moved"));
+  d = diagnose_run({.run = r, .parity = gate(verdict::pass), .scaler = scaler_kind::none, .faults = {}});
+  CHECK(d.cause == diagnosed_cause::gradient_underflow);
+  CHECK(has(d.text, "PASS despite this: gradients underflowed"));
+  CHECK_FALSE(has(d.text, "because"));
+  CHECK(has(d.text, "To look at: scaler.kind = none"));
+}
+
+// A fault injected at a step the run applied (a loss spike without a scaler to skip it) moved the run: the cause
+// is the faults, not the policy's rounding.
+TEST_CASE("a failed run whose injected faults were applied is diagnosed as the faults, not rounding") {
+  run_result r = plain_run();
+  const std::vector<fault_spec> faults = {
+      {.kind = fault_kind::loss_spike, .steps = {39}, .target = "", .factor = 1e30}};
+  const run_diagnosis d =
+      diagnose_run({.run = r, .parity = gate(verdict::fail), .scaler = scaler_kind::none, .faults = faults});
+  CHECK(d.cause == diagnosed_cause::injected_faults);
+  CHECK(d.likely_field == "faults");
+  CHECK(d.applied_faults == 1);
+  CHECK(has(d.text, "because of the injected faults: 1 step(s) with a fault were applied"));
+  CHECK(std::string(diagnosed_cause_name(d.cause)) == "injected faults");
+  // Without the fault the same failure is the formats' rounding.
+  CHECK(diagnose_run({.run = r, .parity = gate(verdict::fail), .scaler = scaler_kind::none, .faults = {}}).cause ==
+        diagnosed_cause::rounding_error);
+}

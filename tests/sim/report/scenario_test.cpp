@@ -3,6 +3,7 @@
 #include "safeamp/sim/scenario.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "safeamp/error.hpp"
 #include "safeamp/sim/did_you_mean.hpp"
@@ -170,4 +171,17 @@ TEST_CASE("the shipped scenario files parse, and scenarios/default.json is the e
   const scenario quick = parse_scenario(safeamp::sim::read_whole_file(dir + "/mlp-quick.json"), "mlp-quick.json");
   CHECK(quick.base.model == model_kind::mlp);
   CHECK(quick.candidates.size() == 3);
+}
+
+// The gate's format terms follow the coarser of the two runs compared: an fp32 candidate against a bf16-mixed
+// reference differs from it by bf16's rounding, so it gets bf16's limits (sqrt(2^-8) = 0.0625), not fp32's.
+TEST_CASE("tolerances: the coarser of the candidate's and the reference's formats") {
+  const std::string two = R"("candidates": [{"name": "f", "policy": "fp32"}, {"name": "h", "policy": "fp16-mixed"}])";
+  const scenario s =
+      parse_scenario(R"({"model": {"kind": "mlp"}, "reference": {"policy": "bf16-mixed"}, )" + two + "}", "t");
+  CHECK(tolerances_for(s, s.candidates[0]).terms.loss_rel == Approx(0.0625));
+  CHECK(tolerances_for(s, s.candidates[1]).terms.loss_rel == Approx(0.0625));  // bf16 is coarser than fp16 too
+  const scenario fp32_ref = parse_scenario(R"({"model": {"kind": "mlp"}, )" + two + "}", "t");
+  CHECK(tolerances_for(fp32_ref, fp32_ref.candidates[1]).terms.loss_rel == Approx(std::sqrt(0x1p-11)));
+  CHECK(tolerances_for(fp32_ref, fp32_ref.candidates[0]).terms.loss_rel < 1e-3);
 }

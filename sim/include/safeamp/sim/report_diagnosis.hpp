@@ -27,8 +27,10 @@ enum class diagnosed_cause : std::uint8_t {
   nonfinite_loss,      // the training loss itself became inf/NaN
   rounding_error,      // no underflow, overflow or skip: the formats' rounding moved the result
   undecided_checks,    // INCONCLUSIVE: nothing failed, some checks could not decide (too few samples, ...)
+  injected_faults,     // a failed run whose scenario injected faults at steps it applied (not skipped)
 };
-/// "none", "gradient underflow", "overflow skips", "non-finite loss", "rounding error", "undecided checks".
+/// "none", "gradient underflow", "overflow skips", "non-finite loss", "rounding error", "undecided checks",
+/// "injected faults".
 [[nodiscard]] const char* diagnosed_cause_name(diagnosed_cause c) noexcept;
 
 /// Underflow of one gradient (a parameter tensor, or loss_gradient_name) over a run.
@@ -67,6 +69,7 @@ struct run_diagnosis {
   std::int64_t first_overflow = -1;
   std::int64_t skipped = 0;
   std::int64_t skipped_at_faults = 0;  // skipped steps at which the scenario injects a fault
+  std::int64_t applied_faults = 0;     // applied (not skipped) steps at which the scenario injects a fault
   std::int64_t steps = 0;
   float scale_first = 0.0f, scale_last = 0.0f, scale_min = 0.0f, scale_max = 0.0f;
   std::string first_check;  // first failed check (else first INCONCLUSIVE one); empty when all passed
