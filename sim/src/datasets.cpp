@@ -146,12 +146,12 @@ batch corpus_data::make_batch(const std::vector<std::int64_t>& starts) const {
   batch b;
   const std::int64_t t = shape_.context;
   b.samples = static_cast<std::int64_t>(starts.size());
-  const std::int64_t bucket = std::max<std::int64_t>(1, t / position_buckets);
+  const std::int64_t buckets = position_buckets_of(t), bucket = t / buckets;
   for (const std::int64_t s : starts) {
     for (std::int64_t k = 0; k < t; ++k) {
       b.tokens.push_back(ids_[static_cast<std::size_t>(s + k)]);
       b.targets.push_back(ids_[static_cast<std::size_t>(s + k + 1)]);
-      b.slices.push_back(static_cast<std::int32_t>(std::min(k / bucket, position_buckets - 1)));
+      b.slices.push_back(static_cast<std::int32_t>(std::min(k / bucket, buckets - 1)));
     }
   }
   return b;
@@ -190,10 +190,10 @@ batch corpus_data::probe() const {
 std::vector<std::string> corpus_data::slice_names() const {
   std::vector<std::string> names;
   const std::int64_t t = shape_.context;
-  const std::int64_t bucket = std::max<std::int64_t>(1, t / position_buckets);
-  for (std::int64_t k = 0; k < position_buckets; ++k) {
+  const std::int64_t buckets = position_buckets_of(t), bucket = t / buckets;
+  for (std::int64_t k = 0; k < buckets; ++k) {
     const std::int64_t lo = k * bucket;
-    const std::int64_t hi = k == position_buckets - 1 ? t - 1 : lo + bucket - 1;
+    const std::int64_t hi = k == buckets - 1 ? t - 1 : lo + bucket - 1;
     names.push_back("positions " + std::to_string(lo) + "-" + std::to_string(hi));
   }
   return names;

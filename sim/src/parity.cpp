@@ -504,6 +504,15 @@ parity_result evaluate_parity(const locked_reference& ref, const run_result& can
                 "missing from the candidate's evaluation");
       continue;
     }
+    // A slice with no held-out predictions (a class the held-out set does not contain) has nothing to judge: its
+    // checks are N/A, not an undecided pairing that would keep the verdict INCONCLUSIVE whatever the candidate.
+    if (rs.count == 0 && it->count == 0) {
+      for (const char* what : {" loss (rel. increase)", " accuracy (drop)"}) {
+        add_not_applicable(r, "slice " + rs.name + what, "no predictions",
+                           "not applicable: the held-out set has no predictions in this slice");
+      }
+      continue;
+    }
     quality_checks(r, pb.for_slice(static_cast<std::int32_t>(k)),
                    {.prefix = "slice " + rs.name, .ref_loss = rs.loss, .ref_acc = rs.accuracy, .cand_loss = it->loss,
                     .cand_acc = it->accuracy, .pairs = paired(re.rows, ce.rows, static_cast<std::int32_t>(k)),

@@ -362,6 +362,29 @@ TEST_CASE("golden logits: max abs error over rms and the elementwise relative er
   CHECK(has_reason(evaluate_parity(reference(), cand, bf16_gate()), "golden logits shape"));
 }
 
+// A slice with no held-out predictions (a class the held-out set lacks) is N/A, not an undecided check that would
+// keep every candidate INCONCLUSIVE.
+TEST_CASE("a slice without predictions is not applicable, and the verdict is decided by the others") {
+  run_result ref_run = fixtures::make_run("reference fp32", 40, 1.0, 0.0);
+  for (auto& k : ref_run.final_eval.rows.slice) k = k == 3 ? 2 : k;  // slice d empty, c holds 200
+  fixtures::summarize(ref_run.final_eval);
+  REQUIRE(ref_run.final_eval.slices[3].count == 0);
+  const locked_reference ref = lock_reference(ref_run, fixtures::make_manifest());
+  run_result cand = ref_run;
+  cand.policy = safeamp::presets::bf16_mixed;
+  const parity_result r = evaluate_parity(ref, cand, bf16_gate());
+  for (const std::string& u : r.undecided) INFO(u);
+  CHECK(r.outcome == verdict::pass);
+  int not_applicable = 0;
+  for (const parity_check& c : r.checks) {
+    if (c.name.rfind("slice d ", 0) != 0) continue;
+    CHECK(c.status == verdict::not_applicable);
+    CHECK(c.basis.find("no predictions in this slice") != std::string::npos);
+    ++not_applicable;
+  }
+  CHECK(not_applicable == 2);
+}
+
 TEST_CASE("fallback: the first baseline that did not fail, else the last known-good, else the reference") {
   parity_result bad;
   bad.candidate = "fp16 no scaling";

@@ -53,5 +53,10 @@ class corpus_data {
 
 /// Number of position buckets the transformer's held-out metrics are sliced into.
 inline constexpr std::int64_t position_buckets = 4;
+/// The buckets of a context of t positions: position_buckets, or t when it is shorter (a context of 2 had
+/// buckets "positions 2-2" and "positions 3-1" with no predictions).
+[[nodiscard]] constexpr std::int64_t position_buckets_of(std::int64_t t) noexcept {
+  return t < position_buckets ? (t < 1 ? 1 : t) : position_buckets;
+}
 
 }  // namespace safeamp::sim
