@@ -364,4 +364,33 @@ TEST_CASE("a regression's losses are labelled with its loss, not nats, and have 
   char mark[64];
   std::snprintf(mark, sizeof mark, "gate limit (highest) %.4g", 0.01 + limit * 0.04);
   CHECK(h.find(mark) != std::string::npos);
+  // Losses near 0 keep their digits in the report's tables (%.4f printed 1.85e-10 as 0.0000), and summary.json
+  // writes a regression's accuracy as "nan" (the trainer's 0 meant nothing), as the report's n/a.
+  run_result tiny = fixtures::make_run("reference fp32", 40, 1.85e-10, 0.0);
+  tiny.final_eval.classes.reset();
+  tiny.final_eval.regression = mse;
+  s.reference = lock_reference(tiny, fixtures::make_manifest());
+  const std::string tiny_html = render_html_report(s);
+  CHECK(tiny_html.find("<td>1.85e-10</td>") != std::string::npos);
+  CHECK(tiny_html.find("<td>0.0000</td>") == std::string::npos);
+  const auto j = nlohmann::json::parse(render_summary_json(s));
+  CHECK(j["reference"]["held_out_accuracy"] == "nan");
+  CHECK(j["reference"]["slices"][0]["accuracy"] == "nan");
+  CHECK(j["candidates"][0]["held_out_accuracy"] == "nan");
+  CHECK(j["candidates"][0]["slices"][0]["accuracy"] == "nan");
+  // The terminal's slices column counts decided slice checks only (a regression's accuracy checks are N/A).
+  CHECK(render_terminal_summary(s).find("/8 ") == std::string::npos);
+}
+
+// A loss spike applied without a scaler makes a curve gap of ~1e27: the terminal prints it in 3 digits, not 30.
+TEST_CASE("the terminal prints huge curve gaps and logit errors in a few digits") {
+  sim_summary s = fixtures::make_summary();
+  for (parity_check& c : s.candidates[0].parity.checks) {
+    if (c.name.rfind("loss-curve gap", 0) == 0) c.value = 5.847e27;
+    if (c.name.rfind("golden logits max abs", 0) == 0) c.value = 3.2e12;
+  }
+  const std::string t = render_terminal_summary(s);
+  CHECK(t.find("5.85e+29%") != std::string::npos);
+  CHECK(t.find("3.2e+12") != std::string::npos);
+  CHECK(t.find("584700000000") == std::string::npos);
 }
