@@ -305,13 +305,13 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
       } else {
         // A static scale is scaler.static_scale; a dynamic one that never moved stayed at its initial scale (raise
         // it, or let it grow sooner), one that moved fell toward its floor.
-        const bool never_grew = d.scale_min == d.scale_max;
+        const bool never_moved = d.scale_min == d.scale_max;
         d.likely_field = in.scaler == scaler_kind::static_scale ? "scaler.static_scale"
-                         : never_grew                           ? "scaler.init_scale"
+                         : never_moved                          ? "scaler.init_scale"
                                                                 : "scaler.min_scale";
         t += std::string(failed ? " Likely cause" : " To look at") + ": the loss scale (" + d.likely_field + ")" +
-             (in.scaler == scaler_kind::dynamic && never_grew ? ", which never moved (or scaler.growth_interval),"
-                                                              : "") +
+             (in.scaler == scaler_kind::dynamic && never_moved ? ", which never moved (or scaler.growth_interval),"
+                                                               : "") +
              " is too small for these gradients in " + format_name(gradient) + ": raise it, or use bf16.";
       }
       break;

@@ -38,6 +38,9 @@ double loss_weight(const sim_summary& s) {
   return std::isfinite(w) && w > 0.0 ? w : 1.0;
 }
 
+// The held-out losses' format: %.4g for a regression, whose losses can sit near 0, else %.4f (nats).
+const char* held_out_loss_format(const sim_summary& s) { return s.reference.final_eval.regression ? "%.4g" : "%.4f"; }
+
 // The losses' units: nats for cross-entropy, else the regression's own loss (mse, l1 or huber), which the
 // reference records with its baseline.
 std::string loss_units(const sim_summary& s) {
@@ -251,16 +254,13 @@ std::string section_slices(const sim_summary& s) {
                                                         : ""));
     for (std::size_t b = 0; b < acc.bars.size(); ++b) {
       // %.4g: a regression's losses sit near 0 (1.85e-10 printed 0.0000), as the terminal prints them.
-      out += td(fmt(regression ? "%.4g" : "%.4f", loss.values[b][g]) +
+      out += td(fmt(held_out_loss_format(s), loss.values[b][g]) +
                 (regression ? "" : " / " + fmt("%.4f", acc.values[b][g])));
     }
     out += "</tr>\n";
   }
   return out + "</table>\n";
 }
-
-// The held-out losses' format: %.4g for a regression, whose losses can sit near 0, else %.4f (nats).
-const char* regression_loss_format(const sim_summary& s) { return s.reference.final_eval.regression ? "%.4g" : "%.4f"; }
 
 // Each run's diagnosis, at the top of the report: why it failed, could not be decided, or skipped steps.
 std::string section_why(const sim_summary& s) {
@@ -285,12 +285,12 @@ std::string section_verdicts(const sim_summary& s) {
                     th("faults") + th("held-out loss") + th("accuracy") + th("skipped") + th("verdict") +
                     th("expected") + th("run instead") + "</tr>\n";
   out += "<tr>" + td(s.reference.label) + td(s.reference.manifest.policy) + td("none") + td("") +
-         td(fmt(regression_loss_format(s), s.reference.final_eval.loss)) +
-         td(accuracy_text(s, s.reference.final_eval)) + td("0") + td("reference") + td("") + td("") + "</tr>\n";
+         td(fmt(held_out_loss_format(s), s.reference.final_eval.loss)) + td(accuracy_text(s, s.reference.final_eval)) +
+         td("0") + td("reference") + td("") + td("") + "</tr>\n";
   for (const candidate_outcome& k : s.candidates) {
     const bool pass = k.parity.outcome == verdict::pass;
     out += "<tr>" + td(k.name) + td(k.parity.policy) + td(k.scaler) + td(k.faults) +
-           td(fmt(regression_loss_format(s), k.run.final_eval.loss)) + td(accuracy_text(s, k.run.final_eval)) +
+           td(fmt(held_out_loss_format(s), k.run.final_eval.loss)) + td(accuracy_text(s, k.run.final_eval)) +
            td(std::to_string(k.parity.skips.skipped)) + "<td class=\"" + status_class(k.parity.outcome) + "\">" +
            verdict_name(k.parity.outcome) + "</td>" +
            td(std::string(expectation_name(k.expect)) + (k.as_expected ? "" : " (NOT AS EXPECTED)")) +
