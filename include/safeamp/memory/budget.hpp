@@ -144,6 +144,21 @@ struct accumulation_request {
   friend constexpr bool operator==(const accumulation_request&, const accumulation_request&) = default;
 };
 
+namespace detail {
+/// The largest divisor of n that is <= cap (n, cap >= 1; 1 always qualifies). Divisors come in pairs
+/// (d, n / d) with d <= sqrt(n), so trying d up to sqrt(n) finds them all: 2^20 tries at n = 2^40, where
+/// counting down from cap took up to n.
+[[nodiscard]] inline std::int64_t largest_divisor_at_most(std::int64_t n, std::int64_t cap) noexcept {
+  std::int64_t best = 1;
+  for (std::int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    if (d <= cap && d > best) best = d;
+    if (n / d <= cap && n / d > best) best = n / d;
+  }
+  return best;
+}
+}  // namespace detail
+
 [[nodiscard]] inline accumulation_plan accumulation_for(const accumulation_request& request) {
   const std::int64_t target_global_batch = request.target_global_batch;
   const std::int64_t max_micro = request.max_microbatch;
@@ -162,8 +177,7 @@ struct accumulation_request {
   const std::int64_t per_device = (target_global_batch + data_parallel - 1) / data_parallel;
   std::int64_t m = max_micro < per_device ? max_micro : per_device;
   if (rule != accumulation_rounding::ceil && target_global_batch % data_parallel == 0) {
-    std::int64_t exact = m;
-    while (per_device % exact != 0) --exact;  // terminates at 1
+    const std::int64_t exact = detail::largest_divisor_at_most(per_device, m);
     if (rule == accumulation_rounding::exact_divisor || 2 * exact >= m) {
       return {.microbatch = exact, .steps = per_device / exact, .global_batch = target_global_batch};
     }

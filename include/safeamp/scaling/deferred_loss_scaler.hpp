@@ -79,20 +79,20 @@ class basic_loss_scaler<dynamic_scale_rule, Memory> {
     stage_ = scaler_stage::unscaled;
   }
 
-  /// Clips the global L2 norm of unscaled buffers to max_norm (> 0); a non-finite norm skips the step.
+  /// Clips the global L2 norm of unscaled buffers to max_norm (> 0); a non-finite norm skips the step. Every
+  /// byte of every buffer must have been unscaled in this step (by one unscale() buffer or several that meet).
   void clip_grad_norm(std::span<const buffer> grads, double max_norm) {
     if (stage_ == scaler_stage::stepped) throw error("loss_scaler: clip_grad_norm() called after step()");
     if (!(max_norm > 0.0) || !(max_norm <= std::numeric_limits<double>::max())) {
       throw error("clip max_norm", detail::number_text(max_norm), "a finite number > 0");
     }
+    const std::vector<detail::byte_range> unscaled = detail::sorted_unscaled(unscaled_);
     for (const buffer& g : grads) {
       const auto [g0, g1] = Memory::address(g);
-      bool inside = g0 == g1;
-      for (const auto& [b0, b1] : unscaled_) inside = inside || (g0 >= b0 && g1 <= b1);
-      if (!inside) {
+      if (!detail::covered(unscaled, {g0, g1})) {
         throw error("loss_scaler: clip_grad_norm() on a gradient buffer (" + std::to_string(g1 - g0) +
-                    " bytes) that was not unscaled in this step; unscale(grads) first, or the clip acts on scaled "
-                    "magnitudes");
+                    " bytes) with bytes not unscaled in this step; unscale(grads) first (every byte, in one buffer "
+                    "or several), or the clip acts on scaled magnitudes");
       }
     }
     memory_.clip(grads, max_norm);

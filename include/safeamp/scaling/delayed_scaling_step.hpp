@@ -26,7 +26,7 @@ inline constexpr std::uint32_t amax_nan_bits = 0x7FC00000u;
 /// What the step needs of a validated delayed_scaling_config, precomputed on the host.
 struct delayed_scaling_params {
   float scaled_max = 448.0f;  // max_finite(format) / 2^margin
-  std::int32_t history_length = 1024;
+  std::int32_t history_length = 1024;  // in [1, 2^20] (validate), so ring indices stay below 2^21
   amax_algorithm algorithm = amax_algorithm::max;
 };
 

@@ -19,9 +19,13 @@ namespace safeamp {
 
 enum class amax_algorithm : std::uint8_t { max, most_recent };
 
+/// Longest accepted amax history: 2^20 steps (a 4 MiB window per tensor; Transformer Engine's default is 1024).
+/// It also keeps the ring arithmetic of delayed_scaling_step (indices below 2 L) far from int32 overflow.
+inline constexpr std::int32_t max_history_length = std::int32_t{1} << 20;
+
 struct delayed_scaling_config {
   format_spec format = fp8_e4m3;       // target format; its max_finite is the "fp8 max" (448 for E4M3)
-  std::int32_t history_length = 1024;  // L >= 1: this step's amax plus the previous L-1
+  std::int32_t history_length = 1024;  // L in [1, 2^20]: this step's amax plus the previous L-1
   amax_algorithm algorithm = amax_algorithm::max;
   std::int32_t margin = 0;  // >= 0: scale divided by 2^margin for headroom
   friend constexpr bool operator==(const delayed_scaling_config&, const delayed_scaling_config&) = default;
@@ -29,8 +33,9 @@ struct delayed_scaling_config {
 
 inline void validate(const delayed_scaling_config& c) {
   if (!is_valid(c.format)) throw error("delayed scaling format", "an invalid descriptor", "a valid format_spec");
-  if (c.history_length < 1) {
-    throw error("delayed scaling history_length", std::to_string(c.history_length), "an integer >= 1");
+  if (c.history_length < 1 || c.history_length > max_history_length) {
+    throw error("delayed scaling history_length", std::to_string(c.history_length),
+                "an integer in [1, 1048576] (2^20; Transformer Engine's default is 1024)");
   }
   if (c.margin < 0 || c.margin > 126) throw error("delayed scaling margin", std::to_string(c.margin), "0..126");
   if (c.algorithm != amax_algorithm::max && c.algorithm != amax_algorithm::most_recent) {

@@ -4,6 +4,7 @@
 // template parameter; loss_scaler, static_loss_scaler and noop_loss_scaler are the three instances.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <span>
@@ -33,6 +34,37 @@ namespace detail {
                " consecutive overflows with the scale already at min_scale (" + number_text(min_scale) +
                "); gradients are not finite even unscaled. max_overflows_at_min is " + std::to_string(k) +
                " (0 disables this error)");
+}
+/// A buffer's bytes [begin, end) by address (the host and the deferred scalers check buffers by address).
+using byte_range = std::pair<std::uintptr_t, std::uintptr_t>;
+/// The byte range of a host buffer.
+[[nodiscard]] inline byte_range bytes_of(std::span<const float> g) noexcept {
+  const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(g.data());
+  return {begin, begin + g.size() * sizeof(float)};
+}
+/// The unscaled ranges as clip_grad_norm checks them: empty ones dropped, sorted by begin. unscale() refuses
+/// overlapping buffers, so these are disjoint.
+[[nodiscard]] inline std::vector<byte_range> sorted_unscaled(std::vector<byte_range> ranges) {
+  std::erase_if(ranges, [](const byte_range& r) { return r.first == r.second; });
+  std::sort(ranges.begin(), ranges.end());
+  return ranges;
+}
+/// True when every byte of `g` lies in the union of `sorted` (from sorted_unscaled): a buffer unscaled in
+/// pieces (its halves, say) is covered when the pieces meet; a gap of even one element is not. An empty `g`
+/// is covered.
+[[nodiscard]] inline bool covered(const std::vector<byte_range>& sorted, byte_range g) noexcept {
+  if (g.first == g.second) return true;
+  // The last range that begins at or before g: the only one that can hold g's first byte.
+  auto it = std::upper_bound(sorted.begin(), sorted.end(), g.first,
+                             [](std::uintptr_t at, const byte_range& r) { return at < r.first; });
+  if (it == sorted.begin()) return false;
+  --it;
+  std::uintptr_t reached = g.first;  // [g.first, reached) is unscaled
+  for (; it != sorted.end() && it->first <= reached; ++it) {
+    reached = std::max(reached, it->second);
+    if (reached >= g.second) return true;
+  }
+  return false;
 }
 /// The memory a new scaler starts with: the dynamic rule's state, empty flags and counters.
 template <class Rule>
@@ -72,14 +104,15 @@ class basic_loss_scaler<Rule, host_memory> {
     if (stage_ == scaler_stage::stepped) {
       throw error("loss_scaler: unscale() called after step() in the same step; call update() first");
     }
-    for (const buffer_range& b : unscaled_) {
-      if (overlaps(b, grads)) {
+    const detail::byte_range g = detail::bytes_of(grads);
+    for (const detail::byte_range& b : unscaled_) {
+      if (g.first < g.second && b.first < b.second && g.first < b.second && b.first < g.second) {
         throw error("loss_scaler: unscale() called twice on the same gradient buffer (" + std::to_string(grads.size()) +
                     " elements) in one step; it would be divided by the scale twice");
       }
     }
     const bool bad = unscale_and_check(grads, inverse_scale(rule_.scale()));
-    unscaled_.push_back({grads.data(), grads.size()});
+    unscaled_.push_back(g);
     if (bad) block_.found_inf = block_.gradient_inf = 1;
     stage_ = scaler_stage::unscaled;
     return bad;
@@ -94,18 +127,20 @@ class basic_loss_scaler<Rule, host_memory> {
     stage_ = scaler_stage::unscaled;
   }
 
-  /// Clips the global L2 norm of unscaled buffers to max_norm. Every buffer must have been unscaled in this
-  /// step (clipping a scaled gradient clips the wrong magnitude). A non-finite norm scales nothing and is
+  /// Clips the global L2 norm of unscaled buffers to max_norm. Every element of every buffer must have been
+  /// unscaled in this step, by one unscale() call or several that together cover it (clipping a scaled
+  /// gradient clips the wrong magnitude). A non-finite norm scales nothing and is
   /// recorded as an overflow, so the step is skipped. The report's reason is found_inf when unscale() or
   /// record_found_inf() saw inf/NaN (before or after this call), and non_finite_norm only when every check
   /// was finite and the norm alone is not (e.g. a buffer changed to inf after it was unscaled).
   clip_result clip_grad_norm(std::span<const std::span<float>> buffers, double max_norm) {
     if (stage_ == scaler_stage::stepped) throw error("loss_scaler: clip_grad_norm() called after step()");
+    const std::vector<detail::byte_range> unscaled = detail::sorted_unscaled(unscaled_);
     for (const std::span<float> b : buffers) {
-      if (!b.empty() && !was_unscaled(b)) {
+      if (!detail::covered(unscaled, detail::bytes_of(b))) {
         throw error("loss_scaler: clip_grad_norm() on a gradient buffer (" + std::to_string(b.size()) +
-                    " elements) that was not unscaled in this step; unscale(grads) first, or the clip acts on "
-                    "scaled magnitudes");
+                    " elements) with elements not unscaled in this step; unscale(grads) first (every element, in one "
+                    "buffer or several), or the clip acts on scaled magnitudes");
       }
     }
     const clip_result r = safeamp::clip_grad_norm(buffers, max_norm);
@@ -194,27 +229,6 @@ class basic_loss_scaler<Rule, host_memory> {
   }
 
  private:
-  struct buffer_range {
-    const float* data;
-    std::size_t size;
-  };
-  [[nodiscard]] static bool overlaps(const buffer_range& b, std::span<float> g) noexcept {
-    if (b.size == 0 || g.empty()) return false;
-    const std::uintptr_t b0 = reinterpret_cast<std::uintptr_t>(b.data);
-    const std::uintptr_t b1 = b0 + b.size * sizeof(float);
-    const std::uintptr_t g0 = reinterpret_cast<std::uintptr_t>(g.data());
-    const std::uintptr_t g1 = g0 + g.size() * sizeof(float);
-    return g0 < b1 && b0 < g1;
-  }
-  [[nodiscard]] bool was_unscaled(std::span<float> g) const noexcept {
-    const std::uintptr_t g0 = reinterpret_cast<std::uintptr_t>(g.data());
-    const std::uintptr_t g1 = g0 + g.size() * sizeof(float);
-    for (const buffer_range& b : unscaled_) {
-      const std::uintptr_t b0 = reinterpret_cast<std::uintptr_t>(b.data);
-      if (g0 >= b0 && g1 <= b0 + b.size * sizeof(float)) return true;
-    }
-    return false;
-  }
   void reset_step() noexcept {
     stage_ = scaler_stage::ready;
     unscaled_.clear();
@@ -223,7 +237,7 @@ class basic_loss_scaler<Rule, host_memory> {
   Rule rule_{};
   scaler_block block_ = detail::make_block(rule_);
   scaler_stage stage_ = scaler_stage::ready;
-  std::vector<buffer_range> unscaled_;
+  std::vector<detail::byte_range> unscaled_;  // the buffers unscaled in this step, in call order
 };
 
 /// Dynamic loss scaler: construct from a scaler_config (validated) or a preset, e.g.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "safeamp/config.hpp"
 #include "safeamp/scaling/scaler_config.hpp"
@@ -59,38 +60,46 @@ struct scaler_block {
   return r;
 }
 
-/// Adds one finished step to the counters.
+namespace detail {
+/// ++counter, staying at INT64_MAX instead of overflowing (undefined behaviour). Unreachable in practice (2^63
+/// steps are 292 years at 10^9 a second); a checkpoint with steps at INT64_MAX is refused on load.
+SAFEAMP_HOST_DEVICE constexpr void count_one(std::int64_t& counter) noexcept {
+  if (counter < std::numeric_limits<std::int64_t>::max()) ++counter;
+}
+}  // namespace detail
+
+/// Adds one finished step to the counters (each saturates at INT64_MAX).
 SAFEAMP_HOST_DEVICE constexpr void count_step(scaler_stats& s, const step_report& r,
                                               const scale_transition& t) noexcept {
-  ++s.steps;
+  detail::count_one(s.steps);
   if (r.applied) {
-    ++s.applied_steps;
+    detail::count_one(s.applied_steps);
     s.consecutive_skips = 0;
   } else {
-    ++s.skipped_steps;
-    ++s.consecutive_skips;
+    detail::count_one(s.skipped_steps);
+    detail::count_one(s.consecutive_skips);
   }
   if (r.found_inf) s.last_overflow_step = r.step;
-  if (r.reason == skip_reason::non_finite_norm) ++s.non_finite_norms;
+  if (r.reason == skip_reason::non_finite_norm) detail::count_one(s.non_finite_norms);
   switch (t.event) {
     case scale_event::grew:
-      ++s.growth_events;
+      detail::count_one(s.growth_events);
       break;
     case scale_event::growth_refused:
-      ++s.growth_refusals;
+      detail::count_one(s.growth_refusals);
       break;
     case scale_event::absorbed:
-      ++s.absorbed_overflows;
+      detail::count_one(s.absorbed_overflows);
       break;
     case scale_event::backed_off:
     case scale_event::clamped_at_min:
-      ++s.backoff_events;
+      detail::count_one(s.backoff_events);
       break;
     case scale_event::none:
       break;
   }
   // overflows_at_min only grows on a non-absorbed overflow at the floor (a clean step resets it).
-  if (r.found_inf && t.event != scale_event::absorbed && t.next.overflows_at_min > 0) ++s.floor_hits;
+  if (r.found_inf && t.event != scale_event::absorbed && t.next.overflows_at_min > 0) detail::count_one(s.floor_hits);
 }
 
 /// Ends the step recorded in `b`: its report (kept in b.last), the counters, the floor check against

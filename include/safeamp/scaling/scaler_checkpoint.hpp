@@ -48,7 +48,9 @@ struct scaler_checkpoint {
   return m == hysteresis_mode::since_growth ? "since_growth" : "consecutive";
 }
 
-/// Throws safeamp::error when the checkpoint's config, state or counters are out of range.
+/// Throws safeamp::error when the checkpoint's config, state or counters are out of range: counters >= 0,
+/// applied_steps + skipped_steps == steps <= INT64_MAX - 1, every event counter <= steps,
+/// consecutive_skips <= skipped_steps, last_overflow_step -1 or in [0, steps).
 inline void validate(const scaler_checkpoint& c) {
   if (c.version != scaler_checkpoint_version) {
     throw error("scaler checkpoint version", std::to_string(c.version), std::to_string(scaler_checkpoint_version));
@@ -80,6 +82,25 @@ inline void validate(const scaler_checkpoint& c) {
     throw error("scaler checkpoint counters.steps", std::to_string(s.steps),
                 "applied_steps + skipped_steps = " + std::to_string(s.applied_steps + s.skipped_steps));
   }
+  // The next update must count exactly: steps stops at INT64_MAX (count_step saturates), and every other
+  // counter counts at most one event per step, so none can pass steps.
+  constexpr std::int64_t max_steps = std::numeric_limits<std::int64_t>::max() - 1;
+  if (s.steps > max_steps) {
+    throw error("scaler checkpoint counters.steps", std::to_string(s.steps),
+                "an integer in [0, 9223372036854775806] (INT64_MAX - 1, so the next update can be counted)");
+  }
+  const auto at_most_steps = [&s](std::int64_t v, const char* field) {
+    if (v > s.steps) {
+      throw error(std::string("scaler checkpoint counters.") + field, std::to_string(v),
+                  "an integer in [0, steps] = [0, " + std::to_string(s.steps) + "] (at most one per step)");
+    }
+  };
+  at_most_steps(s.growth_events, "growth_events");
+  at_most_steps(s.growth_refusals, "growth_refusals");
+  at_most_steps(s.backoff_events, "backoff_events");
+  at_most_steps(s.absorbed_overflows, "absorbed_overflows");
+  at_most_steps(s.floor_hits, "floor_hits");
+  at_most_steps(s.non_finite_norms, "non_finite_norms");
   if (s.consecutive_skips > s.skipped_steps) {
     throw error("scaler checkpoint counters.consecutive_skips", std::to_string(s.consecutive_skips),
                 "an integer in [0, skipped_steps]");

@@ -66,11 +66,11 @@ struct step_report {
   friend constexpr bool operator==(const step_report&, const step_report&) = default;
 };
 
-/// Running counters (telemetry; checkpointed with the scaler).
+/// Running counters (telemetry; checkpointed with the scaler). Each stops at INT64_MAX instead of overflowing.
 struct scaler_stats {
   std::int64_t steps = 0;  // updates completed
   std::int64_t applied_steps = 0;
-  std::int64_t skipped_steps = 0;        // equals the number of steps with an overflow
+  std::int64_t skipped_steps = 0;        // steps not applied: overflows, and update() without step() (not_stepped)
   std::int64_t consecutive_skips = 0;    // skipped steps since the last applied one
   std::int64_t growth_events = 0;        // the scale grew
   std::int64_t growth_refusals = 0;      // a window completed but growth was refused (max_scale / float range)

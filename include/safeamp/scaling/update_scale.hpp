@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "safeamp/config.hpp"
 #include "safeamp/scaling/scaler_config.hpp"
@@ -46,7 +47,7 @@ struct scale_transition {
 /// The transition with the event that happened. Rules (factors in double, result stored as float32):
 ///  overflow:  growth_tracker = 0; hysteresis_tracker = max(h - 1, 0);
 ///             if the tracker is still > 0 the overflow is absorbed, else scale = max(f32(s * backoff), min);
-///             overflows_at_min counts overflows that find s == min and are not absorbed.
+///             overflows_at_min counts overflows that find s == min and are not absorbed (up to INT32_MAX).
 ///  clean:     overflows_at_min = 0; consecutive mode refills the hysteresis; growth_tracker + 1 reaching
 ///             growth_interval is a growth event: tracker = 0, since_growth mode refills the hysteresis,
 ///             and s = f32(s * growth) unless that is > max_scale or not finite (then s is kept).
@@ -61,7 +62,10 @@ struct scale_transition {
       t.event = scale_event::absorbed;
       return t;
     }
-    if (s.scale <= cfg.min_scale) n.overflows_at_min = s.overflows_at_min + 1;
+    // Counts up to INT32_MAX and stays there (a wrap would be undefined and would disarm the floor check).
+    if (s.scale <= cfg.min_scale && s.overflows_at_min < std::numeric_limits<std::int32_t>::max()) {
+      n.overflows_at_min = s.overflows_at_min + 1;
+    }
     const float reduced = static_cast<float>(static_cast<double>(s.scale) * cfg.backoff_factor);
     if (reduced < cfg.min_scale) {
       n.scale = cfg.min_scale;

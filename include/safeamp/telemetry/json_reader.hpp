@@ -118,7 +118,13 @@ class parser {
       while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') ++pos_;
       return pos_ - d0;
     };
+    const std::size_t int_start = pos_;
     if (digits() == 0) fail("expected a value");
+    // JSON's int is 0 or a digit 1-9 followed by digits: "0002000" and "-01" are not JSON numbers.
+    if (s_[int_start] == '0' && pos_ - int_start > 1) {
+      pos_ = int_start + 1;  // the offset of the digit after the 0
+      fail("leading zero in a number (JSON allows 0 but not 0 followed by digits)");
+    }
     if (pos_ < s_.size() && s_[pos_] == '.') {
       ++pos_;
       if (digits() == 0) fail("expected digits after '.'");

@@ -35,10 +35,10 @@ struct step_record {
                      .grad_norm_after_clip = r.grad_norm_after_clip};
 }
 
-/// One JSON object, no newline. Non-finite numbers (a NaN loss, an inf norm) are written as null.
+/// One JSON object, no newline. Non-finite numbers (a NaN loss, an inf scale or norm) are written as null.
 [[nodiscard]] inline std::string to_json_line(const step_record& r) {
   json::object_writer w;
-  const auto number_or_null = [&w](const char* key, double v) {
+  const auto number_or_null = [&w](const char* key, auto v) {  // a float stays a float (shortest float text)
     if (std::isfinite(v)) {
       w.add(key, v);
     } else {
@@ -47,7 +47,8 @@ struct step_record {
   };
   w.add("step", r.step);
   number_or_null("loss", r.loss);
-  w.add("scale", r.scale).add("found_inf", r.found_inf).add("skipped", r.skipped);
+  number_or_null("scale", r.scale);
+  w.add("found_inf", r.found_inf).add("skipped", r.skipped);
   number_or_null("grad_norm_before_clip", r.grad_norm_before_clip);
   number_or_null("grad_norm_after_clip", r.grad_norm_after_clip);
   return w.str();

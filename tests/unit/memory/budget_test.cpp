@@ -2,6 +2,7 @@
 // rounding, bad input.
 #include "safeamp/memory/budget.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
@@ -135,6 +136,49 @@ TEST_CASE("the default rule keeps an exact global batch when a divisor keeps hal
   // Over 4 devices, 512: 128 per device, largest divisor <= 54 is 32 -> 32 x 4 steps x 4 devices.
   CHECK(accumulation_for({.target_global_batch = 512, .max_microbatch = 54, .data_parallel = 4}) ==
         accumulation_plan{.microbatch = 32, .steps = 4, .global_batch = 512});
+}
+
+TEST_CASE("the exact divisor is found from divisor pairs, fast at the largest accepted batch") {
+  // Counting down from the microbatch cap took up to G tries: 2^39 here (hours). Divisor pairs up to
+  // sqrt(2^40) = 2^20 find 2^39 at once; 2 x 2^39 >= 2^40 - 1, so the default rule keeps it.
+  const std::int64_t two40 = std::int64_t{1} << 40;
+  CHECK(accumulation_for({.target_global_batch = two40, .max_microbatch = two40 - 1}) ==
+        accumulation_plan{.microbatch = two40 / 2, .steps = 2, .global_batch = two40});
+  // The reviewer's case: G = 2p with p = 4294967291, the largest prime below 2^32, and a cap of p - 1. The
+  // divisors are 1, 2, p, 2p: exact_divisor gives 2 x p steps; the default rule finds 2 < (p - 1) / 2 and takes
+  // ceil: ceil(2p / (p - 1)) = 3 steps of ceil(2p / 3) = 2863311528 (8589934584 in all, 2 over).
+  const std::int64_t p = 4294967291;
+  CHECK(accumulation_for({.target_global_batch = 2 * p,
+                          .max_microbatch = p - 1,
+                          .data_parallel = 1,
+                          .rule = accumulation_rounding::exact_divisor}) ==
+        accumulation_plan{.microbatch = 2, .steps = p, .global_batch = 2 * p});
+  CHECK(accumulation_for({.target_global_batch = 2 * p, .max_microbatch = p - 1}) ==
+        accumulation_plan{.microbatch = 2863311528, .steps = 3, .global_batch = 8589934584});
+  // A square of a prime, q = 1048573 (the largest prime below 2^20): the divisor at exactly sqrt(G).
+  const std::int64_t q = 1048573;
+  CHECK(accumulation_for({.target_global_batch = q * q,
+                          .max_microbatch = q * q - 1,
+                          .data_parallel = 1,
+                          .rule = accumulation_rounding::exact_divisor}) ==
+        accumulation_plan{.microbatch = q, .steps = q, .global_batch = q * q});
+  // Against counting down (the old search, as an independent oracle) for every small batch and cap, with
+  // and without data parallelism.
+  for (std::int64_t dp : {1, 3}) {
+    for (std::int64_t per_device = 1; per_device <= 240; ++per_device) {
+      for (std::int64_t cap = 1; cap <= per_device + 2; ++cap) {
+        std::int64_t oracle = std::min(cap, per_device);
+        while (per_device % oracle != 0) --oracle;
+        const accumulation_plan plan = accumulation_for({.target_global_batch = per_device * dp,
+                                                         .max_microbatch = cap,
+                                                         .data_parallel = dp,
+                                                         .rule = accumulation_rounding::exact_divisor});
+        INFO("per_device " << per_device << " cap " << cap << " dp " << dp);
+        REQUIRE(plan.microbatch == oracle);
+        REQUIRE(plan.steps * plan.microbatch == per_device);
+      }
+    }
+  }
 }
 
 TEST_CASE("bad budgets are rejected with the field named") {

@@ -30,7 +30,9 @@ scaler_checkpoint all_fields_non_default() {
                            .min_scale = 0.1f,
                            .max_scale = 1.0e30f,
                            .max_overflows_at_min = 9};
-  c.state = scaler_state{.scale = 123.456f, .growth_tracker = 11, .hysteresis_tracker = 3, .overflows_at_min = 2};
+  // overflows_at_min stays 0 here: a count of overflows at the floor needs scale == min_scale and both trackers
+  // 0 (validate refuses anything else), so its non-default value is in at_the_floor() below.
+  c.state = scaler_state{.scale = 123.456f, .growth_tracker = 11, .hysteresis_tracker = 3, .overflows_at_min = 0};
   c.stats = scaler_stats{.steps = 1000,
                          .applied_steps = 900,
                          .skipped_steps = 100,
@@ -42,6 +44,12 @@ scaler_checkpoint all_fields_non_default() {
                          .floor_hits = 5,
                          .non_finite_norms = 7,
                          .last_overflow_step = 998};
+  return c;
+}
+/// The same checkpoint two overflows into a stay at the floor: the state in which overflows_at_min is not 0.
+scaler_checkpoint at_the_floor() {
+  scaler_checkpoint c = all_fields_non_default();
+  c.state = scaler_state{.scale = 0.1f, .growth_tracker = 0, .hysteresis_tracker = 0, .overflows_at_min = 2};
   return c;
 }
 }  // namespace
@@ -61,9 +69,10 @@ TEST_CASE("every field differs from its default in the fixture") {
   CHECK(c.state.scale != d.state.scale);
   CHECK(c.state.growth_tracker != d.state.growth_tracker);
   CHECK(c.state.hysteresis_tracker != d.state.hysteresis_tracker);
-  CHECK(c.state.overflows_at_min != d.state.overflows_at_min);
+  CHECK(at_the_floor().state.overflows_at_min != d.state.overflows_at_min);
   CHECK(c.stats.last_overflow_step != d.stats.last_overflow_step);
   CHECK_NOTHROW(validate(c));
+  CHECK_NOTHROW(validate(at_the_floor()));
 }
 
 TEST_CASE("checkpoint JSON round-trips bit-exactly") {
@@ -79,6 +88,8 @@ TEST_CASE("checkpoint JSON round-trips bit-exactly") {
   d.config.backoff_factor = 0.1 + 0.2;                // 0.30000000000000004
   d.state.scale = std::nextafter(123.456f, 1000.0f);  // next float
   CHECK(checkpoint_from_json(to_json(d)) == d);
+  const scaler_checkpoint f = at_the_floor();
+  CHECK(checkpoint_from_json(to_json(f)) == f);
 }
 
 TEST_CASE("resume from a checkpoint continues exactly as the uninterrupted run") {
@@ -182,11 +193,111 @@ TEST_CASE("counters near INT64_MAX are refused without overflowing the sum") {
   c.stats.last_overflow_step = -1;
   CHECK_THROWS_WITH(validate(c), Catch::Contains("applied_steps + skipped_steps") && Catch::Contains("INT64_MAX"));
   CHECK_THROWS_WITH(checkpoint_from_json(to_json(c)), Catch::Contains("INT64_MAX"));
-  // The largest sums that fit are accepted.
+  // The largest sum that fits is refused too: the next update could not count steps (see the next test).
   c.stats.applied_steps = std::numeric_limits<std::int64_t>::max() - 1;
   c.stats.steps = std::numeric_limits<std::int64_t>::max();
+  CHECK_THROWS_WITH(validate(c), Catch::Contains("counters.steps") && Catch::Contains("INT64_MAX - 1"));
+  // One step less is accepted.
+  c.stats.applied_steps = std::numeric_limits<std::int64_t>::max() - 2;
+  c.stats.steps = std::numeric_limits<std::int64_t>::max() - 1;
   CHECK_NOTHROW(validate(c));
   CHECK(checkpoint_from_json(to_json(c)) == c);
+}
+
+TEST_CASE("counters at their maximum are refused on load, and counting saturates instead of overflowing") {
+  constexpr std::int64_t max64 = std::numeric_limits<std::int64_t>::max();
+  // The reviewer's checkpoint: steps = applied_steps = INT64_MAX (skipped 0), accepted before; the next
+  // update() computed INT64_MAX + 1 (undefined behaviour).
+  loss_scaler s;
+  scaler_checkpoint c = s.checkpoint();
+  c.stats.steps = max64;
+  c.stats.applied_steps = max64;
+  try {
+    s.restore(c);
+    FAIL("accepted steps = INT64_MAX");
+  } catch (const error& e) {
+    CHECK(e.field() == "scaler checkpoint counters.steps");
+    CHECK_THAT(e.what(), Catch::Contains("9223372036854775807; accepted: an integer in [0, 9223372036854775806]"));
+  }
+  // Every event counter counts at most one event per step, so none can exceed steps (here 1000).
+  for (std::int64_t scaler_stats::*counter :
+       {&scaler_stats::growth_events, &scaler_stats::growth_refusals, &scaler_stats::backoff_events,
+        &scaler_stats::absorbed_overflows, &scaler_stats::floor_hits, &scaler_stats::non_finite_norms}) {
+    scaler_checkpoint bad = all_fields_non_default();
+    bad.stats.*counter = max64;
+    CHECK_THROWS_WITH(validate(bad), Catch::Contains("[0, steps] = [0, 1000]"));
+    bad.stats.*counter = 1000;
+    CHECK_NOTHROW(validate(bad));
+  }
+  // The largest accepted checkpoint runs one more step exactly: steps INT64_MAX - 1 -> INT64_MAX.
+  c.stats.steps = max64 - 1;
+  c.stats.applied_steps = max64 - 1;
+  s.restore(c);
+  s.record_found_inf(false);
+  s.step([] {});
+  const step_report r = s.update();
+  CHECK(r.step == max64 - 1);
+  CHECK(s.stats().steps == max64);
+  CHECK(s.stats().applied_steps == max64);
+}
+
+TEST_CASE("counting stops at INT64_MAX instead of overflowing") {
+  // count_step runs on the device too, so it cannot throw: past INT64_MAX it stays there (a wrap is undefined).
+  constexpr std::int64_t max64 = std::numeric_limits<std::int64_t>::max();
+  scaler_stats full{.steps = max64,
+                    .applied_steps = max64,
+                    .skipped_steps = max64,
+                    .consecutive_skips = max64,
+                    .growth_events = max64,
+                    .growth_refusals = max64,
+                    .backoff_events = max64,
+                    .absorbed_overflows = max64,
+                    .floor_hits = max64,
+                    .non_finite_norms = max64,
+                    .last_overflow_step = 5};
+  const scaler_config cfg{.init_scale = 1.0f};
+  const scale_transition overflow_at_floor = transition(cfg, scaler_state{1.0f, 0, 0, 0}, true);
+  REQUIRE(overflow_at_floor.event == scale_event::clamped_at_min);
+  step_report skipped{.step = 9, .applied = false, .found_inf = true, .reason = skip_reason::non_finite_norm};
+  count_step(full, skipped, overflow_at_floor);
+  step_report applied{.step = 10, .applied = true};
+  count_step(full, applied, transition(cfg, scaler_state{1.0f, cfg.growth_interval - 1, 1, 0}, false));
+  CHECK(full == scaler_stats{.steps = max64,
+                             .applied_steps = max64,
+                             .skipped_steps = max64,
+                             .consecutive_skips = 0,
+                             .growth_events = max64,
+                             .growth_refusals = max64,
+                             .backoff_events = max64,
+                             .absorbed_overflows = max64,
+                             .floor_hits = max64,
+                             .non_finite_norms = max64,
+                             .last_overflow_step = 9});
+}
+
+TEST_CASE("overflows_at_min stops at INT32_MAX and the floor error still fires") {
+  constexpr std::int32_t max32 = std::numeric_limits<std::int32_t>::max();
+  const scaler_config cfg{.init_scale = 1.0f, .min_scale = 1.0f};
+  const scaler_state at_max{.scale = 1.0f, .growth_tracker = 0, .hysteresis_tracker = 0, .overflows_at_min = max32};
+  const scale_transition t = transition(cfg, at_max, true);  // INT32_MAX + 1 wrapped to INT32_MIN before
+  CHECK(t.next.overflows_at_min == max32);
+  CHECK(t.event == scale_event::clamped_at_min);
+  // The reviewer's checkpoint (max_overflows_at_min 0): a state the transition reaches, so it loads; the next
+  // overflow at the floor is counted as a floor hit and the count stays at INT32_MAX.
+  scaler_checkpoint c{.config = cfg, .state = at_max, .stats = {}};
+  loss_scaler s;
+  s.restore(c);
+  s.record_found_inf(true);
+  s.step([] {});
+  CHECK(s.update().overflows_at_min == max32);
+  CHECK(s.stats().floor_hits == 1);
+  // With K = 5 the error still fires (a wrapped, negative count never reached K).
+  c.config.max_overflows_at_min = 5;
+  loss_scaler k;
+  k.restore(c);
+  k.record_found_inf(true);
+  k.step([] {});
+  CHECK_THROWS_WITH(k.update(), Catch::Contains("2147483647 consecutive overflows"));
 }
 
 TEST_CASE("checkpoint JSON: deep nesting, out-of-range numbers and huge input are refused cleanly") {

@@ -3,6 +3,7 @@
 // scaler on the same flag sequence, checkpoints that move between the two bit-exactly, config validated once,
 // max_overflows_at_min raised at the next read, and the misuse errors of the host scaler.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -200,6 +201,25 @@ TEST_CASE("deferred scaler: misuse of the step order is refused as on the host")
   s.update();
   s.unscale(a);  // a new step: the same buffer again is fine
   CHECK(s.memory().waits() == 0);
+}
+
+TEST_CASE("deferred scaler: clip accepts a buffer unscaled in pieces that cover it, and refuses a gap") {
+  deferred_scaler s(scaler_config{});  // scale 65536
+  std::vector<float> flat(8, 65536.0f);
+  const std::span<float> all(flat);
+  s.unscale(all.last(4));
+  s.unscale(all.first(4));
+  s.clip_grad_norm(std::span<const std::span<float>>(&all, 1), 1.0);
+  s.step([] {});
+  s.update();
+  CHECK(s.last_report().grad_norm_before_clip == std::sqrt(8.0));  // eight ones
+  CHECK(flat[5] == static_cast<float>(1.0 / std::sqrt(8.0)));
+  std::vector<float> h(8, 65536.0f);
+  const std::span<float> hs(h);
+  s.unscale(hs.first(3));
+  s.unscale(hs.last(4));  // element 3 is still scaled
+  CHECK_THROWS_WITH(s.clip_grad_norm(std::span<const std::span<float>>(&hs, 1), 1.0),
+                    Catch::Contains("(32 bytes) with bytes not unscaled"));
 }
 
 TEST_CASE("deferred scaler: update() without step() reports not_stepped and counts a skip, as on the host") {

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -79,4 +80,23 @@ TEST_CASE("bad delayed-scaling configs are rejected") {
   CHECK_THROWS_WITH(delayed_scaling({.history_length = 0}), Catch::Contains("history_length"));
   CHECK_THROWS_WITH(delayed_scaling({.margin = -1}), Catch::Contains("margin"));
   CHECK_THROWS_WITH(delayed_scaling({.format = format_spec{1, 0}}), Catch::Contains("format"));
+}
+
+TEST_CASE("history_length is capped at 2^20 with a safeamp::error, not an allocation failure") {
+  // The reviewer's config: INT_MAX reserved a window of 2^31 - 2 floats (8 GiB) and threw std::bad_alloc.
+  for (const std::int32_t length : {std::numeric_limits<std::int32_t>::max(), (1 << 20) + 1}) {
+    INFO(length);
+    try {
+      delayed_scaling d({.history_length = length});
+      FAIL("accepted history_length " << length);
+    } catch (const error& e) {
+      CHECK(e.field() == "delayed scaling history_length");
+      CHECK_THAT(e.what(), Catch::Contains("an integer in [1, 1048576] (2^20; Transformer Engine's default is 1024)"));
+    }
+    CHECK_THROWS_AS(make_delayed_scaling_params({.history_length = length}), error);
+  }
+  // The cap itself is accepted: a window of 2^20 - 1 floats (4 MiB), reserved up front.
+  const delayed_scaling longest({.history_length = 1 << 20});
+  CHECK(longest.history().capacity() >= (std::size_t{1} << 20) - 1);
+  CHECK(make_delayed_scaling_params({.history_length = 1 << 20}).history_length == 1 << 20);
 }

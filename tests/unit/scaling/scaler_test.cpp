@@ -102,6 +102,12 @@ TEST_CASE("update() after an inf check without step() counts a not-stepped skip"
   CHECK_FALSE(r.applied);
   CHECK(r.reason == skip_reason::not_stepped);
   CHECK(s.stats().skipped_steps == 1);
+  // Skipped without an overflow (step_report.hpp, docs/loss_scaling.md): skipped_steps counts it, the overflow
+  // record does not.
+  CHECK_FALSE(r.found_inf);
+  CHECK(s.stats().applied_steps == 0);
+  CHECK(s.stats().last_overflow_step == -1);
+  CHECK(s.stats().backoff_events == 0);
 }
 
 TEST_CASE("clip works on unscaled gradients and returns the pre-clip norm") {
@@ -120,6 +126,48 @@ TEST_CASE("clip works on unscaled gradients and returns the pre-clip norm") {
   const step_report r = s.step([] {});
   CHECK(r.grad_norm_before_clip == 5.0);
   CHECK(r.applied);
+}
+
+TEST_CASE("clip accepts a buffer unscaled in pieces that cover it, and refuses one with a gap") {
+  // The reviewer's case: the halves of one flat buffer unscaled separately, then the whole buffer clipped.
+  loss_scaler s;  // scale 65536
+  std::vector<float> flat(8, 65536.0f);
+  const std::span<float> all(flat);
+  s.unscale(all.first(4));
+  s.unscale(all.last(4));  // every element is 65536 * f32(1/65536) = 1 now
+  const clip_result c = s.clip_grad_norm(all, 1.0);
+  CHECK(c.norm_before == std::sqrt(8.0));  // eight ones
+  CHECK(c.clipped);
+  for (const float v : flat) CHECK(v == static_cast<float>(1.0 / std::sqrt(8.0)));
+  CHECK(s.step([] {}).applied);
+  s.update();
+
+  // Three pieces in any order, one of them empty, cover it too; so do two buffers, each covered differently.
+  std::vector<float> g(8, 65536.0f);
+  std::vector<float> other(3, 65536.0f);
+  const std::span<float> whole(g);
+  s.unscale(whole.subspan(5, 3));
+  s.unscale(whole.subspan(0, 0));
+  s.unscale(whole.subspan(0, 2));
+  s.unscale(whole.subspan(2, 3));
+  s.unscale(other);
+  const std::span<float> both[] = {whole, std::span<float>(other)};
+  CHECK(s.clip_grad_norm(std::span<const std::span<float>>(both), 100.0).norm_before == std::sqrt(11.0));
+  s.step([] {});
+  s.update();
+
+  // A gap of one element (index 3 never unscaled) is refused, for the whole buffer and for any span over the gap.
+  std::vector<float> h(8, 65536.0f);
+  const std::span<float> hs(h);
+  s.unscale(hs.first(3));
+  s.unscale(hs.last(4));
+  CHECK_THROWS_WITH(s.clip_grad_norm(hs, 1.0), Catch::Contains("(8 elements) with elements not unscaled"));
+  CHECK_THROWS_WITH(s.clip_grad_norm(hs.subspan(2, 3), 1.0), Catch::Contains("not unscaled"));
+  CHECK_THROWS_WITH(s.clip_grad_norm(hs.subspan(3, 1), 1.0), Catch::Contains("not unscaled"));
+  CHECK(h[3] == 65536.0f);  // a refused clip scales nothing
+  CHECK(h[0] == 1.0f);
+  CHECK(s.clip_grad_norm(hs.subspan(4, 4), 10.0).norm_before == 2.0);  // inside one piece: four ones
+  CHECK(s.clip_grad_norm(hs.subspan(1, 2), 10.0).norm_before == std::sqrt(2.0));
 }
 
 TEST_CASE("an inf found by unscale is reported found_inf, although the clip then sees a non-finite norm") {

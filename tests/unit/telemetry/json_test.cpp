@@ -76,6 +76,47 @@ TEST_CASE("step records are JSON Lines with null for non-finite numbers") {
   CHECK(json::to_number<float>(json::member(v2, "scale", "r"), "scale") == 32768.0f);
 }
 
+TEST_CASE("a non-finite scale is written as null, a finite one as its shortest float text") {
+  // The reviewer's records: an inf scale made to_json_line throw, a NaN one made jsonl_sink::write throw.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const telemetry::step_record r{.step = 3, .loss = nan, .scale = std::numeric_limits<float>::infinity()};
+  CHECK(telemetry::to_json_line(r) ==
+        R"({"step":3,"loss":null,"scale":null,"found_inf":false,"skipped":false,"grad_norm_before_clip":-1,)"
+        R"("grad_norm_after_clip":-1})");
+  std::ostringstream out;
+  telemetry::jsonl_sink sink(out);
+  sink.write({.step = 4, .scale = std::numeric_limits<float>::quiet_NaN()});
+  sink.write({.step = 5, .scale = 0.1f});  // the float 0.1f, not its double expansion 0.10000000149011612
+  CHECK(sink.records_written() == 2);
+  CHECK(out.str() == R"({"step":4,"loss":0,"scale":null,"found_inf":false,"skipped":false,"grad_norm_before_clip":-1,)"
+                     R"("grad_norm_after_clip":-1})"
+                     "\n"
+                     R"({"step":5,"loss":0,"scale":0.1,"found_inf":false,"skipped":false,"grad_norm_before_clip":-1,)"
+                     R"("grad_norm_after_clip":-1})"
+                     "\n");
+}
+
+TEST_CASE("numbers with leading zeros are not JSON and are refused") {
+  // JSON's int is 0 or a digit 1-9 followed by digits (RFC 8259, section 6).
+  for (const char* bad : {"0002000", "00", "01", "-01", "[1,02]", "{\"a\":007}", "00.5", "-00", "01e3"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(json::parse(bad), Catch::Contains("leading zero"));
+  }
+  CHECK_THROWS_WITH(json::parse("0002000"), Catch::Contains("malformed at byte 1"));
+  for (const char* good : {"0", "-0", "0.5", "-0.25", "0e5", "10", "100", "-105", "1.05", "2000"}) {
+    INFO(good);
+    CHECK_NOTHROW(json::parse(good));
+  }
+  CHECK(json::to_number<double>(json::parse("-0.25"), "x") == -0.25);
+  CHECK(json::to_number<int>(json::parse("100"), "x") == 100);
+  // The reviewer's checkpoint: "growth_interval":0002000 was read as 2000.
+  loss_scaler s;
+  std::string j = s.save_json();
+  const std::string from = "\"growth_interval\":2000";
+  j.replace(j.find(from), from.size(), "\"growth_interval\":0002000");
+  CHECK_THROWS_WITH(s.load_json(j), Catch::Contains("leading zero"));
+}
+
 TEST_CASE("a scaler's report becomes a step record") {
   loss_scaler s(scaler_config{.init_scale = 256.0f});
   std::vector<float> g = {256.0f * 3.0f, 256.0f * 4.0f};
