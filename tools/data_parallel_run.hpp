@@ -16,6 +16,7 @@
 #include "safeamp/error.hpp"
 #include "safeamp/sim/data_parallel.hpp"
 #include "safeamp/sim/reduction.hpp"
+#include "safeamp/sim/reference.hpp"
 #include "safeamp/sim/report_files.hpp"
 #include "safeamp/sim/run_result.hpp"
 #include "safeamp/sim/scenario.hpp"
@@ -65,21 +66,34 @@ class data_parallel_run {
 
   void record(const sim::run_result& r) {
     std::int64_t skipped = 0;
-    for (const sim::step_record& s : r.steps) skipped += s.skipped ? 1 : 0;
-    nlohmann::json overflows = nlohmann::json::array();  // which ranks' own gradients were not finite, per step
-    if (exchange_) {
-      for (const sim::rank_overflow& o : exchange_->take_overflow_log())
-        overflows.push_back({{"step", o.step}, {"ranks", o.ranks}});
+    // From the run's step records (a resumed run's earlier steps came back with its checkpoint): which ranks' own
+    // gradients were not finite, and how many finite values the wire format could not hold, per step.
+    nlohmann::json overflows = nlohmann::json::array();
+    nlohmann::json wire = nlohmann::json::array();
+    for (const sim::step_record& s : r.steps) {
+      skipped += s.skipped ? 1 : 0;
+      if (!s.overflow_ranks.empty()) overflows.push_back({{"step", s.step}, {"ranks", s.overflow_ranks}});
+      if (s.wire_overflows > 0) wire.push_back({{"step", s.step}, {"values", s.wire_overflows}});
     }
     runs_.push_back(nlohmann::json{{"label", r.label},
                                    {"reduction", exchange_ ? sim::to_string(exchange_->config().reduction) : "fp32"},
                                    {"weights_hash", hex(r.weights_hash)},
                                    {"skipped_steps", skipped},
-                                   {"overflow_ranks", overflows}});
+                                   {"overflow_ranks", overflows},
+                                   {"wire_overflows", wire}});
   }
 
-  /// Rank 0 of a data-parallel scenario writes data_parallel.json and prints the error table. Returns code.
-  int finish(const std::filesystem::path& out, int code) {
+  /// The locked reference reused from the output folder (not trained by this invocation): its label and weights
+  /// hash, marked as reused, so runs[] still lists every run of the report.
+  void record_reused(const sim::locked_reference& ref) {
+    if (!exchange_) return;
+    runs_.push_back(nlohmann::json{
+        {"label", ref.label}, {"reduction", "fp32"}, {"weights_hash", hex(ref.weights_hash)}, {"reused", true}});
+  }
+
+  /// Rank 0 of a data-parallel scenario writes data_parallel.json and prints the error table to `text` (stderr
+  /// when stdout carries the summary's JSON). Returns code.
+  int finish(const std::filesystem::path& out, int code, std::FILE* text = stdout) {
     if (!exchange_ || !writes_outputs()) return code;
     const sim::data_parallel_summary d = *summary();
     nlohmann::json rows = nlohmann::json::array();
@@ -104,19 +118,19 @@ class data_parallel_run {
           {"seed", d.table_seed},
           {"rows", rows}}}};
     sim::write_file_atomically(out / "data_parallel.json", j.dump(2) + "\n");
-    std::printf("data parallel: %lld rank(s), %lld micro-batches, reduction %s (reference: fp32)\n",
-                static_cast<long long>(d.ranks), static_cast<long long>(d.micro_batches), d.reduction.c_str());
-    std::printf("reduction error of the mean gradient vs ranks (sigma %g, %lld elements):\n%-10s", d.table_sigma,
-                static_cast<long long>(d.table_elements), "");
-    for (const std::int64_t n : d.rank_counts) std::printf(" %8lld", static_cast<long long>(n));
+    std::fprintf(text, "data parallel: %lld rank(s), %lld micro-batches, reduction %s (reference: fp32)\n",
+                 static_cast<long long>(d.ranks), static_cast<long long>(d.micro_batches), d.reduction.c_str());
+    std::fprintf(text, "reduction error of the mean gradient vs ranks (sigma %g, %lld elements):\n%-10s", d.table_sigma,
+                 static_cast<long long>(d.table_elements), "");
+    for (const std::int64_t n : d.rank_counts) std::fprintf(text, " %8lld", static_cast<long long>(n));
     const std::size_t specs = d.table.size() / d.rank_counts.size();  // the table is ordered by N, then by spec
     for (std::size_t si = 0; si < specs; ++si) {
-      std::printf("\n%-10s", d.table[si].spec.c_str());
+      std::fprintf(text, "\n%-10s", d.table[si].spec.c_str());
       for (std::size_t ni = 0; ni < d.rank_counts.size(); ++ni) {
-        std::printf(" %8.1e", d.table[ni * specs + si].relative_error);
+        std::fprintf(text, " %8.1e", d.table[ni * specs + si].relative_error);
       }
     }
-    std::printf("\nwrote %s\n", (out / "data_parallel.json").string().c_str());
+    std::fprintf(text, "\nwrote %s\n", (out / "data_parallel.json").string().c_str());
     return code;
   }
 

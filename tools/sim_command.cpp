@@ -410,6 +410,7 @@ int run_sim(const sim_options& o) {
       write_file_atomically(out / "telemetry" / (file_slug(ref_cfg.label) + ".jsonl"), telemetry_jsonl(ref_run));
     }
   }
+  if (reuse_reference) ranks.record_reused(summary.reference);
   const locked_reference& ref = summary.reference;
 
   std::vector<parity_result> results;
@@ -464,7 +465,8 @@ int run_sim(const sim_options& o) {
   const std::string json_text = render_summary_json(summary);
   write_file_atomically(out / "summary.json", json_text);
   write_file_atomically(out / "report.html", render_html_report(summary));
-  (void)ranks.finish(out, summary.exit_code);  // data_parallel.json, when the scenario is data parallel
+  // data_parallel.json, when the scenario is data parallel (its table on stderr under --json: stdout is JSON)
+  (void)ranks.finish(out, summary.exit_code, o.json ? stderr : stdout);
   // Everything is written: the checkpoints of this invocation have served their purpose (and their folder,
   // when nothing else is in it).
   (void)checkpoints.clear();

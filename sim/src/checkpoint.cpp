@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "safeamp/error.hpp"
+#include "safeamp/sim/data_parallel_config.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
@@ -114,9 +115,11 @@ void check_second_moment(const std::string& path, const std::string& what, const
 // three optimizer tensors each, the update count, plus room for the loss scaler's JSON (a few hundred bytes).
 constexpr std::uintmax_t scaler_json_allowance_bytes = std::uintmax_t{1} << 20;
 
-// Bytes of one step record: step, loss, scale, found_inf, skipped, two norms, seconds, the counter count,
-// then per counter its name and five counts (at most one counter per parameter plus the loss gradient).
-constexpr std::uintmax_t record_fixed_bytes = 8 + 8 + 4 + 1 + 1 + 8 + 8 + 8 + 8;
+// Bytes of one step record: step, loss, scale, found_inf, skipped, two norms, seconds, the overflowing ranks'
+// count and ranks (at most one per micro-batch), the wire overflows, the counter count, then per counter its
+// name and five counts (at most one counter per parameter plus the loss gradient).
+constexpr std::uintmax_t record_fixed_bytes =
+    8 + 8 + 4 + 1 + 1 + 8 + 8 + 8 + 8 + static_cast<std::uintmax_t>(max_micro_batches) * 4 + 8 + 8;
 std::uintmax_t max_record_bytes(const parameter_list& params) {
   std::uintmax_t longest = std::string_view(loss_gradient_name).size();
   for (const parameter& p : params) longest = std::max<std::uintmax_t>(longest, p.name.size());
@@ -151,6 +154,9 @@ void put_history(writer& w, const std::vector<step_record>& history) {
     w.put(r.grad_norm_before_clip);
     w.put(r.grad_norm_after_clip);
     w.put(r.step_seconds);
+    w.put(static_cast<std::uint64_t>(r.overflow_ranks.size()));
+    for (const std::int32_t rank : r.overflow_ranks) w.put(rank);
+    w.put(r.wire_overflows);
     w.put(static_cast<std::uint64_t>(r.grads.size()));
     for (const layer_counts& g : r.grads) {
       w.put_string(g.name);
@@ -199,6 +205,26 @@ std::vector<step_record> get_history(reader& r, const std::string& path, std::in
     if (!std::isfinite(rec.step_seconds) || rec.step_seconds < 0.0) {
       throw error("checkpoint '" + path + "' " + at + " seconds", std::to_string(rec.step_seconds),
                   "a finite number >= 0");
+    }
+    const auto ranks = r.get<std::uint64_t>();
+    if (ranks > static_cast<std::uint64_t>(max_micro_batches)) {
+      throw error("checkpoint '" + path + "' " + at + " overflowing ranks", std::to_string(ranks),
+                  "0 to " + std::to_string(max_micro_batches) + " (one per rank, at most one per micro-batch)");
+    }
+    for (std::uint64_t k = 0; k < ranks; ++k) {
+      const auto rank = r.get<std::int32_t>();
+      const std::int32_t after = rec.overflow_ranks.empty() ? -1 : rec.overflow_ranks.back();
+      if (rank <= after || rank >= max_micro_batches) {
+        throw error("checkpoint '" + path + "' " + at + " overflowing rank", std::to_string(rank),
+                    "ranks in ascending order, each from " + std::to_string(after + 1) + " to " +
+                        std::to_string(max_micro_batches - 1));
+      }
+      rec.overflow_ranks.push_back(rank);
+    }
+    rec.wire_overflows = r.get<std::int64_t>();
+    if (rec.wire_overflows < 0) {
+      throw error("checkpoint '" + path + "' " + at + " wire overflows", std::to_string(rec.wire_overflows),
+                  "a count >= 0");
     }
     const auto grads = r.get<std::uint64_t>();
     if (grads > params.size() + 1) {

@@ -61,7 +61,7 @@ data_parallel_config parse_data_parallel(const nlohmann::json& j, std::string_vi
     return v.get<std::int64_t>();
   };
   data_parallel_config c;
-  c.micro_batches = integer("micro_batches", c.micro_batches, 1, 4096);
+  c.micro_batches = integer("micro_batches", c.micro_batches, 1, max_micro_batches);
   c.fault_micro_batch = integer("fault_micro_batch", c.fault_micro_batch, 0, c.micro_batches - 1);
   c.exit_rank = integer("exit_rank", c.exit_rank, -1, 1 << 20);
   c.exit_step = integer("exit_step", c.exit_step, -1, std::int64_t{1} << 40);
@@ -135,7 +135,6 @@ void data_parallel::begin_step(std::int64_t step) {
     std::_Exit(3);  // a crash: no clean-up, no MPI_Finalize
   }
   results_.clear();
-  step_ = step;
 }
 
 bool data_parallel::corrupts_scaler_at(std::int64_t step) const {
@@ -226,6 +225,7 @@ part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
   const auto note = [&](int rank) {
     if (overflowed.empty() || overflowed.back() != rank) overflowed.push_back(rank);
   };
+  std::int64_t wire_overflows = 0;
   reduced_.resize(elements_);
   float* acc = reduced_.data();
   if (canonical) {
@@ -257,9 +257,8 @@ part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
       if (!all_finite(g, elements_)) note(static_cast<int>(r));
       std::copy(g, g + elements_, contributions.begin() + static_cast<std::ptrdiff_t>(r * elements_));
     }
-    reduce_across_ranks(cfg_.reduction, contributions, c.size(), reduced_);
+    wire_overflows = reduce_across_ranks(cfg_.reduction, contributions, c.size(), reduced_);
   }
-  if (!overflowed.empty()) overflows_.push_back(rank_overflow{.step = step_, .ranks = std::move(overflowed)});
   const auto parts = static_cast<float>(k_total);
   const float* src = acc;
   for (const std::span<float> g : grads) {
@@ -268,6 +267,8 @@ part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
 
   // The loss: every part's loss, summed in part order; the counters: integer sums (order-free).
   part_result total;
+  total.non_finite_ranks = std::move(overflowed);
+  total.wire_overflows = wire_overflows;
   for (std::int64_t k = 0; k < k_total; ++k) {
     int owner = 0;
     while (first_part(owner + 1) <= k) ++owner;

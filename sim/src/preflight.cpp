@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -252,6 +253,19 @@ preflight_estimate estimate_runs(const std::vector<run_config>& runs, bool refer
     if (checkpoints) {
       terms.push_back({"a checkpoint's serialised copy of the parameters and optimizer state",
                        model_fields(c) + " (or --checkpoint-every 0)", states});
+    }
+    if (c.data_parallel) {
+      // The exchange's buffers in each process (data_parallel.cpp): K parts over N ranks, S = ceil(K / N) parts
+      // per rank. Canonical fp32: the rank's record of S parts' gradients, the all-gathered N records and the
+      // reduced sum; a wire format: S kept parts, the rank's sum, N gathered sums and N contributions, the sum.
+      const double k = d(c.data_parallel->config.micro_batches);
+      const double n = d(std::max<std::int64_t>(c.data_parallel->ranks, 1));
+      const double slots = std::ceil(k / n);
+      const bool canonical = c.data_parallel->config.reduction.order == reduce_order::canonical;
+      const double copies = canonical ? slots + n * slots + 1.0 : slots + 1.0 + 2.0 * n + 1.0;
+      terms.push_back({"data-parallel gradient buffers (" + std::to_string(c.data_parallel->config.micro_batches) +
+                           " micro-batches over " + std::to_string(c.data_parallel->ranks) + " rank(s), per process)",
+                       "data_parallel.micro_batches, " + model_fields(c), copies * elements * float_bytes});
     }
     if (data > 0.0) {
       terms.push_back(c.data.from_files()

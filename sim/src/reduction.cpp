@@ -19,6 +19,16 @@ float to_wire(format_spec f, float x) noexcept {
   return round_to(f, x, round_options{.on_overflow = is_fp8(f) ? overflow::saturate : overflow::to_infinity});
 }
 
+// to_wire, counting in `overflows` a finite x beyond the wire format's range (fp16/bf16: it became inf; fp8: it
+// was clamped to the largest finite value, which no later check can see).
+float to_wire_counted(format_spec f, float x, std::int64_t& overflows) noexcept {
+  const float w = to_wire(f, x);
+  if (std::isfinite(x) && (!std::isfinite(w) || (is_fp8(f) && std::fabs(w) == max_finite(f) &&
+                                                 !std::isfinite(round_to(f, x, round_options{})))))
+    ++overflows;
+  return w;
+}
+
 // A standard normal from two uniform draws (Box-Muller on the bits of a 64-bit Mersenne Twister, whose output
 // sequence the C++ standard fixes, so the table is the same with every standard library).
 double normal(std::mt19937_64& g) {
@@ -79,14 +89,24 @@ std::string to_string(const reduce_spec& s) {
   return "?";
 }
 
-float collective_add(format_spec f, float a, float b) noexcept {
+namespace {
+float collective_add_counted(format_spec f, float a, float b, std::int64_t& overflows) noexcept {
   const float sum = a + b;  // fp32: exact for two values of a format with at most 11 significand bits and
                             // exponents close together; otherwise rounded once, as the hardware's fp32 add
-  return to_wire(f, is_fp8(f) ? round_to(fp16, sum) : sum);
+  if (!is_fp8(f)) return to_wire_counted(f, sum, overflows);
+  const float half = round_to(fp16, sum);  // fp8 adds through fp16 (to_infinity): an fp16 overflow is one too
+  if (std::isfinite(sum) && !std::isfinite(half)) ++overflows;
+  return to_wire_counted(f, half, overflows);
+}
+}  // namespace
+
+float collective_add(format_spec f, float a, float b) noexcept {
+  std::int64_t ignored = 0;
+  return collective_add_counted(f, a, b, ignored);
 }
 
-void reduce_across_ranks(const reduce_spec& spec, std::span<const float> contributions, std::int64_t ranks,
-                         std::span<float> out) {
+std::int64_t reduce_across_ranks(const reduce_spec& spec, std::span<const float> contributions, std::int64_t ranks,
+                                 std::span<float> out) {
   if (spec.order == reduce_order::canonical) {
     throw error("reduce_across_ranks order", "canonical", "fp32_accumulate, ring or tree");
   }
@@ -101,29 +121,33 @@ void reduce_across_ranks(const reduce_spec& spec, std::span<const float> contrib
     throw error("reduce_across_ranks contributions", std::to_string(contributions.size()) + " values",
                 std::to_string(ranks) + " ranks x " + std::to_string(len) + " elements");
   }
+  std::int64_t overflows = 0;
   const auto wire_of = [&](std::size_t r, std::size_t i) {
-    return to_wire(spec.wire, contributions[r * len + i] / factor);  // pre-divided, then sent in the wire format
+    // pre-divided, then sent in the wire format
+    return to_wire_counted(spec.wire, contributions[r * len + i] / factor, overflows);
   };
+  const auto add = [&](float a, float b) { return collective_add_counted(spec.wire, a, b, overflows); };
   std::vector<float> level(n);
   for (std::size_t i = 0; i < len; ++i) {
     switch (spec.order) {
       case reduce_order::fp32_accumulate: {
         float sum = 0.0f;
         for (std::size_t r = 0; r < n; ++r) sum += wire_of(r, i);
-        out[i] = to_wire(spec.wire, sum) * factor;  // the reduced shard is all-gathered in the wire format
+        // The reduced shard is all-gathered in the wire format.
+        out[i] = to_wire_counted(spec.wire, sum, overflows) * factor;
         break;
       }
       case reduce_order::ring: {
-        const std::size_t chunk = i * n / len;  // chunk c holds elements [c * len / n, (c + 1) * len / n)
+        const std::size_t chunk = i * n / len;  // chunk c holds the elements with floor(i * n / len) == c
         float acc = wire_of((chunk + 1) % n, i);
-        for (std::size_t hop = 2; hop <= n; ++hop) acc = collective_add(spec.wire, acc, wire_of((chunk + hop) % n, i));
+        for (std::size_t hop = 2; hop <= n; ++hop) acc = add(acc, wire_of((chunk + hop) % n, i));
         out[i] = acc * factor;
         break;
       }
       case reduce_order::tree: {
         for (std::size_t r = 0; r < n; ++r) level[r] = wire_of(r, i);
         for (std::size_t m = n; m > 1; m = (m + 1) / 2) {
-          for (std::size_t k = 0; k < m / 2; ++k) level[k] = collective_add(spec.wire, level[2 * k], level[2 * k + 1]);
+          for (std::size_t k = 0; k < m / 2; ++k) level[k] = add(level[2 * k], level[2 * k + 1]);
           if (m % 2 == 1) level[m / 2] = level[m - 1];
         }
         out[i] = level[0] * factor;
@@ -133,6 +157,7 @@ void reduce_across_ranks(const reduce_spec& spec, std::span<const float> contrib
         break;
     }
   }
+  return overflows;
 }
 
 std::vector<reduction_error_row> reduction_error_table(const std::vector<reduce_spec>& specs,

@@ -206,12 +206,15 @@ class phase_clock {
 
 // The data-parallel test hook corrupt_rank/corrupt_step (gradient_exchange::corrupts_scaler_at): a dynamic
 // scaler's scale moves one ulp (toward zero, or up when it sits at min_scale), as a flipped low bit of the
-// state would; the other scalers hold no state to corrupt.
+// state would; the other scalers hold no state to corrupt. Moved off the floor, the count of overflows there
+// goes too (restore() refuses a count at another scale: no transition leaves one).
 template <class Scaler>
 void corrupt_scale(Scaler& s) {
   if constexpr (requires { s.checkpoint(); }) {
     scaler_checkpoint c = s.checkpoint();
-    c.state.scale = std::nextafter(c.state.scale, c.state.scale > c.config.min_scale ? 0.0f : c.config.max_scale);
+    const bool at_floor = !(c.state.scale > c.config.min_scale);
+    c.state.scale = std::nextafter(c.state.scale, at_floor ? c.config.max_scale : 0.0f);
+    if (at_floor) c.state.overflows_at_min = 0;
     s.restore(c);
   }
 }
@@ -335,7 +338,8 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
                                                               : std::numeric_limits<float>::quiet_NaN();
               }
             }
-            part_result r{.loss = lr.loss * factor, .counts = {}};
+            part_result r;
+            r.loss = lr.loss * factor;
             if (cfg.record_layer_counts) {
               r.counts.push_back(lr.gradient_stats);  // where the backward starts: the loss gradient's cast
               for (const parameter& p : params) r.counts.push_back(p.grad_stats);
@@ -372,7 +376,10 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
           phase.skip();  // fault injection, counters and the cross-rank reduction are not a phase
           // Unscale with the element-wise check, then one found_inf for every rank (integer MAX).
           communicator& group = exchange != nullptr ? exchange->ranks() : solo;
-          (void)unscale_and_agree(group, s, std::span<const std::span<float>>(buffers));
+          rec.overflow_ranks.assign(total.non_finite_ranks.begin(), total.non_finite_ranks.end());
+          rec.wire_overflows = total.wire_overflows;
+          (void)unscale_and_agree(group, s, std::span<const std::span<float>>(buffers),
+                                  !total.non_finite_ranks.empty());
           phase.lap(&step_phase_seconds::unscale_check);
           const std::span<const std::span<float>> all(buffers);
           if (cfg.clip_norm > 0.0) {

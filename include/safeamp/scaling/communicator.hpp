@@ -62,10 +62,18 @@ template <rank_communicator C>
 /// Steps 3 and 4 of a data-parallel step on a host scaler: unscale every reduced gradient buffer with the
 /// scaler's element-wise check, agree on found_inf across ranks, and record the agreed flag, so every rank's
 /// step() skips together. Returns the agreed flag. The norm, clip, step() and update() follow as on one rank.
+/// `sent_non_finite`: this rank's own gradients held inf/NaN before the reduction. Pass it whenever the
+/// reduction's wire format cannot carry them (an fp8 collective that saturates turns inf into its largest finite
+/// value, and the reduced gradients then look finite); it counts as found_inf.
 template <rank_communicator C, class Scaler>
-bool unscale_and_agree(C& c, Scaler& scaler, std::span<const std::span<float>> reduced_grads) {
+bool unscale_and_agree(C& c, Scaler& scaler, std::span<const std::span<float>> reduced_grads,
+                       bool sent_non_finite = false) {
   bool local = false;
   for (const std::span<float> g : reduced_grads) local = scaler.unscale(g) || local;
+  if (sent_non_finite && !local) {
+    scaler.record_found_inf(true);
+    local = true;
+  }
   const bool agreed = agree_found_inf(c, local);
   if (agreed && !local) scaler.record_found_inf(true);
   return agreed;

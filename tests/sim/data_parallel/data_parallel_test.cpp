@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../support/thread_communicator.hpp"
@@ -51,6 +52,20 @@ std::vector<run_result> train_on(int ranks, const run_config& cfg, const data_pa
     out[static_cast<std::size_t>(h.rank())] = train(mine, {}, &exchange);
   });
   return out;
+}
+
+// Trains `cfg` on `ranks` ranks until the checkpoint rank 0 saves to `file` after step 4 (stopping after step 5);
+// returns cfg set to resume from it.
+run_config checkpoint_after_step_4(int ranks, const run_config& cfg, const data_parallel_config& dp,
+                                   const std::string& file) {
+  run_config first = cfg;
+  first.checkpoint.save_path = file;
+  first.checkpoint.save_after_step = 4;
+  first.checkpoint.stop_after_steps = 5;
+  (void)train_on(ranks, first, dp);
+  run_config rest = cfg;
+  rest.checkpoint.resume_path = file;
+  return rest;
 }
 
 }  // namespace
@@ -127,22 +142,78 @@ TEST_CASE("a rank whose loss scale is corrupted is named by the state check at t
   CHECK_NOTHROW(train_on(2, none, data_parallel_config{.micro_batches = 4, .corrupt_rank = 1, .corrupt_step = 3}));
 }
 
-TEST_CASE("the exchange logs which rank's own gradients overflowed", "[data_parallel]") {
+namespace {
+// Each step's record of which ranks' own gradients held inf/NaN, as (step, ranks) pairs.
+std::vector<std::pair<std::int64_t, std::vector<std::int32_t>>> overflow_log(const run_result& r) {
+  std::vector<std::pair<std::int64_t, std::vector<std::int32_t>>> log;
+  for (const step_record& s : r.steps) {
+    if (!s.overflow_ranks.empty()) log.emplace_back(s.step, s.overflow_ranks);
+  }
+  return log;
+}
+}  // namespace
+
+TEST_CASE("the step records name which rank's own gradients overflowed", "[data_parallel]") {
   run_config cfg = tiny_run();
   cfg.faults = {fault_spec{.kind = fault_kind::gradient_inf, .steps = {1, 6}, .target = {}, .factor = 1.0}};
   for (const int n : {2, 4}) {
-    thread_world w(n);
-    std::vector<std::vector<rank_overflow>> logs(static_cast<std::size_t>(n));
-    w.run([&](thread_world::rank_handle& h) {
-      communicator_adapter<thread_world::rank_handle> c(h);
-      data_parallel exchange(c, data_parallel_config{.micro_batches = 4, .fault_micro_batch = 2});
-      (void)train(cfg, {}, &exchange);
-      logs[static_cast<std::size_t>(h.rank())] = exchange.take_overflow_log();
-    });
     // Micro-batch 2 of 4 belongs to rank 2 * n / 4: rank 1 of 2, rank 2 of 4.
-    const std::vector<rank_overflow> expected = {{.step = 1, .ranks = {2 * n / 4}}, {.step = 6, .ranks = {2 * n / 4}}};
-    for (const auto& log : logs) CHECK(log == expected);
+    const std::vector<std::pair<std::int64_t, std::vector<std::int32_t>>> expected = {{1, {2 * n / 4}},
+                                                                                      {6, {2 * n / 4}}};
+    for (const run_result& r : train_on(n, cfg, data_parallel_config{.micro_batches = 4, .fault_micro_batch = 2})) {
+      CHECK(overflow_log(r) == expected);
+      for (const step_record& s : r.steps) CHECK(s.wire_overflows == 0);  // the canonical fp32 sum
+    }
   }
+}
+
+TEST_CASE("an inf on one rank skips the step on every rank whatever the wire format", "[data_parallel]") {
+  // fp8 collectives saturate: the inf a rank sends arrives as the format's largest finite value, and the reduced
+  // gradients look finite. The rank's own check before the wire must still skip the step everywhere.
+  run_config cfg = tiny_run();
+  cfg.faults = {fault_spec{.kind = fault_kind::gradient_inf, .steps = {1, 6}, .target = {}, .factor = 1.0}};
+  for (const char* spec : {"e4m3-wire", "e5m2-tree", "e4m3-ring/4", "fp16-wire", "bf16-ring"}) {
+    INFO(spec);
+    data_parallel_config dp{.micro_batches = 4, .fault_micro_batch = 3};
+    dp.reduction = parse_reduce_spec(spec, "reduction");
+    for (const run_result& r : train_on(2, cfg, dp)) {
+      const std::vector<std::pair<std::int64_t, std::vector<std::int32_t>>> expected = {{1, {1}}, {6, {1}}};
+      CHECK(overflow_log(r) == expected);
+      for (const std::int64_t step : {1, 6}) {
+        CHECK(r.steps[static_cast<std::size_t>(step)].found_inf);
+        CHECK(r.steps[static_cast<std::size_t>(step)].skipped);
+      }
+      CHECK(r.steps[2].scale == r.steps[1].scale * 0.5f);  // the scaler backed off after step 1
+    }
+  }
+}
+
+TEST_CASE("a resumed run keeps the overflowing ranks and wire overflows of the steps before its checkpoint",
+          "[data_parallel]") {
+  run_config cfg = tiny_run();
+  cfg.faults = {fault_spec{.kind = fault_kind::gradient_inf, .steps = {1, 6}, .target = {}, .factor = 1.0}};
+  cfg.scaler.dynamic.init_scale = 131072.0f;  // 2^17: scaled gradients beyond fp16's range at first
+  data_parallel_config dp{.micro_batches = 4, .fault_micro_batch = 3};
+  dp.reduction = parse_reduce_spec("fp16-wire", "reduction");
+  const std::string file = "data_parallel_test_history.ckpt";
+  const run_config rest = checkpoint_after_step_4(2, cfg, dp, file);
+  const run_result whole = train_on(2, cfg, dp).front();
+  const run_result resumed = train_on(2, rest, dp).front();
+  REQUIRE(resumed.steps.size() == whole.steps.size());
+  // Scale 2^17 overflows fp16 in both ranks' own backward at step 0 (and 2^16 at step 1, beside the injected inf);
+  // at step 4 (2^15) the ranks' gradients are finite but one sum is beyond fp16 on the wire. All before the
+  // checkpoint; step 6's injected inf after it.
+  CHECK(resumed.steps[0].overflow_ranks == std::vector<std::int32_t>{0, 1});
+  CHECK(resumed.steps[1].overflow_ranks == std::vector<std::int32_t>{0, 1});
+  CHECK(resumed.steps[4].overflow_ranks.empty());
+  CHECK(resumed.steps[4].wire_overflows > 0);
+  CHECK(resumed.steps[4].skipped);
+  CHECK(resumed.steps[6].overflow_ranks == std::vector<std::int32_t>{1});
+  for (std::size_t i = 0; i < whole.steps.size(); ++i) {
+    INFO("step " << i);
+    CHECK(resumed.steps[i] == whole.steps[i]);  // every deterministic field, the overflow records included
+  }
+  std::remove(file.c_str());
 }
 
 TEST_CASE("a checkpoint saved by rank 0 of 2 ranks resumes on 4 ranks bit-identically", "[data_parallel]") {
@@ -150,13 +221,7 @@ TEST_CASE("a checkpoint saved by rank 0 of 2 ranks resumes on 4 ranks bit-identi
   const data_parallel_config dp{.micro_batches = 4};
   const std::uint64_t uninterrupted = train_on(4, cfg, dp).front().weights_hash;
   const std::string file = "data_parallel_test_resume.ckpt";
-  run_config first = cfg;
-  first.checkpoint.save_path = file;
-  first.checkpoint.save_after_step = 4;
-  first.checkpoint.stop_after_steps = 5;
-  (void)train_on(2, first, dp);
-  run_config rest = cfg;
-  rest.checkpoint.resume_path = file;
+  const run_config rest = checkpoint_after_step_4(2, cfg, dp, file);
   for (const run_result& r : train_on(4, rest, dp)) CHECK(r.weights_hash == uninterrupted);
   std::remove(file.c_str());
 }

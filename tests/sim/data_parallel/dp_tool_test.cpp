@@ -84,19 +84,26 @@ std::string quoted(const std::string& s) { return "'" + s + "'"; }
 struct invocation {
   int code = -1;  // the exit status (128 + signal when killed)
   std::string log;
+  std::string out;  // stdout alone, when asked for (else it is in log)
 };
 
-// `safeamp sim --scenario S --out D [extra]`, under `mpirun --oversubscribe -np N` when ranks > 0.
-invocation sim(int ranks, const fs::path& scenario, const fs::path& out, const std::string& extra = "") {
+// `safeamp sim --scenario S --out D [extra]`, under `mpirun --oversubscribe -np N` when ranks > 0; with
+// `separate_stdout`, stdout goes to its own file (`out` of the result) and only stderr to the log.
+invocation sim(int ranks, const fs::path& scenario, const fs::path& out, const std::string& extra = "",
+               bool separate_stdout = false) {
   std::string cmd;
   if (ranks > 0) cmd = quoted(env("SAFEAMP_MPIEXEC")) + " --oversubscribe -np " + std::to_string(ranks) + " ";
   cmd += quoted(env("SAFEAMP_TOOL")) + " sim --scenario " + quoted(scenario.string()) + " --out " +
          quoted(out.string()) + " " + extra;
   const fs::path log = out.string() + ".log";
-  const int status = std::system((cmd + " > " + quoted(log.string()) + " 2>&1").c_str());
+  const fs::path stdout_file = out.string() + ".stdout";
+  const std::string redirect = separate_stdout ? " > " + quoted(stdout_file.string()) + " 2> " + quoted(log.string())
+                                               : " > " + quoted(log.string()) + " 2>&1";
+  const int status = std::system((cmd + redirect).c_str());
   invocation r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   r.log = read_text(log);
+  if (separate_stdout) r.out = read_text(stdout_file);
   return r;
 }
 
@@ -243,7 +250,48 @@ TEST_CASE("the lock records the data-parallel settings; the report has the error
   REQUIRE(wire.code == 0);
   CHECK(read_json(out / "reference" / "reference.json").at("reference_id") == id);
   const json runs = read_json(out / "data_parallel.json").at("runs");
-  for (const json& run : runs) CHECK(run.at("reduction") == "bf16-wire");
+  // The reused reference is listed first (fp32, marked reused, its locked weights hash), then the candidates.
+  REQUIRE(runs.size() == 3);
+  CHECK(runs[0].at("reused") == true);
+  CHECK(runs[0].at("reduction") == "fp32");
+  CHECK(runs[0].at("weights_hash") == read_json(out / "reference" / "reference.json").at("weights_hash"));
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    CHECK(runs[i].at("reduction") == "bf16-wire");
+    CHECK_FALSE(runs[i].contains("reused"));
+  }
+  {
+    // E4M3 on the wire saturates: the inf of the faulted micro-batch arrives as 448. The step is still skipped
+    // (the sender's own check), data_parallel.json says which rank sent it; with --json, stdout is the summary
+    // alone (the error table goes to stderr).
+    const invocation fp8 = sim(0, scenario_with("e4m3.json", {{"reduction", "e4m3-wire"}}, true), out, "--json", true);
+    INFO(fp8.log);
+    REQUIRE(fp8.code == 0);
+    const json printed = json::parse(fp8.out);  // throws (fails) on anything but one JSON value
+    CHECK(printed == read_json(out / "summary.json"));
+    CHECK_THAT(fp8.log, Catch::Contains("reduction error of the mean gradient vs ranks"));
+    std::string telemetry;
+    for (const json& c : printed.at("candidates")) {
+      if (c.at("name") == overflow_candidate) telemetry = c.at("telemetry").get<std::string>();
+    }
+    REQUIRE_FALSE(telemetry.empty());
+    const std::map<std::int64_t, json> steps = step_records(out / telemetry);
+    for (const std::int64_t s : fault_steps) {
+      INFO("step " << s);
+      REQUIRE(steps.count(s) == 1);
+      CHECK(steps.at(s).at("skipped") == true);
+    }
+    for (const json& run : read_json(out / "data_parallel.json").at("runs")) {
+      if (run.at("label") != overflow_candidate) continue;
+      CHECK(run.at("reduction") == "e4m3-wire");
+      std::vector<std::int64_t> own;
+      for (const json& o : run.at("overflow_ranks")) {
+        own.push_back(o.at("step").get<std::int64_t>());
+        CHECK(o.at("ranks") == json::array({0}));  // one process: rank 0 computes every micro-batch
+      }
+      CHECK(own == fault_steps);
+      CHECK(run.at("skipped_steps").get<std::int64_t>() >= 2);
+    }
+  }
   // Other micro-batches change the reference's sums: refused by name, exit code 2, the lock kept.
   const invocation k2 = sim(0, scenario_with("k2.json", {{"micro_batches", 2}, {"fault_micro_batch", 1}}, true), out);
   INFO(k2.log);

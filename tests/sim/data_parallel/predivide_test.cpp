@@ -99,7 +99,8 @@ TEST_CASE("a data-parallel step with fp16-wire overflows on two ranks, and not w
       for (const batch_part& p : exchange.local_parts(8)) {
         std::vector<float> g = {30000.0f};
         const std::span<float> one(g);
-        exchange.keep(p, std::span<const std::span<float>>(&one, 1), part_result{.loss = 1.0, .counts = {}});
+        exchange.keep(p, std::span<const std::span<float>>(&one, 1),
+                      part_result{.loss = 1.0, .counts = {}, .non_finite_ranks = {}, .wire_overflows = 0});
       }
       std::vector<float> reduced = {0.0f};
       const std::span<float> out(reduced);

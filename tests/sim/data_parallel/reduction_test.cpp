@@ -48,6 +48,35 @@ TEST_CASE("ring order: chunk c starts at rank c + 1", "[reduction]") {
   CHECK(out[2] == 8.0f);
 }
 
+TEST_CASE("the reduction counts the finite values its wire format could not hold", "[reduction]") {
+  const auto reduce = [](const char* spec, const std::vector<float>& per_rank, std::vector<float>& out) {
+    out.assign(1, 0.0f);
+    return reduce_across_ranks(parse_reduce_spec(spec, "spec"), per_rank, static_cast<std::int64_t>(per_rank.size()),
+                               out);
+  };
+  std::vector<float> out;
+  // fp16's largest finite value is 65504: 70000 is sent as inf (one), the sum of two 40000s overflows in the ring
+  // add and in the fp32-accumulated result's all-gather (one each).
+  CHECK(reduce("fp16-wire", {70000.0f, 1.0f}, out) == 1);
+  CHECK(std::isinf(out[0]));
+  CHECK(reduce("fp16-ring", {40000.0f, 40000.0f}, out) == 1);
+  CHECK(std::isinf(out[0]));
+  CHECK(reduce("fp16-wire", {40000.0f, 40000.0f}, out) == 1);
+  CHECK(reduce("fp16-wire", {60000.0f, 1.0f}, out) == 0);
+  // E4M3 (largest 448, then 512 with an unbounded exponent; 480 would be the NaN code): 500 rounds to 512, beyond
+  // the range, and is clamped to 448 on the wire, which only the count shows; 460 rounds to 448, in range.
+  CHECK(reduce("e4m3-wire", {500.0f, 1.0f}, out) == 1);
+  CHECK(out[0] == 448.0f);
+  CHECK(reduce("e4m3-wire", {460.0f, 0.0f}, out) == 0);
+  CHECK(out[0] == 448.0f);
+  // E4M3 adds through fp16: 448 + 448 = 896, beyond 448: one clamp in the add.
+  CHECK(reduce("e4m3-ring", {448.0f, 448.0f}, out) == 1);
+  CHECK(out[0] == 448.0f);
+  // An inf or NaN contribution is not a wire overflow (the exchange reports the rank that sent it).
+  CHECK(reduce("e4m3-wire", {INFINITY, 1.0f}, out) == 0);
+  CHECK(reduce("fp16-ring", {NAN, 1.0f}, out) == 0);
+}
+
 TEST_CASE("error versus N: ring grows, tree and fp32 accumulation stay near one rounding", "[reduction]") {
   const std::vector<reduce_spec> specs = {parse_reduce_spec("bf16-ring", "s"), parse_reduce_spec("bf16-tree", "s"),
                                           parse_reduce_spec("bf16-wire", "s")};

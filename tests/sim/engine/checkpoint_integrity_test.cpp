@@ -67,10 +67,12 @@ void put_at(std::string& b, std::size_t pos, T v) {
 // u64 fingerprint, i64 next_step, u64 count, count x (u64 len + name, i64 rows, i64 cols, float[rows*cols]),
 // then first/second/master as (u64 n, n x (i64 rows, i64 cols, float[...])), i64 updates, scaler string,
 // the history (u64 n, n x (i64 step, f64 loss, f32 scale, u8 found_inf, u8 skipped, f64 norm before clip,
-// f64 norm after, f64 seconds, u64 k, k x (u64 len + name, u64 elements, overflow, underflow, subnormal, nan))),
+// f64 norm after, f64 seconds, u64 r, r x i32 overflowing rank, i64 wire overflows, u64 k, k x (u64 len + name,
+// u64 elements, overflow, underflow, subnormal, nan))),
 // u64 FNV-1a of everything before it.
 struct record_at {
-  std::size_t step = 0, scale = 0, found_inf = 0, skipped = 0, seconds = 0, counters = 0;
+  std::size_t step = 0, scale = 0, found_inf = 0, skipped = 0, seconds = 0, overflow_ranks = 0, wire_overflows = 0,
+              counters = 0;
   std::size_t first_name = 0, first_elements = 0, first_overflow = 0;  // of counter 0
 };
 struct layout {
@@ -116,7 +118,10 @@ layout walk(const std::string& b) {
     r.found_inf = r.scale + 4;
     r.skipped = r.found_inf + 1;
     r.seconds = r.skipped + 1 + 16;
-    r.counters = r.seconds + word;
+    r.overflow_ranks = r.seconds + word;
+    r.wire_overflows =
+        r.overflow_ranks + word + 4 * static_cast<std::size_t>(get_at<std::uint64_t>(b, r.overflow_ranks));
+    r.counters = r.wire_overflows + word;
     pos = r.counters + word;
     const auto k = get_at<std::uint64_t>(b, r.counters);
     for (std::uint64_t c = 0; c < k; ++c) {
@@ -215,6 +220,20 @@ std::string with(const saved_checkpoint& s, std::size_t pos, T v) {
   return b;
 }
 
+// The checkpoint with record `i`'s overflowing ranks replaced by `ranks` (bytes inserted), resealed.
+std::string with_overflow_ranks(const saved_checkpoint& s, std::size_t i, const std::vector<std::int32_t>& ranks,
+                                std::uint64_t count) {
+  std::string b = s.bytes;
+  const std::size_t at = s.fields.records[i].overflow_ranks;
+  REQUIRE(get_at<std::uint64_t>(b, at) == 0);  // a plain run's records list none
+  put_at(b, at, count);
+  std::string inserted(4 * ranks.size(), '\0');
+  for (std::size_t k = 0; k < ranks.size(); ++k) put_at(inserted, 4 * k, ranks[k]);
+  b.insert(at + 8, inserted);
+  reseal(b);
+  return b;
+}
+
 std::string with_value(const saved_checkpoint& s, int kind, float v) {
   std::string b = s.bytes;
   put_at(b, s.fields.first_value[kind], v);
@@ -272,6 +291,16 @@ TEST_CASE("a step history that does not match the steps run is refused by name")
   CHECK_THAT(refused_field(with(s, r0.skipped, std::uint8_t{1}), s.dir), Catch::Contains("skipped"));
   CHECK_THAT(refused_field(with(s, r0.seconds, -1.0), s.dir), Catch::Contains("seconds"));
   CHECK_THAT(refused_field(with(s, r0.counters, std::uint64_t{8}), s.dir), Catch::Contains("gradient counters"));
+  // Overflowing ranks (data parallel): ascending, each below 4096 (at most one rank per micro-batch); the wire
+  // overflow count not negative. Ranks and counts a run could have recorded are accepted.
+  CHECK(refused_field(with_overflow_ranks(s, 1, {1, 3}, 2), s.dir).empty());
+  CHECK(refused_field(with(s, r0.wire_overflows, std::int64_t{12}), s.dir).empty());
+  CHECK_THAT(refused_field(with_overflow_ranks(s, 1, {3, 1}, 2), s.dir), Catch::Contains("overflowing rank"));
+  CHECK_THAT(refused_field(with_overflow_ranks(s, 1, {2, 2}, 2), s.dir), Catch::Contains("overflowing rank"));
+  CHECK_THAT(refused_field(with_overflow_ranks(s, 1, {-1}, 1), s.dir), Catch::Contains("overflowing rank"));
+  CHECK_THAT(refused_field(with_overflow_ranks(s, 1, {4096}, 1), s.dir), Catch::Contains("overflowing rank"));
+  CHECK_THAT(refused_field(with_overflow_ranks(s, 1, {}, 4097), s.dir), Catch::Contains("overflowing ranks"));
+  CHECK_THAT(refused_field(with(s, r0.wire_overflows, std::int64_t{-1}), s.dir), Catch::Contains("wire overflows"));
   CHECK_THAT(refused_field(with(s, r0.first_name, 'L'), s.dir), Catch::Contains("counter name"));
   const auto elements = get_at<std::uint64_t>(s.bytes, r0.first_elements);
   CHECK_THAT(refused_field(with(s, r0.first_overflow, elements + 1), s.dir), Catch::Contains("counters of"));

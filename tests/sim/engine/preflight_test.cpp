@@ -106,6 +106,20 @@ TEST_CASE("the parameter-state term is parameters x 4 bytes x the tensors the op
   CHECK(term(estimate_one(c), "parameters").bytes == 67.0 * 4 * 5);  // and the fp32 master copy
 }
 
+TEST_CASE("data parallel: the exchange's gradient buffers per process (hand-worked)") {
+  // 67 parameters (see above). Canonical fp32, K parts over N ranks, S = ceil(K / N): S parts' gradients sent,
+  // N records of S parts gathered, one reduced sum.
+  run_config c = small_mlp(1);
+  for (const estimate_term& t : estimate_one(c).terms) CHECK(t.what.rfind("data-parallel", 0) != 0);  // none alone
+  c.data_parallel = data_parallel_setup{.ranks = 1, .config = data_parallel_config{.micro_batches = 256}};
+  CHECK(term(estimate_one(c), "data-parallel").bytes == (256.0 + 256.0 + 1.0) * 67 * 4);
+  c.data_parallel = data_parallel_setup{.ranks = 3, .config = data_parallel_config{.micro_batches = 16}};
+  CHECK(term(estimate_one(c), "data-parallel").bytes == (6.0 + 3 * 6.0 + 1.0) * 67 * 4);  // S = ceil(16 / 3) = 6
+  // A wire format: S kept parts, the rank's sum, N gathered sums, N contributions and the reduced sum.
+  c.data_parallel->config.reduction = parse_reduce_spec("fp16-wire", "reduction");
+  CHECK(term(estimate_one(c), "data-parallel").bytes == (6.0 + 1.0 + 3.0 + 3.0 + 1.0) * 67 * 4);
+}
+
 TEST_CASE("activations grow with the batch and the held-out set, records with the steps, time with all three") {
   run_config c = small_mlp(2);
   c.data.eval_samples = 64;  // below the batch: the training batch is the larger activation peak
@@ -181,8 +195,9 @@ TEST_CASE("data files: the head's width, the rows a step and the held-out pass c
   run_config c;
   c.model = model_kind::stack;
   c.stack.input_dim = 8;
-  c.stack.layers = {layer_spec{.kind = layer_kind::linear, .out = 16}, layer_spec{.kind = layer_kind::activation},
-                    layer_spec{.kind = layer_kind::linear}};
+  c.stack.layers = {layer_spec{.kind = layer_kind::linear, .name = {}, .out = 16},
+                    layer_spec{.kind = layer_kind::activation, .name = {}},
+                    layer_spec{.kind = layer_kind::linear, .name = {}}};
   c.data.inputs_path = "x.npy";
   c.data.targets_path = "y.npy";
   c.batch_size = 32;

@@ -16,8 +16,9 @@
 
 namespace safeamp::sim {
 
-/// 2: the step records of the steps before next_step are stored (version 1 files are refused).
-inline constexpr std::uint32_t checkpoint_version = 2;
+/// 2: the step records of the steps before next_step are stored; 3: with each step's overflowing ranks and wire
+/// overflows (data parallel). Files of other versions are refused.
+inline constexpr std::uint32_t checkpoint_version = 3;
 
 struct checkpoint_data {
   std::uint64_t config_fingerprint = 0;  // run_config fields that must match to resume

@@ -37,13 +37,6 @@ struct data_parallel_summary {
 /// sigma 1, seed 17.
 [[nodiscard]] data_parallel_summary summarize_data_parallel(const data_parallel_setup& setup);
 
-/// A step at which some ranks' own gradients were not finite (telemetry: which rank overflowed).
-struct rank_overflow {
-  std::int64_t step = 0;
-  std::vector<int> ranks;  // ascending
-  friend bool operator==(const rank_overflow&, const rank_overflow&) = default;
-};
-
 class data_parallel final : public gradient_exchange {
  public:
   data_parallel(communicator& ranks, data_parallel_config cfg);
@@ -64,9 +57,6 @@ class data_parallel final : public gradient_exchange {
   /// The reduction of the runs from now on (the locked reference reduces in canonical fp32, the candidates
   /// as the scenario says; see run_settings).
   void set_reduction(const reduce_spec& r) noexcept { cfg_.reduction = r; }
-  /// The steps (of the runs since the last take) at which some ranks' own gradients held inf/NaN, read from
-  /// the gathered gradients (every rank holds the same log); empties the log.
-  [[nodiscard]] std::vector<rank_overflow> take_overflow_log() { return std::exchange(overflows_, {}); }
 
  private:
   [[nodiscard]] std::int64_t first_part(int rank) const noexcept;
@@ -84,8 +74,6 @@ class data_parallel final : public gradient_exchange {
   std::size_t elements_ = 0;
   std::size_t header_ = 0;  // floats before the gradients in a record
   std::size_t record_ = 0;  // floats per record
-  std::int64_t step_ = 0;
-  std::vector<rank_overflow> overflows_;
 };
 
 }  // namespace safeamp::sim

@@ -8,6 +8,9 @@
 
 namespace safeamp::sim {
 
+/// The most parts a global batch may be split into (data_parallel.micro_batches), so also the most ranks.
+inline constexpr std::int64_t max_micro_batches = 4096;
+
 struct data_parallel_config {
   std::int64_t micro_batches = 4;      // K: parts of every global batch (the batch size must be a multiple); N <= K
   reduce_spec reduction{};             // canonical fp32 by default

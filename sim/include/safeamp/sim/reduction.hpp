@@ -51,9 +51,11 @@ inline constexpr std::int64_t max_predivide = std::int64_t{1} << 20;
 /// Reduces `ranks` contributions of `out.size()` elements each (contribution r at contributions[r * size])
 /// into `out` (the sum, not the mean) as `spec` says; the contributions are divided by spec.predivide and
 /// rounded to the wire format first (they are sent in it), the reduced value multiplied by spec.predivide in
-/// fp32 last. spec.order must not be canonical (that one sums micro-batches, see data_parallel).
-void reduce_across_ranks(const reduce_spec& spec, std::span<const float> contributions, std::int64_t ranks,
-                         std::span<float> out);
+/// fp32 last. spec.order must not be canonical (that one sums micro-batches, see data_parallel). Returns how many
+/// finite values went beyond the wire format's range on the way (a contribution, a partial sum or the result:
+/// fp16/bf16 send inf, fp8 clamps to its largest finite value, and an fp8 add overflows its fp16 step to inf).
+std::int64_t reduce_across_ranks(const reduce_spec& spec, std::span<const float> contributions, std::int64_t ranks,
+                                 std::span<float> out);
 
 /// One row of the error-versus-N table: the relative L2 error of the mean over `ranks` ranks, reduced as `spec`
 /// says then divided by N in fp32, against the exact (double) mean of the same rounded inputs.

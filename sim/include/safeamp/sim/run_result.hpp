@@ -39,13 +39,20 @@ struct step_record {
   double grad_norm_before_clip = 0.0;  // global L2 norm of the unscaled gradient (inf/NaN when found_inf)
   double grad_norm_after_clip = 0.0;
   std::vector<layer_counts> grads;     // "loss.dlogits" (the loss gradient), then one per parameter tensor
+  // Data parallel only: the ranks whose own gradients held inf/NaN (ascending), and how many finite values the
+  // reduction's wire format could not hold (they became inf, or fp8 clamped them: part_result).
+  std::vector<std::int32_t> overflow_ranks;
+  std::int64_t wire_overflows = 0;
   double step_seconds = 0.0;           // wall time; the only non-deterministic field
 
-  /// Equality of the deterministic fields (step_seconds excluded).
+  /// Equality of the deterministic fields (step_seconds excluded); a NaN loss or norm equals a NaN (a skipped
+  /// step's norm is NaN in both of two identical runs).
   friend bool operator==(const step_record& a, const step_record& b) {
-    return a.step == b.step && a.loss == b.loss && a.scale == b.scale && a.found_inf == b.found_inf &&
-           a.skipped == b.skipped && a.grad_norm_before_clip == b.grad_norm_before_clip &&
-           a.grad_norm_after_clip == b.grad_norm_after_clip && a.grads == b.grads;
+    const auto same = [](double x, double y) { return x == y || (x != x && y != y); };
+    return a.step == b.step && same(a.loss, b.loss) && a.scale == b.scale && a.found_inf == b.found_inf &&
+           a.skipped == b.skipped && same(a.grad_norm_before_clip, b.grad_norm_before_clip) &&
+           same(a.grad_norm_after_clip, b.grad_norm_after_clip) && a.grads == b.grads &&
+           a.overflow_ranks == b.overflow_ranks && a.wire_overflows == b.wire_overflows;
   }
 };
 
