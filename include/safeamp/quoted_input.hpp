@@ -42,7 +42,10 @@ inline constexpr std::size_t quoted_input_chars = 80;
 
 /// `text` for a message in single quotes: 'bounded_input(text)'.
 [[nodiscard]] inline std::string quoted_input(std::string_view text, std::size_t max_chars = quoted_input_chars) {
-  return "'" + bounded_input(text, max_chars) + "'";
+  // Appended rather than "'" + ...: GCC 12 warns a false -Wrestrict on that inlined operator+.
+  std::string out = "'";
+  out.append(bounded_input(text, max_chars)).append("'");
+  return out;
 }
 
 }  // namespace safeamp

@@ -147,7 +147,8 @@ decide_with advice_for(const parity_check& c, const run_result& run) {
       if (c.source == limit_source::sampling) {
         return {"data.eval_samples",
                 "the sampling term 3*s/sqrt(n) is wider than half of what the reference learned: more held-out "
-                "predictions narrow it as 1/sqrt(n) (data.eval_samples)"};
+                "predictions narrow it as 1/sqrt(n) (data.eval_samples, or for .npy data more rows in "
+                "data.eval_inputs)"};
       }
       return {key, "the format term k*sqrt(u) of " + format_name(coarsest_format(run.policy)) +
                        " would pass a candidate that lost half of what the reference learned: declare a tighter " +

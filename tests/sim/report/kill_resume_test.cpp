@@ -32,6 +32,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -50,8 +51,25 @@ std::string read_file(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// This process's scratch folder, removed when the process ends (the folders' contents are in the failure messages,
+// so nothing is kept for debugging): every test case's invocations go under it.
+const fs::path& scratch_root() {
+  struct root {
+    fs::path path = fs::temp_directory_path() / ("safeamp_kill_" + std::to_string(::getpid()));
+    root() = default;
+    root(const root&) = delete;
+    root& operator=(const root&) = delete;
+    ~root() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  };
+  static const root r;
+  return r.path;
+}
+
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("safeamp_kill_" + std::to_string(::getpid())) / name;
+  const fs::path dir = scratch_root() / name;
   fs::remove_all(dir);
   fs::create_directories(dir.parent_path());
   return dir;
@@ -374,7 +392,6 @@ TEST_CASE("two dozen SIGKILLs during a run's writes leave every file intact or c
   WARN(killed << " of " << kills << " invocations were killed before they finished");
   CHECK(killed >= kills / 2);  // most invocations were really interrupted
   check_no_leftovers(out);
-  fs::remove_all(out.parent_path());
 }
 
 TEST_CASE("a second invocation into a folder another is writing into is refused and changes nothing") {

@@ -206,6 +206,7 @@ TEST_CASE("INCONCLUSIVE from the gate itself: each reason names the field that w
     CHECK(d.likely_field == "data.eval_samples");
     CHECK(has(d.text, "slice a loss (rel. increase) (limit 0.33"));
     CHECK(has(d.text, "the sampling term 3*s/sqrt(n)"));
+    CHECK(has(d.text, "or for .npy data more rows in data.eval_inputs"));  // the remedy for data from files
   }
   SECTION("a declared limit too wide: that tolerances key; two reasons make two groups, in gate order") {
     tolerance_overrides o;

@@ -424,7 +424,7 @@ TEST_CASE("layer names are unique: given twice, or given as another layer's defa
   layer_spec embedding{.kind = layer_kind::embedding, .name = {}, .width = 8, .context = 4};
   layer_spec block{.kind = layer_kind::transformer_block, .name = "b"};
   layer_spec clash{.kind = layer_kind::linear, .name = "b.qkv", .out = 24};
-  layer_spec head{.kind = layer_kind::linear};
+  layer_spec head{.kind = layer_kind::linear, .name = {}};
   s.layers = {embedding, block, clash, head};
   CHECK_THROWS_WITH(make_stack_model(s, 16, 16, 1, fp32),
                     Catch::Contains("parameter 'b.qkv.weight' twice") && Catch::Contains("model.layers"));
