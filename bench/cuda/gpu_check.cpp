@@ -38,12 +38,15 @@ struct cast_result {
 
 // all_modes: every rounding mode and overflow behaviour; otherwise the two that training uses (nearest
 // even and stochastic, IEEE overflow), which keeps the 10^8 sample within the script's time budget.
-std::vector<cast_result> compare_casts(const std::string& set, const std::vector<float>& in, bool all_modes) {
+std::vector<cast_result> compare_casts(const std::string& set, const std::vector<float>& in, bool all_modes,
+                                       std::uint64_t first_index = 0) {
   std::vector<cast_result> results;
   device_buffer d_in(in.size() * 4), d_out(in.size() * 4), d_counts(5 * sizeof(unsigned long long));
   CHECK_CUDA(cudaMemcpy(d_in.data(), in.data(), in.size() * 4, cudaMemcpyHostToDevice));
   std::vector<float> cpu(in.size()), gpu(in.size());
-  const philox_key key{.seed = 0x9E3779B97F4A7C15ull, .stream = 5, .offset = 12345};
+  // first_index: the position of in[0] in the whole sample, so every chunk's stochastic words are those of its own
+  // logical indices (the device's 64-bit offset + index arithmetic is exercised beyond 2^32 elements' worth).
+  const philox_key key{.seed = 0x9E3779B97F4A7C15ull, .stream = 5, .offset = 12345 + first_index};
   for (format_spec f : {fp16, bf16, fp8_e4m3, fp8_e5m2}) {
     for (rounding r : {rounding::nearest_even, rounding::toward_zero, rounding::toward_pos_inf,
                        rounding::toward_neg_inf, rounding::stochastic}) {
@@ -156,7 +159,10 @@ int main(int argc, char** argv) {
     }
   }
   if (device_count() == 0) {
-    std::printf("SKIPPED: no CUDA device is present; the GPU checks need one.\n");
+    int n = 0;
+    const cudaError_t status = cudaGetDeviceCount(&n);
+    std::printf("SKIPPED: no CUDA device is usable (cudaGetDeviceCount: %s); the GPU checks need one.\n",
+                cudaGetErrorName(status));
     return ctest_skip_code;
   }
   try {
@@ -176,7 +182,7 @@ int main(int argc, char** argv) {
       const std::uint64_t len = sample - start < chunk ? sample - start : chunk;
       std::vector<float> in(len);
       for (std::uint64_t i = 0; i < len; ++i) in[i] = safeamp::bit_cast<float>(stochastic_bits(20260101, 9, start + i));
-      const std::vector<cast_result> part = compare_casts("sample", in, false);
+      const std::vector<cast_result> part = compare_casts("sample", in, false, start);
       sample_combinations = part.size();
       for (const cast_result& r : part) {
         sample_mismatches += r.mismatches;

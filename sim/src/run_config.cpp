@@ -5,6 +5,7 @@
 #include <string>
 
 #include "safeamp/error.hpp"
+#include "safeamp/format/block_names.hpp"
 #include "safeamp/format/format_names.hpp"
 #include "safeamp/policy/precision_policy.hpp"
 #include "safeamp/scaling/scaler_validate.hpp"
@@ -36,6 +37,10 @@ void validate_policy(const precision_policy& p) {
           "a format of at least 16 bits (the simulator does not store parameters in fp8)");
   require(p.accumulate.mantissa_bits >= p.format_for(op_class::matmul).mantissa_bits, "policy accumulate",
           format_name(p.accumulate), "a format at least as precise as the matmul inputs");
+  // Block-scaled GEMMs accumulate in fp32 (as the hardware's MX/NVFP4 instructions do); the GEMM refuses another,
+  // which surfaced only once the run had started.
+  require(!is_block_scaled(p.matmul_blocks) || p.accumulate == fp32, "policy accumulate", format_name(p.accumulate),
+          "fp32 with block-scaled matmul inputs (" + std::string(block_format_name(p.matmul_blocks)) + ")");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "safeamp/error.hpp"
 #include "safeamp/policy/precision_policy.hpp"
+#include "safeamp/quoted_input.hpp"
 #include "safeamp/scaling/scaler_presets.hpp"
 #include "safeamp/scaling/scaler_validate.hpp"
 #include "data_parallel_json.hpp"
@@ -172,7 +173,7 @@ precision_policy parse_policy_field(const std::string& text, const std::string& 
   try {
     return parse_policy(text);
   } catch (const error& e) {
-    throw error(path, "'" + text + "' (" + e.what() + ")",
+    throw error(path, quoted_input(text) + " (" + e.what() + ")",
                 "a preset (" + std::string(policy_preset_names) + ") or a policy string");
   }
 }
@@ -599,6 +600,9 @@ run_config candidate_config(const scenario& s, const candidate_spec& cand) {
   if (cand.master_weights) {
     c.optimizer.master_weights = *cand.master_weights ? master_weights_mode::on : master_weights_mode::off;
   }
+  // The policy says what the run keeps (its label, the report's memory and the manifest read it): a candidate's
+  // or the scenario's master_weights override is part of the candidate's policy.
+  c.policy.master_weights = keeps_master_weights(c);
   c.faults = cand.faults;
   add_loss_multiplier(s, c);
   return c;

@@ -210,6 +210,9 @@ TEST_CASE("the scaler path enqueues without host synchronisation", "[cuda][gpu][
   device_array<device_amp_state> state(1);
   const scaler_config cfg{.init_scale = 65536.0f, .growth_interval = 10};
   const gradient_span grads[] = {tensor_span{g.data(), n}};
+  // The scaler block is device memory as cudaMalloc left it: set it before any kernel reads it (its scale
+  // could be 0, making the warm-up's inverse scale inf, and every step after it an overflow).
+  amp_reset(state.data(), cfg, stream);
   // One step first, so that module loading of every kernel is done before the measured enqueue.
   multi_tensor_unscale(grads, state.data(), stream);
   sgd_momentum_step({w.data(), n}, g.data(), v.data(), sgd_options{}, state.data(), stream);

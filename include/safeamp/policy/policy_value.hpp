@@ -30,10 +30,12 @@ struct precision_policy {
   [[nodiscard]] SAFEAMP_HOST_DEVICE constexpr format_spec format_for(op_class c) const noexcept {
     return op_formats[op_class_index(c)];
   }
-  /// A copy with op class `c` running in `f` (policies are values; nothing is mutated in place).
+  /// A copy with op class `c` running in `f` (policies are values; nothing is mutated in place). A plain format
+  /// for matmul clears block scaling, as "matmul=<format>" does in a policy string.
   [[nodiscard]] constexpr precision_policy with_op(op_class c, format_spec f) const noexcept {
     precision_policy p = *this;
     p.op_formats[op_class_index(c)] = f;
+    if (c == op_class::matmul) p.matmul_blocks = no_block_scaling;
     return p;
   }
 

@@ -97,6 +97,12 @@ TEST_CASE("policy strings carry block formats to the matmul op class and back") 
   CHECK(parse_policy(to_string(p)) == p);
   CHECK(parse_policy(to_full_string(p)) == p);
   CHECK(parse_policy("preset=bf16-mixed,matmul=nvfp4").matmul_blocks == nvfp4);
+  // A plain matmul format clears the blocks, in C++ as in a string: the GEMM would otherwise quantize in MXFP8
+  // blocks while format_for(matmul) and the printed policy said fp16.
+  const precision_policy plain = p.with_op(op_class::matmul, fp16);
+  CHECK(plain.matmul_blocks == no_block_scaling);
+  CHECK(plain == parse_policy("preset=bf16-mixed,matmul=fp16"));
+  CHECK(parse_policy(to_string(plain)) == plain);
 }
 
 TEST_CASE("scenarios/mx-quick.json trains with MXFP8 and NVFP4 matmuls and the gate gives verdicts") {

@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "safeamp/error.hpp"
+#include "safeamp/policy/policy_presets.hpp"
+#include "safeamp/policy/policy_string.hpp"
 #include "safeamp/sim/did_you_mean.hpp"
 #include "safeamp/sim/report_files.hpp"
 
@@ -157,10 +159,46 @@ TEST_CASE("impossible values are refused with the key path and the accepted rang
   CHECK(long_name.size() < 300);
   CHECK_THAT(error_of(named(R"(fp16\u001b[2J)")),
              Catch::Contains("candidates[0].name") && Catch::Contains("without control characters"));
+  // Block-scaled matmuls accumulate in fp32: another accumulation is refused with the scenario, not at the first
+  // GEMM of a run (the reference had trained and the folder was left INCOMPLETE).
+  CHECK_THAT(error_of(R"({"model": {"kind": "mlp"}, "candidates": [{"name": "mx",
+             "policy": "preset=bf16-mixed,matmul=mxfp8,accumulate=fp16"}]})"),
+             Catch::Contains("policy accumulate") && Catch::Contains("fp32 with block-scaled matmul inputs (mxfp8"));
+  // A policy string that does not parse is quoted bounded and with control characters escaped.
+  const std::string hostile =
+      error_of(R"({"candidates": [{"name": "a", "policy": "\u001b[31mfp16)" + std::string(5000, 'x') + R"("}]})");
+  CHECK_THAT(hostile, Catch::Contains("candidates[0].policy") && Catch::Contains("\\x1b[31mfp16"));
+  CHECK(hostile.find('\x1b') == std::string::npos);
+  CHECK(hostile.size() < 2000);
   // The simulator's refusal of a run, placed in the scenario, reads as one sentence.
   CHECK_THAT(error_of(R"({"model": {"kind": "mlp"}, "candidates": [{"name": "e5", "policy": "fp8-hybrid"}]})"),
              Catch::StartsWith("candidates[0] (e5): ") &&
                  Catch::Contains("e5m2; accepted: a format of at least 16 bits") && !Catch::Contains(" is policy "));
+}
+
+TEST_CASE("a master_weights override is part of the candidate's policy: its label and memory see it") {
+  // fp16-pure-master keeps an fp32 master copy; "master_weights": false on the candidate (or on the scenario's
+  // optimizer) runs without one, which the policy printed in the report and the memory column must say.
+  const scenario s = parse_scenario(R"({"model": {"kind": "mlp"}, "candidates": [
+      {"name": "plain", "policy": "fp16-pure-master"},
+      {"name": "off", "policy": "fp16-pure-master", "master_weights": false},
+      {"name": "on", "policy": "fp16-mixed", "master_weights": true}]})",
+                                    "test");
+  const run_config plain = candidate_config(s, s.candidates[0]);
+  const run_config off = candidate_config(s, s.candidates[1]);
+  const run_config on = candidate_config(s, s.candidates[2]);
+  CHECK(plain.policy == safeamp::presets::fp16_pure_master);
+  CHECK_FALSE(off.policy.master_weights);
+  CHECK_FALSE(keeps_master_weights(off));
+  CHECK(to_string(off.policy) != to_string(plain.policy));
+  CHECK_FALSE(safeamp::parse_policy(to_string(off.policy)).master_weights);  // the printed policy says it
+  CHECK(on.policy.master_weights);
+  CHECK(safeamp::parse_policy(to_string(on.policy)).master_weights);
+  const scenario top =
+      parse_scenario(R"({"model": {"kind": "mlp"}, "training": {"optimizer": {"master_weights": false}},
+      "candidates": [{"name": "p", "policy": "fp16-pure-master"}]})",
+                     "test");
+  CHECK_FALSE(candidate_config(top, top.candidates[0]).policy.master_weights);
 }
 
 TEST_CASE("the shipped scenario files parse, and scenarios/default.json is the embedded default") {
