@@ -445,7 +445,7 @@ int run_sim(const sim_options& o) {
   std::vector<fallback_decision> decisions;
   bool all_expected = true;
   for (candidate_outcome& k : summary.candidates) {
-    k.decision = decide_fallback(k.parity, s.baselines, results, last_good, s.reference_policy_text);
+    k.decision = decide_fallback(k.parity, s.baselines, results, last_good, to_string(s.base.policy));
     k.as_expected = meets_expectation(k.expect, k.parity.outcome);
     all_expected = all_expected && k.as_expected;
     decisions.push_back(k.decision);

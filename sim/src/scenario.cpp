@@ -547,7 +547,22 @@ scenario parse_scenario(std::string_view text, std::string_view source) {
       if (!x.is_string() || x.get<std::string>().empty()) {
         throw error("baselines", summarize_json(x), "non-empty candidate or policy names");
       }
-      s.baselines.push_back(x.get<std::string>());
+      // A candidate's name stays as written; anything else must be a policy, kept in its canonical spelling so
+      // the fallback recognises "BF16_Mixed" or "params=fp32,compute=fp16,output=fp16" as the policy a candidate
+      // ran (or failed) under. A typo is refused here, not recommended as "run instead".
+      const std::string name = x.get<std::string>();
+      const bool candidate = std::any_of(s.candidates.begin(), s.candidates.end(),
+                                         [&name](const candidate_spec& c) { return c.name == name; });
+      if (candidate) {
+        s.baselines.push_back(name);
+        continue;
+      }
+      try {
+        s.baselines.push_back(to_string(parse_policy(name)));
+      } catch (const error& e) {
+        throw error("baselines[" + std::to_string(s.baselines.size()) + "]", quoted_input(name),
+                    "a candidate's name or a policy (" + std::string(e.what()) + ")");
+      }
     }
   }
   if (r.has("cost")) {

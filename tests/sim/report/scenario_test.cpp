@@ -176,6 +176,25 @@ TEST_CASE("impossible values are refused with the key path and the accepted rang
                  Catch::Contains("e5m2; accepted: a format of at least 16 bits") && !Catch::Contains(" is policy "));
 }
 
+TEST_CASE("baselines: a candidate's name as written, any other must be a policy, kept in its canonical spelling") {
+  const auto baselines = [](const std::string& list) {
+    return parse_scenario(R"({"model": {"kind": "mlp"}, "candidates": [{"name": "b", "policy": "bf16-mixed"},
+        {"name": "FP16 run", "policy": "fp16-mixed"}], "baselines": )" +
+                              list + "}",
+                          "test")
+        .baselines;
+  };
+  // Spellings of one policy compare equal to the policy a candidate ran under (its label is to_string's).
+  CHECK(baselines(R"(["BF16_Mixed", "params=fp32,compute=fp16,output=fp16", "FP32"])") ==
+        std::vector<std::string>{"bf16-mixed", "fp16-mixed", "fp32"});
+  CHECK(baselines(R"(["b", "FP16 run"])") == std::vector<std::string>{"b", "FP16 run"});
+  // A typo was accepted and recommended as "run instead: bf16-mixd"; now it is refused by position.
+  CHECK_THAT(error_of(R"({"model": {"kind": "mlp"}, "candidates": [{"name": "b", "policy": "bf16-mixed"}],
+                          "baselines": ["fp32", "bf16-mixd"]})"),
+             Catch::Contains("baselines[1]") && Catch::Contains("'bf16-mixd'") &&
+                 Catch::Contains("a candidate's name or a policy"));
+}
+
 TEST_CASE("a master_weights override is part of the candidate's policy: its label and memory see it") {
   // fp16-pure-master keeps an fp32 master copy; "master_weights": false on the candidate (or on the scenario's
   // optimizer) runs without one, which the policy printed in the report and the memory column must say.

@@ -69,8 +69,9 @@ inline constexpr std::int64_t gate_min_samples = 30;
 inline constexpr double informative_fraction = 0.5;
 inline constexpr double loss_floor_fraction = 0.01;
 
-/// The coarsest format a policy rounds values to (largest unit roundoff among param, compute, output,
-/// accumulate and gradient formats and the per-op-class formats).
+/// The coarsest format a policy rounds values to in the simulator (largest unit roundoff among param, output,
+/// accumulate and gradient formats and the per-op-class formats; its matmuls run in format_for(matmul), so the
+/// compute field, which the simulator does not read, is left out).
 [[nodiscard]] format_spec coarsest_format(const precision_policy& p) noexcept;
 
 /// Format terms from the unit roundoff u of `f`: every term is max(floor, k * sqrt(u)); skip limit default.
