@@ -87,8 +87,11 @@ class data_parallel_run {
   /// hash, marked as reused, so runs[] still lists every run of the report.
   void record_reused(const sim::locked_reference& ref) {
     if (!exchange_) return;
-    runs_.push_back(nlohmann::json{
-        {"label", ref.label}, {"reduction", "fp32"}, {"weights_hash", hex(ref.weights_hash)}, {"reused", true}});
+    runs_.push_back(
+        nlohmann::json{{"label", ref.label},
+                       {"reduction", sim::to_string(sim::reduce_spec{})},  // the reference reduces in canonical fp32
+                       {"weights_hash", hex(ref.weights_hash)},
+                       {"reused", true}});
   }
 
   /// Rank 0 of a data-parallel scenario writes data_parallel.json and prints the error table to `text` (stderr

@@ -221,7 +221,7 @@ part_result data_parallel::reduce(std::span<const std::span<float>> grads) {
   const auto record_of = [&](std::size_t rank) { return gathered_.data() + rank * record_; };
 
   // Which ranks sent a non-finite gradient (a part's, or a rank's sum: inf and NaN survive the sum).
-  std::vector<int> overflowed;
+  std::vector<std::int32_t> overflowed;
   const auto note = [&](int rank) {
     if (overflowed.empty() || overflowed.back() != rank) overflowed.push_back(rank);
   };

@@ -376,10 +376,9 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
           phase.skip();  // fault injection, counters and the cross-rank reduction are not a phase
           // Unscale with the element-wise check, then one found_inf for every rank (integer MAX).
           communicator& group = exchange != nullptr ? exchange->ranks() : solo;
-          rec.overflow_ranks.assign(total.non_finite_ranks.begin(), total.non_finite_ranks.end());
+          rec.overflow_ranks = std::move(total.non_finite_ranks);
           rec.wire_overflows = total.wire_overflows;
-          (void)unscale_and_agree(group, s, std::span<const std::span<float>>(buffers),
-                                  !total.non_finite_ranks.empty());
+          (void)unscale_and_agree(group, s, std::span<const std::span<float>>(buffers), !rec.overflow_ranks.empty());
           phase.lap(&step_phase_seconds::unscale_check);
           const std::span<const std::span<float>> all(buffers);
           if (cfg.clip_norm > 0.0) {

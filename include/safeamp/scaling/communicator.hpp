@@ -68,14 +68,10 @@ template <rank_communicator C>
 template <rank_communicator C, class Scaler>
 bool unscale_and_agree(C& c, Scaler& scaler, std::span<const std::span<float>> reduced_grads,
                        bool sent_non_finite = false) {
-  bool local = false;
-  for (const std::span<float> g : reduced_grads) local = scaler.unscale(g) || local;
-  if (sent_non_finite && !local) {
-    scaler.record_found_inf(true);
-    local = true;
-  }
-  const bool agreed = agree_found_inf(c, local);
-  if (agreed && !local) scaler.record_found_inf(true);
+  bool found = false;  // by this rank's unscale(), which records it
+  for (const std::span<float> g : reduced_grads) found = scaler.unscale(g) || found;
+  const bool agreed = agree_found_inf(c, found || sent_non_finite);
+  if (agreed && !found) scaler.record_found_inf(true);
   return agreed;
 }
 

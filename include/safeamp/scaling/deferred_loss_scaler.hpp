@@ -57,8 +57,8 @@ class basic_loss_scaler<dynamic_scale_rule, Memory> {
     }
     for (const buffer& g : grads) {
       const auto [g0, g1] = Memory::address(g);
-      for (const auto& [b0, b1] : unscaled_) {
-        if (g0 < g1 && b0 < b1 && g0 < b1 && b0 < g1) {
+      for (const detail::byte_range& b : unscaled_) {
+        if (detail::overlap({g0, g1}, b)) {
           throw error("loss_scaler: unscale() called twice on the same gradient buffer (" + std::to_string(g1 - g0) +
                       " bytes) in one step; it would be divided by the scale twice");
         }
@@ -180,7 +180,7 @@ class basic_loss_scaler<dynamic_scale_rule, Memory> {
   dynamic_scale_rule rule_;  // the validated config; its state is only the initial or restored one
   Memory memory_;
   scaler_stage stage_ = scaler_stage::ready;
-  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> unscaled_;
+  std::vector<detail::byte_range> unscaled_;
   std::int64_t steps_enqueued_ = 0;
   std::int64_t reported_floor_step_ = -1;
 };

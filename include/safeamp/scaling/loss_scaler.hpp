@@ -37,6 +37,10 @@ namespace detail {
 }
 /// A buffer's bytes [begin, end) by address (the host and the deferred scalers check buffers by address).
 using byte_range = std::pair<std::uintptr_t, std::uintptr_t>;
+/// True when two non-empty ranges share a byte (the test of unscale()'s refusal of a buffer unscaled twice).
+[[nodiscard]] inline bool overlap(byte_range a, byte_range b) noexcept {
+  return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+}
 /// The byte range of a host buffer.
 [[nodiscard]] inline byte_range bytes_of(std::span<const float> g) noexcept {
   const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(g.data());
@@ -106,7 +110,7 @@ class basic_loss_scaler<Rule, host_memory> {
     }
     const detail::byte_range g = detail::bytes_of(grads);
     for (const detail::byte_range& b : unscaled_) {
-      if (g.first < g.second && b.first < b.second && g.first < b.second && b.first < g.second) {
+      if (detail::overlap(g, b)) {
         throw error("loss_scaler: unscale() called twice on the same gradient buffer (" + std::to_string(grads.size()) +
                     " elements) in one step; it would be divided by the scale twice");
       }

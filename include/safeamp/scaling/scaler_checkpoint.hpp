@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <fcntl.h>
@@ -65,12 +66,12 @@ inline void validate(const scaler_checkpoint& c) {
   non_negative(s.applied_steps, "applied_steps");
   non_negative(s.skipped_steps, "skipped_steps");
   non_negative(s.consecutive_skips, "consecutive_skips");
-  non_negative(s.growth_events, "growth_events");
-  non_negative(s.growth_refusals, "growth_refusals");
-  non_negative(s.backoff_events, "backoff_events");
-  non_negative(s.absorbed_overflows, "absorbed_overflows");
-  non_negative(s.floor_hits, "floor_hits");
-  non_negative(s.non_finite_norms, "non_finite_norms");
+  // The counters of events, at most one a step.
+  const std::pair<std::int64_t, const char*> events[] = {
+      {s.growth_events, "growth_events"},   {s.growth_refusals, "growth_refusals"},
+      {s.backoff_events, "backoff_events"}, {s.absorbed_overflows, "absorbed_overflows"},
+      {s.floor_hits, "floor_hits"},         {s.non_finite_norms, "non_finite_norms"}};
+  for (const auto& [v, field] : events) non_negative(v, field);
   // Both are >= 0 here, so the sum overflows only past INT64_MAX (signed overflow is undefined): compare
   // without forming it.
   if (s.applied_steps > std::numeric_limits<std::int64_t>::max() - s.skipped_steps) {
@@ -89,18 +90,12 @@ inline void validate(const scaler_checkpoint& c) {
     throw error("scaler checkpoint counters.steps", std::to_string(s.steps),
                 "an integer in [0, 9223372036854775806] (INT64_MAX - 1, so the next update can be counted)");
   }
-  const auto at_most_steps = [&s](std::int64_t v, const char* field) {
+  for (const auto& [v, field] : events) {
     if (v > s.steps) {
       throw error(std::string("scaler checkpoint counters.") + field, std::to_string(v),
                   "an integer in [0, steps] = [0, " + std::to_string(s.steps) + "] (at most one per step)");
     }
-  };
-  at_most_steps(s.growth_events, "growth_events");
-  at_most_steps(s.growth_refusals, "growth_refusals");
-  at_most_steps(s.backoff_events, "backoff_events");
-  at_most_steps(s.absorbed_overflows, "absorbed_overflows");
-  at_most_steps(s.floor_hits, "floor_hits");
-  at_most_steps(s.non_finite_norms, "non_finite_norms");
+  }
   if (s.consecutive_skips > s.skipped_steps) {
     throw error("scaler checkpoint counters.consecutive_skips", std::to_string(s.consecutive_skips),
                 "an integer in [0, skipped_steps]");

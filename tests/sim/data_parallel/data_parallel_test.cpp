@@ -233,11 +233,7 @@ TEST_CASE("a checkpoint is refused under other data-parallel settings that chang
   const run_config cfg = tiny_run();
   const std::string file = "data_parallel_test_refuse.ckpt";
   const auto save = [&](int ranks, const data_parallel_config& dp) {
-    run_config first = cfg;
-    first.checkpoint.save_path = file;
-    first.checkpoint.save_after_step = 4;
-    first.checkpoint.stop_after_steps = 5;
-    (void)train_on(ranks, first, dp);
+    (void)checkpoint_after_step_4(ranks, cfg, dp, file);
   };
   run_config rest = cfg;
   rest.checkpoint.resume_path = file;

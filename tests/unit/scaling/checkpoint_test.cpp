@@ -226,6 +226,8 @@ TEST_CASE("counters at their maximum are refused on load, and counting saturates
     scaler_checkpoint bad = all_fields_non_default();
     bad.stats.*counter = max64;
     CHECK_THROWS_WITH(validate(bad), Catch::Contains("[0, steps] = [0, 1000]"));
+    bad.stats.*counter = 1001;  // one event more than steps
+    CHECK_THROWS_WITH(validate(bad), Catch::Contains("[0, steps] = [0, 1000]"));
     bad.stats.*counter = 1000;
     CHECK_NOTHROW(validate(bad));
   }

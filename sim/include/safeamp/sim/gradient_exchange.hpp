@@ -30,7 +30,7 @@ struct part_result {
   // reduce()'s result only: the ranks whose own gradients held inf/NaN (ascending; the same on every rank), and
   // how many finite values the reduction's wire format could not hold (reduce_across_ranks). A non-finite
   // contribution counts as found_inf even where the wire format would hide it (fp8 saturates inf).
-  std::vector<int> non_finite_ranks;
+  std::vector<std::int32_t> non_finite_ranks;
   std::int64_t wire_overflows = 0;
 };
 
