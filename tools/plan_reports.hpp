@@ -201,7 +201,7 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
       std::printf("  %-18s %-9s %6s %6s %7s %9.3f %-9s   %s\n", c.policy_name.c_str(),
                   std::string(to_string(c.mode)).c_str(), "-", "-", "-",
                   in_unit(c.phase_peak_bytes[phase], byte_unit::gb), limit.c_str(),
-                  !c.supported ? ("unsupported: no " + format_name(c.policy.compute) + " math units").c_str()
+                  !c.supported ? ("unsupported: no " + format_name(c.unsupported_format) + " math units").c_str()
                   : c.max_microbatch >= 1
                       ? ("host memory short by " + format_bytes(c.host_shortfall_bytes, byte_unit::gb, 3)).c_str()
                       : ("OOM: microbatch 1 short by " +
@@ -239,7 +239,9 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
           "  QUALITY UNVERIFIED: no parity result for %s; run `safeamp sim` with it and pass --verified-by "
           "<out>/summary.json%s\n",
           c.policy_name.c_str(),
-          total_bits(c.policy.compute) == 8 ? " (the simulator cannot run fp8 policies yet)" : "");
+          required_scaling(c.policy) == gradient_scaling::per_tensor_scaling
+              ? " (the simulator cannot run 8-bit gradients, which need per-tensor scaling)"
+              : "");
       if (p.fastest_verified) {
         std::printf("  Fastest with verified quality: %s, recompute %s, microbatch %lld: %.2f h, %s\n",
                     p.fastest_verified->policy_name.c_str(), std::string(to_string(p.fastest_verified->mode)).c_str(),

@@ -410,7 +410,7 @@ format_spec coarsest_format(const precision_policy& p) noexcept {
     if (unit_roundoff(f) > unit_roundoff(worst)) worst = f;
   };
   // Not p.compute: the simulator's matmuls run in format_for(matmul), counted below; a compute field that differs
-  // ("preset=fp16-mixed,compute=e5m2") rounds nothing and widened the limits 16-fold.
+  // (a hand-built policy) rounds nothing and widened the limits 16-fold.
   consider(p.output);
   consider(p.accumulate);
   consider(p.gradient);

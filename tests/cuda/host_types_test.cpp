@@ -100,6 +100,24 @@ TEST_CASE("GEMM types of the policy presets", "[cuda][host]") {
   CHECK(backward_gemm_types(presets::fp16_mixed) == h);
 }
 
+TEST_CASE("GEMM types read the matmul format, as the simulator and the planner do", "[cuda][host]") {
+  // A policy string's compute only seeds matmul: "matmul=bf16" keeps compute (and output) fp32 but runs bf16 GEMMs in
+  // the simulator, so here too (until 2026-12-06 these read compute and chose fp32 GEMMs).
+  const precision_policy p = parse_policy("matmul=bf16");
+  REQUIRE(p.compute == fp32);
+  const gemm_types t = forward_gemm_types(p);
+  CHECK(t.a == device_dtype::bf16);
+  CHECK(t.b == device_dtype::bf16);
+  CHECK(t.d == device_dtype::f32);
+  CHECK(t.compute == gemm_compute::f32);
+  CHECK(backward_gemm_types(p).a == device_dtype::bf16);
+  CHECK(backward_gemm_types(p).b == device_dtype::bf16);
+  // Block-scaled inputs have no GEMM here: refused by name, not run as per-tensor E4M3.
+  const precision_policy mx = parse_policy("preset=bf16-mixed,matmul=mxfp8");
+  CHECK(error_field([&] { (void)forward_gemm_types(mx); }) == "policy matmul");
+  CHECK(error_field([&] { (void)backward_gemm_types(mx); }) == "policy matmul");
+}
+
 TEST_CASE("unsupported GEMM type combinations are rejected by field", "[cuda][host]") {
   CHECK(error_field([] { (void)gemm_types_for(bf16, fp16, fp32, fp32); }) == "gemm input formats");
   CHECK(error_field([] { (void)gemm_types_for(fp8_e5m2, fp8_e5m2, fp32, fp32); }) == "gemm input formats");

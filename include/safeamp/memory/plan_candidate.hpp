@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,7 +30,8 @@ struct plan_candidate {
   precision_policy policy{};
   recompute mode = recompute::none;
   state_options states{};  // optimizer, state format and implementation evaluated
-  bool supported = true;   // the device has math units for the policy's compute format
+  bool supported = true;   // the device has math units for the policy's matmul formats (linear layers and the rest)
+  format_spec unsupported_format = fp32;  // when not supported: the first of those formats the device has none for
   quality_status quality = quality_status::unverified;
   std::uint64_t state_bytes = 0;
   std::uint64_t host_bytes = 0;                   // CPU memory of an offloaded optimizer (per device)
@@ -155,10 +157,10 @@ inline double device_flops_per_sample(const workload& w, recompute mode, std::ui
   return training_flops_per_sample(*w.shape, mode, adapters) / static_cast<double>(w.shape->tensor_parallel);
 }
 
-/// Seconds per sample on one device (one tensor-parallel rank) at a microbatch: linear-layer GEMM FLOPs at the compute
+/// Seconds per sample on one device (one tensor-parallel rank) at a microbatch: linear-layer GEMM FLOPs at the matmul
 /// format's roofline rate, the rest (attention core, logits) at the rate of other_matmul_format; without a shape 6PD at
-/// the compute peak, except that 8-bit compute gets no credit (the GEMM share is unknown) and runs at the activation
-/// format's peak.
+/// the matmul format's peak, except that an 8-bit matmul format gets no credit (the GEMM share is unknown) and runs at
+/// the activation format's peak.
 inline double seconds_per_sample(const workload& w, const device_spec& d, const precision_policy& p, recompute mode,
                                  std::int64_t microbatch, double efficiency, std::uint64_t adapters = 0) {
   const format_spec other = other_matmul_format(p);
@@ -171,8 +173,9 @@ inline double seconds_per_sample(const workload& w, const device_spec& d, const 
   const auto b = static_cast<std::uint64_t>(microbatch);
   const flops_split f = training_flops_split(*w.shape, mode, adapters);
   const auto tp = static_cast<double>(w.shape->tensor_parallel);  // each rank runs 1/t of every matmul
+  const format_spec matmul = p.format_for(op_class::matmul);
   const double linear_rate =
-      roofline(d, p.compute, dominant_gemm(*w.shape, b, {.compute = p.compute, .output = p.output})).attainable_flops;
+      roofline(d, matmul, dominant_gemm(*w.shape, b, {.compute = matmul, .output = p.output})).attainable_flops;
   const double other_rate =
       roofline(d, other, dominant_gemm(*w.shape, b, {.compute = other, .output = p.output})).attainable_flops;
   return (f.linear / linear_rate + f.other / other_rate) / tp / efficiency;
@@ -186,8 +189,12 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   c.mode = mode;
   c.states = states;
   c.quality = quality_of(o, p.policy);
-  c.supported =
-      peak_flops_for(o.device, p.policy.compute) > 0.0 && peak_flops_for(o.device, other_matmul_format(p.policy)) > 0.0;
+  for (const format_spec f : {p.policy.format_for(op_class::matmul), other_matmul_format(p.policy)}) {
+    if (c.supported && !(peak_flops_for(o.device, f) > 0.0)) {
+      c.supported = false;
+      c.unsupported_format = f;
+    }
+  }
   const std::uint64_t parameters = device_parameters(w);       // per tensor-parallel rank
   const state_options rank_states = device_states(w, states);  // its adapters and frozen parameters
   const model_states ms = model_states_for(parameters, p.policy, rank_states, stage, data_parallel);

@@ -78,7 +78,7 @@ inline void check_options(const planner_options& o) {
 /// roofline (efficiency > 1 + tolerance) is an impossible measurement and is rejected, not used as a speedup.
 inline double calibrated_efficiency(const workload& w, const planner_options& o) {
   const precision_policy p = preset_by_name(o.measured_policy);
-  const double peak = peak_flops_for(o.device, p.compute);
+  const double peak = peak_flops_for(o.device, p.format_for(op_class::matmul));
   if (!(peak > 0.0)) throw error("measured policy", std::string(o.measured_policy), "a policy the device supports");
   const double flops = device_flops_per_sample(w, recompute::none, 0);  // one tensor-parallel rank's share
   const plausibility check =
@@ -228,7 +228,7 @@ inline std::vector<std::string> planner_memory_remedies(const workload& w, const
 
   for (const plan_candidate& c : r.candidates) {
     if (!c.supported) {
-      r.failures.push_back("device: " + c.policy_name + " computes in " + format_name(c.policy.compute) +
+      r.failures.push_back("device: " + c.policy_name + " computes in " + format_name(c.unsupported_format) +
                            ", which the " + std::string(o.device.name) + " has no tensor cores for");
       break;
     }

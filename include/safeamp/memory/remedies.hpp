@@ -52,7 +52,8 @@ inline constexpr std::uint64_t lora_rank_lever = 16;
 /// frozen weights then enter the matmuls exactly as autocast's casts of fp32 weights would (one round to the same
 /// format), at 2 bytes instead of 4 + 2 for the fp32 weight and its cached cast. Otherwise none: the policy's own.
 [[nodiscard]] inline std::optional<format_spec> lora_base_format(const precision_policy& p) {
-  if (storage_bytes(p.compute) == 2 && storage_bytes(p.compute) < storage_bytes(p.param)) return p.compute;
+  const format_spec matmul = p.format_for(op_class::matmul);
+  if (storage_bytes(matmul) == 2 && storage_bytes(matmul) < storage_bytes(p.param)) return matmul;
   return std::nullopt;
 }
 

@@ -76,7 +76,7 @@ struct step_inputs {
 /// The same for weights stored in `stored` (a frozen LoRA base in bf16 under bf16 compute: none, since autocast's
 /// cast returns a tensor already in the target format as it is).
 [[nodiscard]] constexpr double weight_copy_bytes_per_param(const precision_policy& p, format_spec stored) noexcept {
-  const int compute = storage_bytes(p.compute);
+  const int compute = storage_bytes(p.format_for(op_class::matmul));
   return compute < storage_bytes(stored) ? compute : 0.0;
 }
 [[nodiscard]] constexpr double weight_copy_bytes_per_param(const precision_policy& p) noexcept {

@@ -92,10 +92,11 @@ struct flops_split {
   return model;
 }
 
-/// The format the non-linear-layer matmuls run in: the policy's compute format, except for 8-bit compute (fp8
+/// The format the non-linear-layer matmuls run in: the policy's matmul format, except for 8-bit matmuls (fp8
 /// recipes), whose attention and output layer run in the activation format (bf16 for fp8-hybrid).
 [[nodiscard]] constexpr format_spec other_matmul_format(const precision_policy& p) noexcept {
-  return total_bits(p.compute) == 8 ? p.output : p.compute;
+  const format_spec matmul = p.format_for(op_class::matmul);
+  return total_bits(matmul) == 8 ? p.output : matmul;
 }
 
 /// Training FLOPs per sample from a parameter count: C = 6 P D (Kaplan et al. 2020; EleutherAI "Transformer Math

@@ -20,7 +20,8 @@ namespace safeamp {
 ///   "fp16-mixed"                                  a preset name
 ///   "bf16"                                        a bare format: params, compute, output in that format
 ///   "params=fp32,compute=fp16,output=fp16"        keys (aliases allowed); unset fields are derived
-///   "preset=fp16-mixed,softmax=fp16"              a preset with some fields overridden
+///   "preset=fp16-mixed,softmax=fp16"              a preset with some fields overridden (a compute given without
+///                                                 matmul sets matmul too: GEMMs read format_for(matmul))
 ///   "preset=bf16-mixed,matmul=mxfp8"              block-scaled matmul inputs: mxfp8 (_e5m2), mxfp6 (_e3m2),
 ///                                                 mxfp4, nvfp4 (blocks along K; the matmul format is the element)
 /// Throws safeamp::error naming the bad key or value and listing the accepted ones.
@@ -105,11 +106,16 @@ namespace safeamp {
   // A matmul format given alone replaces a preset's block scaling; a block format sets it.
   if (set[static_cast<std::size_t>(policy_key::op_matmul)])
     result.matmul_blocks = blocks_set ? matmul_blocks : no_block_scaling;
+  // After a preset, a compute given without matmul carries matmul with it: compute is read by nothing but the
+  // derivation of matmul (every GEMM reads format_for(matmul)), so alone it would change nothing that runs.
+  const bool matmul_follows = has_preset && set[static_cast<std::size_t>(policy_key::compute)] &&
+                              !set[static_cast<std::size_t>(policy_key::op_matmul)];
+  if (matmul_follows) result.matmul_blocks = no_block_scaling;
   for (policy_key k : detail::policy_resolution_order) {
     const std::size_t ki = static_cast<std::size_t>(k);
     if (set[ki]) {
       *detail::field_of(k, result) = values[ki];
-    } else if (!has_preset) {
+    } else if (!has_preset || (k == policy_key::op_matmul && matmul_follows)) {
       *detail::field_of(k, result) = detail::derived_default(k, result);
     }
   }

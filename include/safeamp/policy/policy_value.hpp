@@ -15,7 +15,7 @@ namespace safeamp {
 
 struct precision_policy {
   format_spec param = fp32;       // parameter storage format
-  format_spec compute = fp32;     // matmul/conv input format
+  format_spec compute = fp32;     // where a policy string derives the matmul format from; GEMMs read format_for(matmul)
   format_spec output = fp32;      // op output (activation) format
   format_spec accumulate = fp32;  // GEMM accumulation format
   format_spec gradient = fp32;    // gradient format (E5M2 in fp8-hybrid)

@@ -62,9 +62,13 @@ TEST_CASE("format terms are k * sqrt(unit roundoff) of the coarsest format, per-
   CHECK(coarsest_format(safeamp::parse_policy("preset=fp32,matmul=e2m1fn")) == safeamp::parse_format("e2m1fn"));
   CHECK(coarsest_format(safeamp::parse_policy("preset=fp32,softmax=bf16")) == safeamp::bf16);
   CHECK(coarsest_format(safeamp::parse_policy("preset=fp32,accumulate=fp16")) == safeamp::fp16);
-  // The compute field alone after a preset changes no rounding in the simulator (its matmuls run in
+  // A compute field that differs from the matmul format changes no rounding in the simulator (its matmuls run in
   // format_for(matmul), still fp16 here): it must not widen the limits (e5m2's are 16 times fp16's).
-  CHECK(coarsest_format(safeamp::parse_policy("preset=fp16-mixed,compute=e5m2")) == safeamp::fp16);
+  safeamp::precision_policy compute_only = safeamp::presets::fp16_mixed;
+  compute_only.compute = safeamp::fp8_e5m2;
+  CHECK(coarsest_format(compute_only) == safeamp::fp16);
+  // After a preset, a policy string's compute carries matmul with it, so this one rounds its GEMMs in e5m2.
+  CHECK(coarsest_format(safeamp::parse_policy("preset=fp16-mixed,compute=e5m2")) == safeamp::fp8_e5m2);
   // E2M1: 1 mantissa bit, u = 2^-2, sqrt(u) = 0.5.
   CHECK(default_tolerances(safeamp::parse_format("e2m1fn")).accuracy_abs == 0.5);
 }

@@ -9,6 +9,7 @@
 #include "rtx4090_planner.hpp"
 #include "safeamp/memory/planner.hpp"
 #include "safeamp/memory/step_phases.hpp"
+#include "safeamp/policy/policy_string.hpp"
 
 using namespace safeamp;
 
@@ -32,6 +33,17 @@ TEST_CASE("autocast weight copies: 2 bytes per fp32 parameter multiplied in bf16
   CHECK(weight_copy_bytes_per_param(presets::fp8_hybrid) == 1.0);
   CHECK(weight_copy_bytes_per_param(presets::fp16_pure_master) == 0.0);
   CHECK(weight_copy_bytes_per_param(presets::fp32) == 0.0);
+  // The copies are in the matmul format the GEMMs read, not the compute field a policy string derives it from:
+  // "matmul=bf16" keeps compute fp32 but multiplies fp32 weights in bf16 (until 2026-12-06: 0 bytes).
+  const precision_policy bf16_gemms = parse_policy("matmul=bf16");
+  REQUIRE(bf16_gemms.compute == fp32);
+  CHECK(weight_copy_bytes_per_param(bf16_gemms) == 2.0);
+  CHECK(other_matmul_format(bf16_gemms) == bf16);
+  CHECK(lora_base_format(bf16_gemms) == bf16);
+  precision_policy fp16_field_only = presets::fp32;  // a compute field no GEMM reads: no copies
+  fp16_field_only.compute = fp16;
+  CHECK(weight_copy_bytes_per_param(fp16_field_only) == 0.0);
+  CHECK(other_matmul_format(fp16_field_only) == fp32);
 }
 
 // Issue 14: the step's counts and flags are named; the old positional list (three counts, then two flags) and a

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "safeamp/policy/policy_string.hpp"
 #include "toy_device.hpp"
 
 using namespace safeamp;
@@ -68,6 +69,26 @@ TEST_CASE("the fastest fitting policy wins, the runner-up is the next fastest") 
   // Selective recomputation needs a shape: not tried here.
   CHECK(std::none_of(r.candidates.begin(), r.candidates.end(),
                      [](const plan_candidate& c) { return c.mode == recompute::selective; }));
+}
+
+TEST_CASE("support and speed follow the matmul format the GEMMs read, not the compute field") {
+  planner_options o = toy_options(7200);
+  // bf16 GEMMs with fp32 compute/output fields ("matmul=bf16") run at the bf16 rate: 0.03 s per sample as bf16-mixed
+  // (until 2026-12-06 the planner read compute and gave fp32's 0.12 s).
+  o.policies = {{"bf16 gemms", parse_policy("matmul=bf16")},
+                {"e4m3 gemms", parse_policy("preset=bf16-mixed,matmul=e4m3")}};
+  const plan_result r = plan(toy_workload(), o);
+  const auto named = [&r](const char* name) {
+    return std::find_if(r.candidates.begin(), r.candidates.end(),
+                        [name](const plan_candidate& c) { return c.policy_name == name && c.mode == recompute::none; });
+  };
+  REQUIRE(named("bf16 gemms") != r.candidates.end());
+  CHECK(named("bf16 gemms")->supported);
+  CHECK(named("bf16 gemms")->seconds_per_sample == Approx(0.03).epsilon(1e-12));
+  // E4M3 GEMMs on a device without fp8 units: unsupported, naming E4M3 (compute says bf16).
+  REQUIRE(named("e4m3 gemms") != r.candidates.end());
+  CHECK_FALSE(named("e4m3 gemms")->supported);
+  CHECK(named("e4m3 gemms")->unsupported_format == fp8_e4m3);
 }
 
 TEST_CASE("a tighter window leaves one configuration; a price gives the cost per sample") {

@@ -58,6 +58,23 @@ TEST_CASE("a preset with overrides") {
   CHECK(p.compute == fp16);
 }
 
+TEST_CASE("after a preset, a compute given without matmul sets the matmul format too") {
+  // compute is read only to derive matmul, and every GEMM (simulator, planner, CUDA) reads format_for(matmul): until
+  // 2026-12-06 "preset=fp16-mixed,compute=e5m2" changed the compute field alone and trained exactly as fp16-mixed.
+  const precision_policy p = parse_policy("preset=fp16-mixed,compute=e5m2");
+  CHECK(p.compute == fp8_e5m2);
+  CHECK(p.format_for(op_class::matmul) == fp8_e5m2);
+  CHECK(p.output == fp16);  // the other fields are the preset's
+  CHECK(p.format_for(op_class::elementwise) == fp16);
+  CHECK(p.gradient == fp16);
+  CHECK(parse_policy(to_string(p)) == p);
+  // A matmul given beside it wins; a matmul given alone leaves compute as the preset's.
+  CHECK(parse_policy("preset=fp16-mixed,compute=e5m2,matmul=bf16").format_for(op_class::matmul) == bf16);
+  CHECK(parse_policy("preset=fp16-mixed,matmul=bf16").compute == fp16);
+  CHECK(parse_policy("preset=bf16-mixed,compute=fp16").matmul_blocks == no_block_scaling);
+  CHECK(parse_policy("preset=bf16-mixed,compute=bf16") == presets::bf16_mixed);
+}
+
 TEST_CASE("errors name the bad key or value and list the accepted ones") {
   std::string m = error_text("params=fp32,comptue=fp16");
   CHECK(m.find("comptue") != std::string::npos);

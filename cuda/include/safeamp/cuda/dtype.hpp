@@ -8,8 +8,10 @@
 #include <string_view>
 
 #include "safeamp/error.hpp"
+#include "safeamp/format/block_names.hpp"
 #include "safeamp/format/format_names.hpp"
 #include "safeamp/format/format_spec.hpp"
+#include "safeamp/policy/policy_value.hpp"
 
 namespace safeamp::cuda {
 
@@ -122,19 +124,29 @@ struct gemm_types {
   return t;
 }
 
-/// The forward GEMM of a layer under a policy-like value (anything with compute/accumulate/output
-/// format_spec members: safeamp::precision_policy): inputs in `compute`.
-template <class Policy>
-[[nodiscard]] gemm_types forward_gemm_types(const Policy& p) {
-  return gemm_types_for(p.compute, p.compute, p.accumulate, p.output);
+/// The format a policy's GEMM inputs are in: format_for(matmul), which the simulator and the planner read too (the
+/// `compute` field only seeds it in a policy string). Block-scaled inputs (MX, NVFP4) are refused: this backend's
+/// GEMMs take per-tensor formats.
+[[nodiscard]] inline format_spec matmul_input_format(const precision_policy& p) {
+  if (is_block_scaled(p.matmul_blocks)) {
+    throw error("policy matmul", std::string(block_format_name(p.matmul_blocks)),
+                "a per-tensor format (the CUDA backend's GEMMs have no block scaling)");
+  }
+  return p.format_for(op_class::matmul);
+}
+
+/// The forward GEMM of a layer under a policy: inputs in its matmul format (matmul_input_format).
+[[nodiscard]] inline gemm_types forward_gemm_types(const precision_policy& p) {
+  const format_spec in = matmul_input_format(p);
+  return gemm_types_for(in, in, p.accumulate, p.output);
 }
 
 /// A backward GEMM (data or weight gradient): the incoming gradient is the A operand. It is in the
-/// policy's gradient format when that is fp8 (E5M2 in fp8-hybrid), otherwise in the compute format.
-template <class Policy>
-[[nodiscard]] gemm_types backward_gemm_types(const Policy& p) {
+/// policy's gradient format when that is fp8 (E5M2 in fp8-hybrid), otherwise in the matmul format.
+[[nodiscard]] inline gemm_types backward_gemm_types(const precision_policy& p) {
+  const format_spec in = matmul_input_format(p);
   const bool fp8_grad = p.gradient == fp8_e4m3 || p.gradient == fp8_e5m2;
-  return gemm_types_for(fp8_grad ? p.gradient : p.compute, p.compute, p.accumulate, p.output);
+  return gemm_types_for(fp8_grad ? p.gradient : in, in, p.accumulate, p.output);
 }
 
 /// cudaDataType_t value of a device type (CUDA_R_32F, ...), and cublasComputeType_t of a compute mode.
