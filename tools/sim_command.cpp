@@ -229,13 +229,29 @@ std::string scaler_text(const scaler_choice& s) {
     case scaler_kind::static_scale:
       return "static " + g(static_cast<double>(s.static_scale));
     case scaler_kind::dynamic: {
+      // Every field that shapes the trajectory: two runs that differ only in hysteresis or a cap used to read alike.
       const scaler_config& d = s.dynamic;
-      return "dynamic (init " + g(static_cast<double>(d.init_scale)) + ", x" + g(d.growth_factor) + " every " +
-             std::to_string(d.growth_interval) + " clean steps, x" + g(d.backoff_factor) + " on overflow)";
+      std::string t = "dynamic (init " + g(static_cast<double>(d.init_scale)) + ", x" + g(d.growth_factor) + " every " +
+                      std::to_string(d.growth_interval) + " clean steps, x" + g(d.backoff_factor) + " on overflow";
+      if (d.hysteresis > 1) {
+        t += d.mode == hysteresis_mode::consecutive
+                 ? " after " + std::to_string(d.hysteresis) + " consecutive overflows"
+                 : " after " + std::to_string(d.hysteresis) + " overflows since the last growth";
+      }
+      t += ", floor " + g(static_cast<double>(d.min_scale));
+      if (d.max_scale < float_max) t += ", cap " + g(static_cast<double>(d.max_scale));
+      if (d.max_overflows_at_min > 0) {
+        t += ", error after " + std::to_string(d.max_overflows_at_min) +
+             (d.max_overflows_at_min == 1 ? " overflow" : " overflows") + " at the floor";
+      }
+      return t + ")";
     }
   }
   return "?";
 }
+
+// At most this many steps of one fault are listed; the rest are counted ("... (N more)"), as skipped steps are.
+constexpr std::size_t fault_steps_listed = 12;
 
 std::string faults_text(const std::vector<fault_spec>& faults) {
   std::string out;
@@ -244,8 +260,10 @@ std::string faults_text(const std::vector<fault_spec>& faults) {
     out += to_string(f.kind);
     if (f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss) out.append(" x").append(g(f.factor));
     if (!f.target.empty()) out.append(" in ").append(f.target);
-    out += " at step";
-    for (std::size_t i = 0; i < f.steps.size(); ++i) out.append(i ? "," : " ").append(std::to_string(f.steps[i]));
+    out += f.steps.size() == 1 ? " at step" : " at steps";
+    const std::size_t listed = std::min(f.steps.size(), fault_steps_listed);
+    for (std::size_t i = 0; i < listed; ++i) out.append(i ? "," : " ").append(std::to_string(f.steps[i]));
+    if (listed < f.steps.size()) out += " ... (" + std::to_string(f.steps.size() - listed) + " more)";
   }
   return out;
 }

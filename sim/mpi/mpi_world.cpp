@@ -2,11 +2,13 @@
 // order-free on integers), everything else as bytes with MPI_Allgather (floats are never reduced by MPI).
 #include "mpi_world.hpp"
 
-#include <climits>
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "safeamp/error.hpp"
+#include "safeamp/quoted_input.hpp"
 
 #if SAFEAMP_HAVE_MPI
 #include <mpi.h>
@@ -30,9 +32,45 @@ void check(int rc, const char* what) {
   throw error(std::string("MPI: ") + what + " failed: " + std::string(text, static_cast<std::size_t>(len)));
 }
 
+// Bytes per rank one MPI_Allgather moves (its counts are int, so at most 2^31 - 1). Tests lower it with
+// SAFEAMP_TEST_MPI_CHUNK_BYTES (1 .. 2^30) to run the piecewise path on small runs.
+constexpr std::size_t default_chunk_bytes = std::size_t{1} << 30;
+
+std::size_t chunk_bytes_from_environment() {
+  const char* text = std::getenv("SAFEAMP_TEST_MPI_CHUNK_BYTES");
+  if (text == nullptr) return default_chunk_bytes;
+  const std::string_view v(text);
+  std::size_t n = 0;
+  bool ok = !v.empty() && v.size() <= 10;
+  for (const char c : v) {
+    ok = ok && c >= '0' && c <= '9';
+    if (ok) n = n * 10 + static_cast<std::size_t>(c - '0');
+  }
+  if (!ok || n == 0 || n > default_chunk_bytes) {
+    throw error("SAFEAMP_TEST_MPI_CHUNK_BYTES", quoted_input(v), "a whole number of bytes in 1 .. 2^30 (a test hook)");
+  }
+  return n;
+}
+
+// An MPI datatype freed when it goes out of scope (an error thrown between create and free leaked it).
+class owned_type {
+ public:
+  owned_type() = default;
+  owned_type(const owned_type&) = delete;
+  owned_type& operator=(const owned_type&) = delete;
+  ~owned_type() {
+    if (t_ != MPI_DATATYPE_NULL) MPI_Type_free(&t_);
+  }
+  MPI_Datatype* out() { return &t_; }
+  [[nodiscard]] MPI_Datatype get() const { return t_; }
+
+ private:
+  MPI_Datatype t_ = MPI_DATATYPE_NULL;
+};
+
 class mpi_communicator final : public communicator {
  public:
-  mpi_communicator() {
+  mpi_communicator() : chunk_bytes_(chunk_bytes_from_environment()) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) check(MPI_Init(nullptr, nullptr), "MPI_Init");
@@ -60,20 +98,39 @@ class mpi_communicator final : public communicator {
     check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce(MAX)");
     return v;
   }
+  // Rank r's bytes land at all[r n, (r + 1) n). Up to chunk_bytes_ per rank in one MPI_Allgather; longer buffers
+  // (2^31 bytes and more: MPI's counts are int, and a 20-million-parameter model with 64 micro-batches on 2 ranks
+  // was refused at its first step, after the reference had trained) go in pieces, each received through a datatype
+  // of the piece's length whose extent is n, so the piece of rank r lands at r n + offset without a staging copy.
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) override {
-    if (mine.size() > static_cast<std::size_t>(INT_MAX) ||
-        all.size() != mine.size() * static_cast<std::size_t>(size_)) {
-      throw error("MPI all-gather size", std::to_string(mine.size()) + " bytes per rank",
-                  "at most 2^31 - 1 bytes per rank and an output of ranks x that");
+    const std::size_t n = mine.size();
+    if (all.size() / static_cast<std::size_t>(size_) != n || all.size() % static_cast<std::size_t>(size_) != 0) {
+      throw error("MPI all-gather size",
+                  std::to_string(all.size()) + " output bytes for " + std::to_string(n) + " bytes per rank",
+                  "ranks x the bytes per rank");
     }
-    check(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), static_cast<int>(mine.size()),
-                        MPI_BYTE, MPI_COMM_WORLD),
-          "MPI_Allgather");
+    if (n <= chunk_bytes_) {
+      check(MPI_Allgather(mine.data(), static_cast<int>(n), MPI_BYTE, all.data(), static_cast<int>(n), MPI_BYTE,
+                          MPI_COMM_WORLD),
+            "MPI_Allgather");
+      return;
+    }
+    for (std::size_t offset = 0; offset < n; offset += chunk_bytes_) {
+      const int len = static_cast<int>(std::min(chunk_bytes_, n - offset));
+      owned_type piece, strided;
+      check(MPI_Type_contiguous(len, MPI_BYTE, piece.out()), "MPI_Type_contiguous");
+      check(MPI_Type_create_resized(piece.get(), 0, static_cast<MPI_Aint>(n), strided.out()),
+            "MPI_Type_create_resized");
+      check(MPI_Type_commit(strided.out()), "MPI_Type_commit");
+      check(MPI_Allgather(mine.data() + offset, len, MPI_BYTE, all.data() + offset, 1, strided.get(), MPI_COMM_WORLD),
+            "MPI_Allgather (a piece)");
+    }
   }
 
  private:
   int rank_ = 0;
   int size_ = 1;
+  std::size_t chunk_bytes_ = default_chunk_bytes;
 };
 
 }  // namespace

@@ -109,8 +109,9 @@ std::string marker(std::size_t k, double x, double y, const std::string& colour)
 }  // namespace
 
 std::string_view series_colour(std::size_t i) noexcept {
-  static constexpr std::array<std::string_view, 10> palette = {"#222222", "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e",
-                                                               "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
+  // No red: it marks skipped steps (skip_colour), and the first candidate's scale line was drawn in it.
+  static constexpr std::array<std::string_view, 10> palette = {"#222222", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd",
+                                                               "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
   return palette[i % palette.size()];
 }
 
@@ -254,12 +255,14 @@ std::string render_line_chart(const svg_line_chart& c) {
       const double cx = px(p.x[i]);
       const double cy = py(v);
       svg += "<path d=\"M" + num(cx - 4) + " " + num(cy - 4) + " L" + num(cx + 4) + " " + num(cy + 4) + " M" +
-             num(cx - 4) + " " + num(cy + 4) + " L" + num(cx + 4) + " " + num(cy - 4) +
-             "\" stroke=\"#d62728\" stroke-width=\"2\"/>\n";
+             num(cx - 4) + " " + num(cy + 4) + " L" + num(cx + 4) + " " + num(cy - 4) + "\" stroke=\"" +
+             std::string(skip_colour) + "\" stroke-width=\"2\"/>\n";
     }
-    svg += "<path d=\"M" + num(legend_x + 5) + " " + num(legend_y - 4) + " l8 8 m-8 0 l8 -8\" stroke=\"#d62728\" "
-           "stroke-width=\"2\"/>\n<text x=\"" + num(legend_x + 22) + "\" y=\"" + num(legend_y + 4) + "\">" +
-           html_escape(p.name) + "</text>\n";
+    svg += "<path d=\"M" + num(legend_x + 5) + " " + num(legend_y - 4) + " l8 8 m-8 0 l8 -8\" stroke=\"" +
+           std::string(skip_colour) +
+           "\" "
+           "stroke-width=\"2\"/>\n<text x=\"" +
+           num(legend_x + 22) + "\" y=\"" + num(legend_y + 4) + "\">" + html_escape(p.name) + "</text>\n";
     legend_y += 15;
   }
   svg += "</svg>\n";

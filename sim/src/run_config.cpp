@@ -1,7 +1,9 @@
 // Validation and names of run_config (see run_config.hpp).
 #include "safeamp/sim/run_config.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "safeamp/error.hpp"
@@ -44,6 +46,12 @@ void validate_policy(const precision_policy& p) {
 }
 
 }  // namespace
+
+std::optional<std::int64_t> repeated_step(std::vector<std::int64_t> steps) {
+  std::sort(steps.begin(), steps.end());
+  const auto at = std::adjacent_find(steps.begin(), steps.end());
+  return at == steps.end() ? std::nullopt : std::optional<std::int64_t>(*at);
+}
 
 bool keeps_master_weights(const run_config& cfg) noexcept {
   switch (cfg.optimizer.master_weights) {
@@ -151,12 +159,20 @@ void validate(const run_config& c) {
             num(c.scaler.static_scale), "a finite normal float >= 2^-126");
   }
   for (const fault_spec& f : c.faults) {
-    for (const std::int64_t s : f.steps) {
-      require(s >= 0, "fault " + to_string(f.kind) + " step", std::to_string(s), ">= 0");
-    }
-    if (f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss) {
-      require(std::isfinite(f.factor) && f.factor > 0.0, "fault " + to_string(f.kind) + " factor", num(f.factor),
-              "a finite number > 0");
+    const std::string field = "fault " + to_string(f.kind);
+    for (const std::int64_t s : f.steps) require(s >= 0, field + " step", std::to_string(s), ">= 0");
+    const std::optional<std::int64_t> twice = repeated_step(f.steps);
+    require(!twice, field + " step", std::to_string(twice.value_or(0)) + " given twice", "each step at most once");
+    // Fields the kind does not read are refused: they were reported as if they acted.
+    const bool gradient_fault = f.kind == fault_kind::gradient_inf || f.kind == fault_kind::gradient_nan;
+    const bool loss_fault = f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss;
+    require(gradient_fault || f.target.empty(), field + " target", f.target,
+            "empty (a target only on gradient_inf and gradient_nan)");
+    if (loss_fault) {
+      require(std::isfinite(f.factor) && f.factor > 0.0 && f.factor != 1.0, field + " factor", num(f.factor),
+              "a finite number > 0 other than 1 (1 changes nothing)");
+    } else {
+      require(f.factor == 1.0, field + " factor", num(f.factor), "1 (a factor only on loss_spike and tiny_loss)");
     }
   }
   const checkpoint_options& k = c.checkpoint;

@@ -372,6 +372,24 @@ scaler_choice parse_scaler(const json& j, const std::string& path) {
                                   {{"dynamic", scaler_kind::dynamic},
                                    {"static", scaler_kind::static_scale},
                                    {"none", scaler_kind::none}});
+  // A key the kind does not read is refused: {"kind": "static", "init_scale": 1024} ran at scale 1.
+  for (const auto& [key, value] : j.items()) {
+    const bool dynamic_key = key != "kind" && key != "static_scale";
+    if (sc.kind == scaler_kind::none && key != "kind") {
+      throw error(r.where(key), "given with kind none", "no other key: kind none trains without a loss scale");
+    }
+    if (sc.kind == scaler_kind::static_scale && dynamic_key) {
+      throw error(r.where(key), "given with kind static",
+                  "static_scale only (the fixed scale); the other keys belong to kind dynamic");
+    }
+    if (sc.kind == scaler_kind::dynamic && key == "static_scale") {
+      throw error(r.where(key), "given with kind dynamic",
+                  "init_scale (a dynamic scaler's first scale), or kind static");
+    }
+  }
+  if (sc.kind == scaler_kind::static_scale && !r.has("static_scale")) {
+    throw error(r.where("static_scale"), "missing", "the fixed loss scale of kind static (a finite number > 0)");
+  }
   if (r.has("preset")) {
     const std::string name = r.text("preset", "");
     try {
@@ -424,8 +442,33 @@ std::vector<fault_spec> parse_faults(const json& j, const std::string& path, std
       }
       f.steps.push_back(s.get<std::int64_t>());
     }
+    // Repeats are refused, so the list is at most `steps` long (a 2-million-entry list of one step was accepted and
+    // printed whole in every output).
+    if (const std::optional<std::int64_t> twice = repeated_step(f.steps)) {
+      throw error(p + ".steps", std::to_string(*twice) + " given twice", "each step at most once");
+    }
+    // A key the kind does not read used to be accepted and printed as if it acted ("loss-spike x1e+06 in
+    // head.bias" spiked the whole loss; a loss_spike without a factor multiplied by 1 and was diagnosed as the cause
+    // of the skips it never made).
+    const bool gradient_fault = f.kind == fault_kind::gradient_inf || f.kind == fault_kind::gradient_nan;
+    const bool loss_fault = f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss;
+    if (r.has("target") && !gradient_fault) {
+      throw error(r.where("target"), "given for " + r.at("kind").get<std::string>(),
+                  "target only on gradient_inf and gradient_nan (the parameter whose gradient is poisoned)");
+    }
+    if (r.has("factor") && !loss_fault) {
+      throw error(r.where("factor"), "given for " + r.at("kind").get<std::string>(),
+                  "factor only on loss_spike and tiny_loss (the loss multiplier)");
+    }
+    if (loss_fault && !r.has("factor")) {
+      throw error(r.where("factor"), "missing",
+                  "the loss multiplier of a " + r.at("kind").get<std::string>() + ", in [1e-30, 1e30] and not 1");
+    }
     f.target = r.text("target", "", false);
     f.factor = r.number("factor", f.factor, 1e-30, 1e30, "in [1e-30, 1e30]");
+    if (loss_fault && f.factor == 1.0) {
+      throw error(r.where("factor"), "1 (a multiplier that changes nothing)", "in [1e-30, 1e30] and not 1");
+    }
     out.push_back(std::move(f));
   }
   return out;

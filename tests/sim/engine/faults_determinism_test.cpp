@@ -296,6 +296,15 @@ TEST_CASE("bad configurations are safeamp::errors naming the field") {
   c = cfg;
   c.faults = {{.kind = fault_kind::gradient_inf, .steps = {1}, .target = "no.such.layer", .factor = 1.0}};
   expect(c, "fault target");
+  // Fields the kind does not read, and a step listed twice (each used to run as if it acted).
+  c.faults = {{.kind = fault_kind::loss_spike, .steps = {1}, .target = "fc0.weight", .factor = 8.0}};
+  expect(c, "fault loss-spike target");
+  c.faults = {{.kind = fault_kind::input_nan, .steps = {1}, .target = "", .factor = 8.0}};
+  expect(c, "fault input-nan factor");
+  c.faults = {{.kind = fault_kind::tiny_loss, .steps = {1}, .target = "", .factor = 1.0}};
+  expect(c, "fault tiny-loss factor");
+  c.faults = {{.kind = fault_kind::gradient_inf, .steps = {2, 1, 2}, .target = "", .factor = 1.0}};
+  expect(c, "2 given twice");
   c = cfg;
   c.model = model_kind::transformer;
   c.transformer.width = 30;

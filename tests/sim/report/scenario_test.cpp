@@ -176,6 +176,50 @@ TEST_CASE("impossible values are refused with the key path and the accepted rang
                  Catch::Contains("e5m2; accepted: a format of at least 16 bits") && !Catch::Contains(" is policy "));
 }
 
+TEST_CASE("fault and scaler keys the kind does not read are refused; a fault's step is listed once") {
+  const auto faulted = [](const std::string& fault) {
+    return R"({"model": {"kind": "mlp"}, "training": {"steps": 12}, "candidates": [{"name": "a",
+              "policy": "fp16-mixed", "faults": [)" +
+           fault + "]}]}";
+  };
+  // Accepted: what each kind reads.
+  const scenario ok = parse_scenario(faulted(R"({"kind": "gradient_inf", "steps": [3, 1], "target": "fc0.weight"},
+      {"kind": "loss_spike", "steps": [4], "factor": 1e6}, {"kind": "tiny_loss", "steps": [5], "factor": 1e-8},
+      {"kind": "input_nan", "steps": [6]})"),
+                                     "t");
+  REQUIRE(ok.candidates.at(0).faults.size() == 4);
+  CHECK(ok.candidates[0].faults[0].steps == std::vector<std::int64_t>{3, 1});
+  // Until 2026-12-06 each of these was accepted and printed as if it acted.
+  CHECK_THAT(error_of(faulted(R"({"kind": "loss_spike", "steps": [3]})")),
+             Catch::Contains("candidates[0].faults[0].factor") && Catch::Contains("missing"));
+  CHECK_THAT(error_of(faulted(R"({"kind": "tiny_loss", "steps": [3], "factor": 1})")),
+             Catch::Contains("candidates[0].faults[0].factor") && Catch::Contains("not 1"));
+  CHECK_THAT(error_of(faulted(R"({"kind": "gradient_inf", "steps": [3], "factor": 4})")),
+             Catch::Contains("candidates[0].faults[0].factor") && Catch::Contains("only on loss_spike and tiny_loss"));
+  CHECK_THAT(error_of(faulted(R"({"kind": "loss_spike", "steps": [3], "factor": 1e6, "target": "head.bias"})")),
+             Catch::Contains("candidates[0].faults[0].target") && Catch::Contains("given for loss_spike"));
+  CHECK_THAT(error_of(faulted(R"({"kind": "input_nan", "steps": [3], "target": "head.weight"})")),
+             Catch::Contains("candidates[0].faults[0].target"));
+  CHECK_THAT(error_of(faulted(R"({"kind": "gradient_nan", "steps": [3, 7, 3]})")),
+             Catch::Contains("candidates[0].faults[0].steps") && Catch::Contains("3 given twice"));
+  // The scaler: keys of another kind ({"kind": "static", "init_scale": 1024} ran at scale 1).
+  const auto scaled = [](const std::string& scaler) {
+    return R"({"model": {"kind": "mlp"}, "candidates": [{"name": "a", "policy": "fp16-mixed", "scaler": )" + scaler +
+           "}]}";
+  };
+  CHECK(parse_scenario(scaled(R"({"kind": "static", "static_scale": 1024})"), "t").candidates[0].scaler.static_scale ==
+        1024.0f);
+  CHECK_THAT(error_of(scaled(R"({"kind": "static", "init_scale": 1024})")),
+             Catch::Contains("candidates[0].scaler.init_scale") && Catch::Contains("given with kind static"));
+  CHECK_THAT(error_of(scaled(R"({"kind": "static"})")),
+             Catch::Contains("candidates[0].scaler.static_scale") && Catch::Contains("missing"));
+  CHECK_THAT(error_of(scaled(R"({"kind": "none", "preset": "megatron", "hysteresis": 5})")),
+             Catch::Contains("candidates[0].scaler.") && Catch::Contains("given with kind none"));
+  CHECK_THAT(error_of(scaled(R"({"kind": "dynamic", "static_scale": 4})")),
+             Catch::Contains("candidates[0].scaler.static_scale") && Catch::Contains("given with kind dynamic"));
+  CHECK_THAT(error_of(scaled(R"({"static_scale": 4})")), Catch::Contains("given with kind dynamic"));
+}
+
 TEST_CASE("baselines: a candidate's name as written, any other must be a policy, kept in its canonical spelling") {
   const auto baselines = [](const std::string& list) {
     return parse_scenario(R"({"model": {"kind": "mlp"}, "candidates": [{"name": "b", "policy": "bf16-mixed"},

@@ -58,8 +58,10 @@ struct svg_bar_chart {
 };
 [[nodiscard]] std::string render_bar_chart(const svg_bar_chart& chart);
 
-/// Colour of series i (a fixed palette readable on white, cycled).
+/// Colour of series i (a fixed palette readable on white, cycled; never skip_colour).
 [[nodiscard]] std::string_view series_colour(std::size_t i) noexcept;
+/// The colour of the crosses that mark skipped steps (red), which no series uses.
+inline constexpr std::string_view skip_colour = "#d62728";
 
 /// Escapes &, <, >, " and ' for HTML/SVG text and attributes.
 [[nodiscard]] std::string html_escape(std::string_view s);

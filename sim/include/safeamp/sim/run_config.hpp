@@ -213,4 +213,7 @@ void validate(const run_config& cfg);
 /// True when the run keeps fp32 master weights (the mode, resolved against the policy).
 [[nodiscard]] bool keeps_master_weights(const run_config& cfg) noexcept;
 
+/// A step listed more than once in a fault's steps (the smallest such), or none.
+[[nodiscard]] std::optional<std::int64_t> repeated_step(std::vector<std::int64_t> steps);
+
 }  // namespace safeamp::sim
