@@ -108,15 +108,44 @@ inline constexpr std::uint64_t max_ledger_bytes = std::uint64_t{1} << 62;
   return static_cast<double>(bytes) / static_cast<double>(bytes_per(unit));
 }
 
-/// "21.60 GB", "20.12 GiB", "512 B": the value with its unit, `decimals` places (bytes print as integers).
+/// Most decimal places format_bytes prints: 40, the places of 2^-40 (one byte in TiB, the finest step of any unit);
+/// more could only append zeros.
+inline constexpr int max_byte_decimals = 40;
+
+/// "21.60 GB", "20.12 GiB", "512 B": the value with its unit, `decimals` places (bytes print as integers). The digits
+/// are the exact quotient bytes / unit, worked in integers and rounded to nearest, ties to even, so every count up to
+/// UINT64_MAX prints in full with its unit (a fixed buffer cut "18446744073709551.615 KB" at 40 places, and a double
+/// quotient has only 15-17 significant digits). Throws safeamp::error for decimals outside [0, 40].
 [[nodiscard]] inline std::string format_bytes(std::uint64_t bytes, byte_unit unit, int decimals = 2) {
-  char buf[64];
-  if (unit == byte_unit::byte) {
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
-  } else {
-    std::snprintf(buf, sizeof buf, "%.*f %s", decimals, in_unit(bytes, unit), std::string(unit_name(unit)).c_str());
+  if (decimals < 0 || decimals > max_byte_decimals) {
+    throw error("format_bytes decimals", std::to_string(decimals),
+                "an integer in [0, 40] (2^-40, a byte in TiB, has 40 decimal places)");
   }
-  return buf;
+  const std::string unit_text(unit_name(unit));
+  if (unit == byte_unit::byte) return std::to_string(bytes) + " " + unit_text;
+  const std::uint64_t per = bytes_per(unit);  // <= 2^40: 10 x a remainder stays below 2^44
+  std::uint64_t whole = bytes / per;          // <= UINT64_MAX / 1000: the carry of a round-up cannot wrap
+  std::uint64_t rest = bytes % per;
+  std::string places;
+  for (int i = 0; i < decimals; ++i) {
+    rest *= 10;
+    places += static_cast<char>('0' + rest / per);
+    rest %= per;
+  }
+  // What is left is rest / per of the last place: above a half rounds up, a half rounds to the even digit.
+  const bool last_odd = decimals > 0 ? (places.back() - '0') % 2 == 1 : whole % 2 == 1;
+  if (2 * rest > per || (2 * rest == per && last_odd)) {
+    std::size_t i = places.size();
+    while (i > 0 && places[i - 1] == '9') places[--i] = '0';
+    if (i > 0) {
+      ++places[i - 1];
+    } else {
+      ++whole;
+    }
+  }
+  std::string out = std::to_string(whole);
+  if (decimals > 0) out.append(".").append(places);
+  return out.append(" ").append(unit_text);
 }
 
 /// Parses a unit name, ignoring case ("GB", "gib", "MiB", "B", "bytes"). Throws safeamp::error otherwise.

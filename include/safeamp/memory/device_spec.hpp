@@ -8,6 +8,7 @@ namespace safeamp {
 
 /// One accelerator as the roofline and the planner see it. Every peak is DENSE (no 2:4 sparsity) and, for
 /// the tensor-core rows, with FP32 accumulation (what mixed-precision training uses). 0 means "not supported".
+/// A hand-built one is checked by validate(device_spec) (devices.hpp), which roofline() and the planner call.
 struct device_spec {
   std::string_view name{};                       // display name, e.g. "RTX 4090"
   std::uint64_t capacity_bytes = 0;              // memory the runtime reports as total (not the box label)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -14,6 +15,7 @@
 #include "safeamp/format/format_names.hpp"
 #include "safeamp/format/format_spec.hpp"
 #include "safeamp/memory/devices.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 
@@ -128,12 +130,33 @@ struct roofline_point {
               "fp32, tf32, fp16, bf16, e4m3 or e5m2 (formats with tensor-core rates)");
 }
 
-/// Roofline of a kernel on a known device in the given compute format. Throws when the device lacks that format.
+namespace detail {
+/// Shortest round-trip text of a rate, for messages (std::to_string prints 1e-300 as 0.000000).
+[[nodiscard]] inline std::string rate_text(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+}  // namespace detail
+
+/// Roofline of a kernel on a device in the given compute format. The device is validated first, as the planner does
+/// (validate(device_spec), devices.hpp: capacity > 0, bandwidth and FP32 peak finite and > 0, the other peaks finite
+/// and >= 0), so a hand-built spec with a zero, negative, NaN or infinite figure throws safeamp::error naming the
+/// field instead of giving an inf, NaN or zero result; so does a format whose peak is 0 (no such math units), and a
+/// bandwidth so far from the peak that the ridge point peak / bandwidth is not a finite number > 0.
 [[nodiscard]] inline roofline_point roofline(const device_spec& d, format_spec compute, kernel_cost cost) {
+  validate(d);
   const double peak = peak_flops_for(d, compute);
   if (!(peak > 0.0)) {
-    throw error("compute format", format_name(compute) + " on " + std::string(d.name),
+    throw error("compute format", format_name(compute) + " on " + quoted_input(d.name),
                 "a format the device has math units for (its peak is 0: unsupported)");
+  }
+  const double ridge = peak / d.memory_bytes_per_second;
+  if (!(ridge > 0.0) || !std::isfinite(ridge)) {
+    throw error("device memory_bytes_per_second",
+                detail::rate_text(d.memory_bytes_per_second) + " B/s against a " + format_name(compute) + " peak of " +
+                    detail::rate_text(peak) + " FLOP/s (ridge point " + detail::rate_text(ridge) + " FLOP/byte)",
+                "a bandwidth whose ridge point peak / bandwidth is a finite number > 0");
   }
   return roofline({.peak_flops = peak, .memory_bytes_per_second = d.memory_bytes_per_second}, cost);
 }

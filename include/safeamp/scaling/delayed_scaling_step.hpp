@@ -1,7 +1,8 @@
 // FP8 delayed scaling as plain data that a one-thread kernel can advance: the state of one tensor, a window of
 // the previous L-1 amaxes kept as a ring in caller memory (device memory on a GPU), and delayed_scaling_step,
 // which does what delayed_scaling::update() does (fp8_delayed_scaling.hpp, its CPU reference: the same scale,
-// inverse scale, counters and window, bit for bit). amax_fold is the per-element step of the amax kernels.
+// inverse scale, counters and window, bit for bit). amax_fold is the per-element step of the amax kernels. A state
+// and its ring are saved and restored (ring position included) by snapshot_of and restore in fp8_checkpoint.hpp.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,7 @@ struct delayed_scaling_state {
   std::int32_t window_oldest = 0;  // ring index of the oldest amax
   std::int32_t padding = 0;        // always 0
   delayed_scaling_counters counters{};
+  friend constexpr bool operator==(const delayed_scaling_state&, const delayed_scaling_state&) = default;
 };
 
 /// Ends a step: this step's amax enters the window (ring of history_length - 1 floats at `window`) and the

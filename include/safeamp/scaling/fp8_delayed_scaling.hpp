@@ -2,7 +2,8 @@
 // comes from a history of per-step amax values: scale = (fp8 max / amax) / 2^margin, amax being the max over
 // the window (`max`) or this step's value (`most_recent`). Edge cases: amax 0 = the tensor was not used this
 // step (history not rolled, scale kept); a non-finite amax keeps the previous scale, is counted as an event
-// and does not enter the window; an infinite scale (tiny amax) is clamped to FLT_MAX.
+// and does not enter the window; an infinite scale (tiny amax) is clamped to FLT_MAX. Between steps the state
+// is a delayed_scaling_snapshot (delayed_scaling_config.hpp) that fp8_checkpoint.hpp saves and loads.
 #pragma once
 
 #include <cmath>
@@ -13,35 +14,10 @@
 
 #include "safeamp/error.hpp"
 #include "safeamp/format/format_spec.hpp"
+#include "safeamp/scaling/delayed_scaling_config.hpp"
 #include "safeamp/scaling/scaler_config.hpp"
 
 namespace safeamp {
-
-enum class amax_algorithm : std::uint8_t { max, most_recent };
-
-/// Longest accepted amax history: 2^20 steps (a 4 MiB window per tensor; Transformer Engine's default is 1024).
-/// It also keeps the ring arithmetic of delayed_scaling_step (indices below 2 L) far from int32 overflow.
-inline constexpr std::int32_t max_history_length = std::int32_t{1} << 20;
-
-struct delayed_scaling_config {
-  format_spec format = fp8_e4m3;       // target format; its max_finite is the "fp8 max" (448 for E4M3)
-  std::int32_t history_length = 1024;  // L in [1, 2^20]: this step's amax plus the previous L-1
-  amax_algorithm algorithm = amax_algorithm::max;
-  std::int32_t margin = 0;  // >= 0: scale divided by 2^margin for headroom
-  friend constexpr bool operator==(const delayed_scaling_config&, const delayed_scaling_config&) = default;
-};
-
-inline void validate(const delayed_scaling_config& c) {
-  if (!is_valid(c.format)) throw error("delayed scaling format", "an invalid descriptor", "a valid format_spec");
-  if (c.history_length < 1 || c.history_length > max_history_length) {
-    throw error("delayed scaling history_length", std::to_string(c.history_length),
-                "an integer in [1, 1048576] (2^20; Transformer Engine's default is 1024)");
-  }
-  if (c.margin < 0 || c.margin > 126) throw error("delayed scaling margin", std::to_string(c.margin), "0..126");
-  if (c.algorithm != amax_algorithm::max && c.algorithm != amax_algorithm::most_recent) {
-    throw error("delayed scaling algorithm", std::to_string(static_cast<int>(c.algorithm)), "max or most_recent");
-  }
-}
 
 /// max |x| over a tensor; NaN when any element is NaN (so the update can see it).
 [[nodiscard]] inline float tensor_amax(std::span<const float> x) noexcept {
@@ -54,14 +30,6 @@ inline void validate(const delayed_scaling_config& c) {
   }
   return nan ? std::nanf("") : amax;
 }
-
-struct delayed_scaling_counters {
-  std::int64_t updates = 0;          // update() calls
-  std::int64_t unused_steps = 0;     // updates with amax 0 (tensor not used): nothing rolled
-  std::int64_t non_finite_amax = 0;  // updates whose amax was inf/NaN: scale kept, window untouched
-  std::int64_t clamped_scales = 0;   // scales that were inf and were clamped to FLT_MAX
-  friend constexpr bool operator==(const delayed_scaling_counters&, const delayed_scaling_counters&) = default;
-};
 
 /// The delayed-scaling state of one tensor.
 class delayed_scaling {
@@ -107,8 +75,7 @@ class delayed_scaling {
       if (window_.size() == keep) window_.erase(window_.begin());
       window_.push_back(last);
     }
-    const float scaled_max = static_cast<float>(static_cast<double>(max_finite(cfg_.format)) /
-                                                static_cast<double>(std::ldexp(1.0f, cfg_.margin)));
+    const float scaled_max = detail::delayed_scaled_max(cfg_);
     float s = scaled_max / amax;
     if (std::isinf(s)) {
       s = float_max;
@@ -124,6 +91,27 @@ class delayed_scaling {
   [[nodiscard]] const std::vector<float>& history() const noexcept { return window_; }
   [[nodiscard]] const delayed_scaling_counters& counters() const noexcept { return counters_; }
   [[nodiscard]] const delayed_scaling_config& config() const noexcept { return cfg_; }
+
+  /// True between a record of a non-zero (or NaN) amax and the update() that ends the step.
+  [[nodiscard]] bool in_step() const noexcept { return current_ != 0.0f; }
+  /// The state between steps (fp8_checkpoint.hpp saves it). Throws safeamp::error in the middle of a step.
+  [[nodiscard]] delayed_scaling_snapshot snapshot() const {
+    if (in_step()) {
+      throw error("delayed_scaling: snapshot() in the middle of a step (an amax was recorded); call update() first");
+    }
+    return {.config = cfg_, .scale = scale_, .history = window_, .counters = counters_};
+  }
+  /// Continues from a snapshot taken under this config, bit for bit as the tensor it was taken from. Validated first
+  /// (validate(snapshot, config())); on any error, or in the middle of a step, nothing changes.
+  void restore(const delayed_scaling_snapshot& s) {
+    if (in_step()) {
+      throw error("delayed_scaling: restore() in the middle of a step (an amax was recorded); call update() first");
+    }
+    validate(s, cfg_);
+    window_.assign(s.history.begin(), s.history.end());  // at most L - 1 amaxes (validated)
+    scale_ = s.scale;
+    counters_ = s.counters;
+  }
 
  private:
   delayed_scaling_config cfg_;
