@@ -440,6 +440,7 @@ int run_sim(const sim_options& o) {
     k.scaler = scaler_text(c.scaler);
     k.faults = faults_text(c.faults);
     k.scaler_type = c.scaler.kind;
+    k.scaler_settings = c.scaler.dynamic;
     k.fault_list = c.faults;
     k.expect = c.expect;
     k.run = checkpoints.train_run(cfg, observe(cfg));

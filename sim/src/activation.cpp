@@ -41,17 +41,19 @@ const std::vector<float>& gelu_tanh_table() {
   return table;
 }
 
-// The casts after the activation's arithmetic: y in the elementwise format, stored in policy.output.
+// The casts after the activation's arithmetic: y in the elementwise format, stored in policy.output, each element
+// counted once (detail::counted_once) in ctx.activation_stats.
 void finish_activation_forward(exec_context& ctx, const precision_policy& pol, matrix& y) {
   const format_spec fe = pol.format_for(op_class::elementwise);
-  ctx.activation_stats += cast_in_place(ctx, y, fe);
-  detail::store_activation(ctx, pol, y, fe);
+  const cast_stats op = cast_in_place(ctx, y, fe);
+  ctx.activation_stats += pol.output == fe ? op : detail::counted_once(op, cast_in_place(ctx, y, pol.output));
 }
 
-// dx in the elementwise format, then policy.gradient.
-void finish_activation_backward(exec_context& ctx, const precision_policy& pol, matrix& dx) {
-  (void)cast_in_place(ctx, dx, pol.format_for(op_class::elementwise));
-  if (pol.gradient != pol.format_for(op_class::elementwise)) (void)cast_in_place(ctx, dx, pol.gradient);
+// dx in the elementwise format, then policy.gradient; the counters of both, each element once.
+cast_stats finish_activation_backward(exec_context& ctx, const precision_policy& pol, matrix& dx) {
+  const format_spec fe = pol.format_for(op_class::elementwise);
+  const cast_stats op = cast_in_place(ctx, dx, fe);
+  return pol.gradient == fe ? op : detail::counted_once(op, cast_in_place(ctx, dx, pol.gradient));
 }
 
 void check_activation_gradient(const matrix& input, const matrix& dy) {
@@ -129,7 +131,7 @@ void activation_layer::forward_in_place(exec_context& ctx, const precision_polic
 
 void activation_layer::backward(exec_context& ctx, const precision_policy& pol, const matrix& dy, matrix& dx) {
   if (fn != activation_fn::gelu || gelu_tanh.rows() != input.rows() || gelu_tanh.cols() != input.cols()) {
-    activation_backward(ctx, pol, fn, input, dy, dx);
+    (void)activation_backward(ctx, pol, fn, input, dy, dx);
     return;
   }
   check_activation_gradient(input, dy);
@@ -143,7 +145,7 @@ void activation_layer::backward(exec_context& ctx, const precision_policy& pol, 
   parallel_chunks(ctx.threads, dy.size(), elementwise_chunk, [&](std::int64_t begin, std::int64_t end) {
     detail::gelu_backward(path, in + begin, t + begin, g + begin, out + begin, end - begin);
   });
-  finish_activation_backward(ctx, pol, dx);
+  (void)finish_activation_backward(ctx, pol, dx);
 }
 
 void activation_forward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& x, matrix& y) {
@@ -158,8 +160,8 @@ void activation_forward(exec_context& ctx, const precision_policy& pol, activati
   finish_activation_forward(ctx, pol, y);
 }
 
-void activation_backward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& input,
-                         const matrix& dy, matrix& dx) {
+cast_stats activation_backward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& input,
+                               const matrix& dy, matrix& dx) {
   check_activation_gradient(input, dy);
   dx.resize(dy.rows(), dy.cols());
   const float* in = input.data();
@@ -170,7 +172,7 @@ void activation_backward(exec_context& ctx, const precision_policy& pol, activat
   } else {
     for (Eigen::Index i = 0; i < dy.size(); ++i) out[i] = in[i] > 0.0f ? g[i] : 0.0f;
   }
-  finish_activation_backward(ctx, pol, dx);
+  return finish_activation_backward(ctx, pol, dx);
 }
 
 }  // namespace safeamp::sim

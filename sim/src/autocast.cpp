@@ -10,6 +10,18 @@
 #include "safeamp/sim/loss.hpp"
 
 namespace safeamp::sim {
+namespace {
+
+// The counters of a result its op already rounded element by element into f (softmax, a layer norm whose output
+// or dx needs no storage cast): a rounding of a copy, which changes nothing and takes no key, so the result and
+// the keys of the casts after it stay those of the op alone. An underflow inside the op's arithmetic is a zero
+// here, not counted; subnormal, NaN and inf results are.
+cast_stats counted_in_format(const matrix& result, format_spec f) {
+  matrix copy = result;
+  return cast_in_place(copy, f, round_options{}, philox_key{});
+}
+
+}  // namespace
 
 autocast::autocast(const precision_policy& policy, round_options rounding, std::uint64_t seed) : policy_(policy) {
   ctx_.rounding = rounding;
@@ -118,7 +130,7 @@ matrix autocast::activation(activation_fn fn, const matrix& x) {
 
 matrix autocast::activation_backward(activation_fn fn, const matrix& x, const matrix& dy) {
   matrix dx;
-  sim::activation_backward(ctx_, policy_, fn, x, dy, dx);
+  (void)count(op_class::elementwise, sim::activation_backward(ctx_, policy_, fn, x, dy, dx));
   return dx;
 }
 
@@ -133,8 +145,14 @@ matrix autocast::layer_norm(const matrix& x, const parameter& gain, const parame
     throw error("autocast::layer_norm epsilon", std::to_string(epsilon), "a finite number above 0");
   }
   matrix y;
-  count_activation_casts(op_class::normalization,
-                         [&] { layer_norm_forward(ctx_, policy_, gain.value, bias.value, epsilon, x, y, saved); });
+  const format_spec f = policy_.format_for(op_class::normalization);
+  if (policy_.output != f) {
+    count_activation_casts(op_class::normalization,
+                           [&] { layer_norm_forward(ctx_, policy_, gain.value, bias.value, epsilon, x, y, saved); });
+  } else {
+    layer_norm_forward(ctx_, policy_, gain.value, bias.value, epsilon, x, y, saved);  // no storage cast to count
+    (void)count(op_class::normalization, counted_in_format(y, f));
+  }
   return y;
 }
 
@@ -144,7 +162,9 @@ matrix autocast::layer_norm_backward(const layer_norm_saved& saved, parameter& g
   const cast_stats g0 = gain.grad_stats, b0 = bias.grad_stats;
   gain.grad_stats = {};
   bias.grad_stats = {};
-  sim::layer_norm_backward(ctx_, policy_, gain, bias, saved, dy, dx);
+  const cast_stats dx_cast = sim::layer_norm_backward(ctx_, policy_, gain, bias, saved, dy, dx);
+  const format_spec f = policy_.format_for(op_class::normalization);
+  (void)count(op_class::normalization, policy_.gradient != f ? dx_cast : counted_in_format(dx, f));
   // This step's two gradient casts, counted here and kept on the parameters' counters as linear_backward does.
   const cast_stats g = gain.grad_stats, b = bias.grad_stats;
   gain.grad_stats = g0;
@@ -171,7 +191,9 @@ matrix autocast::softmax_backward(const matrix& p, const matrix& dp) {
                 std::to_string(p.rows()) + "x" + std::to_string(p.cols()) + " (the forward's output)");
   }
   matrix ds;
-  softmax_rows_backward(policy_.format_for(op_class::softmax), p, dp, ds);
+  const format_spec f = policy_.format_for(op_class::softmax);
+  softmax_rows_backward(f, p, dp, ds);
+  (void)count(op_class::softmax, counted_in_format(ds, f));
   return ds;
 }
 

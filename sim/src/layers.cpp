@@ -200,7 +200,7 @@ void layer_norm_layer::forward(exec_context& ctx, const precision_policy& pol, c
 
 void layer_norm_layer::backward(exec_context& ctx, const precision_policy& pol, parameter_list& params,
                                 const matrix& dy, matrix& dx) {
-  layer_norm_backward(ctx, pol, params[gain], params[bias], saved, dy, dx);
+  (void)layer_norm_backward(ctx, pol, params[gain], params[bias], saved, dy, dx);
 }
 
 void layer_norm_forward(exec_context& ctx, const precision_policy& pol, const matrix& g, const matrix& b, float epsilon,
@@ -262,8 +262,8 @@ void layer_norm_forward(exec_context& ctx, const precision_policy& pol, const ma
   detail::store_activation(ctx, pol, y, f);
 }
 
-void layer_norm_backward(exec_context& ctx, const precision_policy& pol, parameter& g, parameter& b,
-                         const layer_norm_saved& saved, const matrix& dy, matrix& dx) {
+cast_stats layer_norm_backward(exec_context& ctx, const precision_policy& pol, parameter& g, parameter& b,
+                               const layer_norm_saved& saved, const matrix& dy, matrix& dx) {
   const matrix& normalized = saved.normalized;
   const std::vector<float>& rstd = saved.rstd;
   if (dy.rows() != normalized.rows() || dy.cols() != normalized.cols()) {
@@ -349,7 +349,8 @@ void layer_norm_backward(exec_context& ctx, const precision_policy& pol, paramet
   });
   cast_gradient(ctx, pol, g);
   cast_gradient(ctx, pol, b);
-  if (pol.gradient != f) (void)cast_in_place(ctx, dx, pol.gradient);
+  // dx's rounding into f is the arithmetic's own (uncounted, as in the forward); its storage cast is counted.
+  return pol.gradient != f ? cast_in_place(ctx, dx, pol.gradient) : cast_stats{};
 }
 
 // ---- embedding -----------------------------------------------------------------------------------------
@@ -421,9 +422,10 @@ void residual_add(exec_context& ctx, const precision_policy& pol, const matrix& 
                 std::to_string(a.rows()) + "x" + std::to_string(a.cols()));
   }
   y = a + b;
+  // As an activation's result (activation.cpp): in the elementwise format, stored in policy.output, counted once.
   const format_spec fe = pol.format_for(op_class::elementwise);
-  ctx.activation_stats += cast_in_place(ctx, y, fe);
-  detail::store_activation(ctx, pol, y, fe);
+  const cast_stats op = cast_in_place(ctx, y, fe);
+  ctx.activation_stats += pol.output == fe ? op : detail::counted_once(op, cast_in_place(ctx, y, pol.output));
 }
 
 }  // namespace safeamp::sim

@@ -5,9 +5,22 @@
 #include <limits>
 #include <string>
 
+#include "layer_common.hpp"
 #include "safeamp/error.hpp"
 
 namespace safeamp::sim {
+namespace {
+
+// The loss gradient's last rounding, into the loss format f, then its cast into policy.gradient, each element
+// counted once (detail::counted_once): an element the loss format zeroed is an underflow of the loss gradient even
+// where policy.gradient could have held it. The first is round_scalar's nearest even as one keyless pass (the same
+// bits; no key taken, so the casts after it keep theirs).
+cast_stats round_and_store_gradient(exec_context& ctx, const precision_policy& pol, format_spec f, matrix& g) {
+  const cast_stats in_loss_format = cast_in_place(g, f, round_options{}, philox_key{});
+  return detail::counted_once(in_loss_format, cast_in_place(ctx, g, pol.gradient));
+}
+
+}  // namespace
 
 loss_result cross_entropy(exec_context& ctx, const precision_policy& pol, const matrix& logits,
                           const std::vector<std::int32_t>& targets, double grad_scale, matrix* dlogits) {
@@ -55,12 +68,12 @@ loss_result cross_entropy(exec_context& ctx, const precision_policy& pol, const 
         const float p = finite ? round_scalar(f, std::exp(round_scalar(f, x[static_cast<std::size_t>(j)] - lse)))
                                : std::numeric_limits<float>::quiet_NaN();
         const float target = j == t ? 1.0f : 0.0f;
-        (*dlogits)(r, j) = round_scalar(f, coef * round_scalar(f, p - target));
+        (*dlogits)(r, j) = coef * round_scalar(f, p - target);  // rounded to f below, counted
       }
     }
   }
   out.loss = static_cast<double>(round_scalar(f, total / static_cast<float>(rows)));
-  if (dlogits != nullptr) out.gradient_stats = cast_in_place(ctx, *dlogits, pol.gradient);
+  if (dlogits != nullptr) out.gradient_stats = round_and_store_gradient(ctx, pol, f, *dlogits);
   return out;
 }
 
@@ -104,12 +117,12 @@ loss_result regression_loss(exec_context& ctx, const precision_policy& pol, loss
       }
       row = round_scalar(f, row + e);
       total = round_scalar(f, total + e);
-      if (doutputs != nullptr) (*doutputs)(r, j) = round_scalar(f, coef * g);
+      if (doutputs != nullptr) (*doutputs)(r, j) = coef * g;  // rounded to f below, counted
     }
     out.row_loss[static_cast<std::size_t>(r)] = round_scalar(f, row / static_cast<float>(cols));
   }
   out.loss = static_cast<double>(round_scalar(f, total / static_cast<float>(rows * cols)));
-  if (doutputs != nullptr) out.gradient_stats = cast_in_place(ctx, *doutputs, pol.gradient);
+  if (doutputs != nullptr) out.gradient_stats = round_and_store_gradient(ctx, pol, f, *doutputs);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "safeamp/format/format_names.hpp"
+#include "safeamp/scaling/update_scale.hpp"
 #include "safeamp/sim/report.hpp"
 #include "safeamp/sim/report_text.hpp"
 
@@ -65,6 +66,28 @@ void measure_underflow(const run_result& run, run_diagnosis& d) {
   d.worst_layers = std::move(all);
 }
 
+// The scaler's own transitions over the recorded found_inf flags. Trusted only when each step's recorded scale is
+// the replay's (a scaler whose state was restored or corrupted mid-run, say, is left to the recorded scales).
+void replay_scale(const scaler_config& cfg, const std::vector<step_record>& steps, scale_replay& r) {
+  scale_replay out;
+  out.min_scale = cfg.min_scale;
+  out.max_scale = cfg.max_scale;
+  scaler_state s = initial_state(cfg);
+  for (const step_record& st : steps) {
+    if (s.scale != st.scale) return;
+    const scale_transition t = transition(cfg, s, st.found_inf);
+    out.backoffs += t.event == scale_event::backed_off || t.event == scale_event::clamped_at_min ? 1 : 0;
+    out.at_floor += t.event == scale_event::clamped_at_min ? 1 : 0;
+    out.absorbed += t.event == scale_event::absorbed ? 1 : 0;
+    out.grew += t.event == scale_event::grew ? 1 : 0;
+    out.growth_refused += t.event == scale_event::growth_refused ? 1 : 0;
+    s = t.next;
+  }
+  out.matched = true;
+  out.scale_after = s.scale;
+  r = out;
+}
+
 void measure_steps(const diagnosis_input& in, run_diagnosis& d) {
   const std::vector<step_record>& steps = in.run.steps;
   d.steps = static_cast<std::int64_t>(steps.size());
@@ -87,6 +110,9 @@ void measure_steps(const diagnosis_input& in, run_diagnosis& d) {
     }
     if (!st.found_inf && st.grad_norm_before_clip == 0.0) ++d.zero_norm_steps;
   }
+  const auto last_skip = std::find_if(steps.rbegin(), steps.rend(), [](const step_record& st) { return st.skipped; });
+  d.applied_after_last_skip = std::any_of(steps.rbegin(), last_skip, [](const step_record& st) { return !st.skipped; });
+  if (in.scaler == scaler_kind::dynamic && in.dynamic_config) replay_scale(*in.dynamic_config, steps, d.replay);
 }
 
 void first_check(const parity_result& p, run_diagnosis& d) {
@@ -196,14 +222,45 @@ bool nonfinite_loss(const run_result& run) {
 
 std::string scale_trajectory(const run_diagnosis& d, scaler_kind kind) {
   if (kind == scaler_kind::none) return "loss scaling is off (scaler none: the scale stays 2^0)";
-  if (d.scale_min == d.scale_max) return "the loss scale stayed " + scale_text(d.scale_min);
-  return "the loss scale went from " + scale_text(d.scale_first) + " to " + scale_text(d.scale_last) + " (range " +
-         scale_text(d.scale_min) + ".." + scale_text(d.scale_max) + ")";
+  std::string t = d.scale_min == d.scale_max
+                      ? "the loss scale stayed " + scale_text(d.scale_min)
+                      : "the loss scale went from " + scale_text(d.scale_first) + " to " + scale_text(d.scale_last) +
+                            " (range " + scale_text(d.scale_min) + ".." + scale_text(d.scale_max) + ")";
+  const scale_replay& r = d.replay;
+  if (!r.matched) return t;
+  // The steps record the scale each used; the last step's own update moved it once more (an overflow there backed
+  // it off after the run's last update, which "stayed 2^3" used to hide).
+  if (r.scale_after != d.scale_last) t += ", and " + scale_text(r.scale_after) + " after the last step's update";
+  if (r.at_floor > 0) {
+    t += "; " + std::to_string(r.at_floor) + " overflow(s) found it at its floor " + scale_text(r.min_scale) +
+         " (scaler.min_scale), which no backoff passes";
+  }
+  if (r.growth_refused > 0) {
+    t += "; its cap " + scale_text(r.max_scale) + " (scaler.max_scale) refused " + std::to_string(r.growth_refused) +
+         " growth(s)";
+  }
+  return t;
 }
 
-std::string underflow_sentence(const run_diagnosis& d, format_spec gradient) {
-  std::string s = "gradients underflowed in " + format_name(gradient) + " (values below its smallest subnormal " +
-                  fmt("%.3g", static_cast<double>(min_subnormal(gradient))) + " become zero): ";
+// The format that zeroed the gradients, named as the sentences below print it: policy.gradient, or the loss format
+// when the loss gradient underflowed and that format's smallest subnormal is the larger (the loss gradient is
+// rounded there before its cast into policy.gradient, loss.cpp, and its zeros are counted there).
+struct underflow_format {
+  format_spec format;
+  std::string name;
+};
+
+underflow_format underflow_format_of(const run_diagnosis& d, const precision_policy& p) {
+  const format_spec loss = p.format_for(op_class::loss);
+  if (d.loss_gradient_underflow > 0.0 && min_subnormal(loss) > min_subnormal(p.gradient)) {
+    return {loss, "the loss format " + format_name(loss)};
+  }
+  return {p.gradient, format_name(p.gradient)};
+}
+
+std::string underflow_sentence(const run_diagnosis& d, const underflow_format& zeroed) {
+  std::string s = "gradients underflowed in " + zeroed.name + " (values below its smallest subnormal " +
+                  fmt("%.3g", static_cast<double>(min_subnormal(zeroed.format))) + " become zero): ";
   if (d.loss_gradient_underflow > 0.0) {
     s += percent(d.loss_gradient_underflow) + " of the loss gradient's elements (" + loss_gradient_name + ")";
   }
@@ -268,6 +325,7 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
   measure_steps(in, d);
   first_check(in.parity, d);
   const format_spec gradient = in.run.policy.gradient;
+  const underflow_format zeroed = underflow_format_of(d, in.run.policy);
   const bool underflow = d.loss_gradient_underflow >= significant_underflow_fraction ||
                          (!d.worst_layers.empty() && d.worst_layers.front().fraction >= significant_underflow_fraction);
   const bool failed = in.parity.outcome != verdict::pass;
@@ -297,23 +355,42 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
       break;
     case diagnosed_cause::gradient_underflow:
       // A run that passed did so despite the underflow, not because of it.
-      t += (failed ? " because " : " despite this: ") + underflow_sentence(d, gradient) + "; " +
+      t += (failed ? " because " : " despite this: ") + underflow_sentence(d, zeroed) + "; " +
            scale_trajectory(d, in.scaler) + ".";
       if (in.scaler == scaler_kind::none) {
         d.likely_field = "scaler.kind";
         t += std::string(failed ? " Likely cause" : " To look at") + ": scaler.kind = none with gradients in " +
-             format_name(gradient) + ": turn on dynamic loss scaling, or use bf16, whose exponent range is fp32's.";
+             zeroed.name + ": turn on dynamic loss scaling, or use bf16, whose exponent range is fp32's.";
       } else {
-        // A static scale is scaler.static_scale; a dynamic one that never moved stayed at its initial scale (raise
-        // it, or let it grow sooner), one that moved fell toward its floor.
+        // A static scale is scaler.static_scale. A dynamic one: with the replayed transitions, the field that held
+        // it down (its cap refusing growth, its floor stopping backoffs, overflows elsewhere backing it off, or its
+        // start when it only grew or never moved); without them, one that never moved stayed at its initial scale
+        // (raise it, or let it grow sooner) and one that moved fell toward its floor.
         const bool never_moved = d.scale_min == d.scale_max;
-        d.likely_field = in.scaler == scaler_kind::static_scale ? "scaler.static_scale"
-                         : never_moved                          ? "scaler.init_scale"
-                                                                : "scaler.min_scale";
-        t += std::string(failed ? " Likely cause" : " To look at") + ": the loss scale (" + d.likely_field + ")" +
-             (in.scaler == scaler_kind::dynamic && never_moved ? ", which never moved (or scaler.growth_interval),"
-                                                               : "") +
-             " is too small for these gradients in " + format_name(gradient) + ": raise it, or use bf16.";
+        const scale_replay& r = d.replay;
+        const std::string look = failed ? " Likely cause" : " To look at";
+        if (in.scaler == scaler_kind::dynamic && r.matched && r.growth_refused > 0) {
+          d.likely_field = "scaler.max_scale";
+          t += look + ": the loss scale's cap (scaler.max_scale = " + scale_text(r.max_scale) + ") refused growth " +
+               std::to_string(r.growth_refused) + " time(s), and the scale under it is too small for these " +
+               "gradients in " + zeroed.name + ": raise the cap, or use bf16.";
+        } else if (in.scaler == scaler_kind::dynamic && r.matched && r.at_floor == 0 && r.backoffs > 0) {
+          d.likely_field = "policy.gradient";
+          t += look + ": " + std::to_string(r.backoffs) + " overflow(s) backed the scale off while these " +
+               "gradients underflowed: " + zeroed.name + "'s range cannot hold both at one scale; use bf16, whose " +
+               "exponent range is fp32's.";
+        } else {
+          const bool floor = r.matched ? r.at_floor > 0 : !never_moved;
+          d.likely_field = in.scaler == scaler_kind::static_scale ? "scaler.static_scale"
+                           : floor                                ? "scaler.min_scale"
+                                                                  : "scaler.init_scale";
+          t += look + ": the loss scale (" + d.likely_field + ")" +
+               (in.scaler == scaler_kind::dynamic && never_moved ? ", which never moved (or scaler.growth_interval),"
+                : in.scaler == scaler_kind::dynamic && !floor    ? ", which was still growing (or "
+                                                                   "scaler.growth_interval),"
+                                                                 : "") +
+               " is too small for these gradients in " + zeroed.name + ": raise it, or use bf16.";
+        }
       }
       break;
     case diagnosed_cause::overflow_skips:
@@ -321,8 +398,11 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
            scale_trajectory(d, in.scaler) + ".";
       if (d.skipped_at_faults == d.skipped) {
         d.likely_field = "faults";
-        t += " Likely cause: the injected faults (the scenario's faults), not the policy: the scaler skipped "
-             "exactly those updates and recovered.";
+        t +=
+            std::string(
+                " Likely cause: the injected faults (the scenario's faults), not the policy: the scaler "
+                "skipped exactly those updates") +
+            (d.applied_after_last_skip ? " and training went on." : ", and no applied step followed the last of them.");
       } else {
         d.likely_field = in.scaler == scaler_kind::dynamic        ? "scaler.init_scale"
                          : in.scaler == scaler_kind::static_scale ? "scaler.static_scale"
@@ -341,7 +421,7 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
     case diagnosed_cause::undecided_checks:
       d.likely_field = d.undecided.front().field;
       t += undecided_sentence(d, in.parity);
-      if (underflow) t += " Also seen: " + underflow_sentence(d, gradient) + ".";
+      if (underflow) t += " Also seen: " + underflow_sentence(d, zeroed) + ".";
       if (d.skipped > 0) t += " Also seen: " + overflow_sentence(d, in.run) + ".";
       break;
     case diagnosed_cause::injected_faults:
@@ -370,7 +450,13 @@ run_diagnosis diagnose_run(const diagnosis_input& in) {
 }
 
 run_diagnosis diagnose(const candidate_outcome& c) {
-  return diagnose_run({.run = c.run, .parity = c.parity, .scaler = c.scaler_type, .faults = c.fault_list});
+  return diagnose_run({.run = c.run,
+                       .parity = c.parity,
+                       .scaler = c.scaler_type,
+                       .faults = c.fault_list,
+                       .dynamic_config = c.scaler_type == scaler_kind::dynamic
+                                             ? std::optional<scaler_config>(c.scaler_settings)
+                                             : std::nullopt});
 }
 
 }  // namespace safeamp::sim

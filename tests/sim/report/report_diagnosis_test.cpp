@@ -322,3 +322,120 @@ TEST_CASE("a failed run whose injected faults were applied is diagnosed as the f
   CHECK(diagnose_run({.run = r, .parity = gate(verdict::fail), .scaler = scaler_kind::none, .faults = {}}).cause ==
         diagnosed_cause::rounding_error);
 }
+
+// With the dynamic scaler's configuration the diagnosis replays its transitions over the recorded found_inf flags
+// (the records hold the scale each step used, set below to what the rules give, worked by hand). Until 2026-12-06 an
+// overflow at the last step read "the loss scale stayed 2^3 ... skipped exactly those updates and recovered", a cap
+// that refused every growth was blamed on scaler.min_scale or scaler.init_scale, and the floor was never mentioned.
+namespace {
+safeamp::scaler_config replay_config(float init, std::int32_t growth_interval, float max_scale) {
+  safeamp::scaler_config c;
+  c.init_scale = init;
+  c.growth_interval = growth_interval;
+  c.max_scale = max_scale;
+  return c;  // backoff 0.5, growth 2, hysteresis 1, floor 1
+}
+}  // namespace
+
+TEST_CASE("the replayed scaler: the last step's backoff, the floor, the cap, and a run with nothing after a skip") {
+  // Init 8, growth every 1000 clean steps: 2^3 at every step; the overflow at the last step (39) halves it to 2^2
+  // after the run's last update, and no applied step follows the skip.
+  run_result last = plain_run();
+  for (step_record& st : last.steps) st.scale = 8.0f;
+  last.steps.back().found_inf = last.steps.back().skipped = true;
+  const fault_spec inf{.kind = fault_kind::gradient_inf, .steps = {39}, .target = "", .factor = 1.0};
+  run_diagnosis d = diagnose_run({.run = last,
+                                  .parity = gate(verdict::pass),
+                                  .scaler = scaler_kind::dynamic,
+                                  .faults = {inf},
+                                  .dynamic_config = replay_config(8.0f, 1000, safeamp::float_max)});
+  REQUIRE(d.replay.matched);
+  CHECK(d.replay.scale_after == 4.0f);
+  CHECK(d.replay.backoffs == 1);
+  CHECK_FALSE(d.applied_after_last_skip);
+  CHECK(has(d.text, "the loss scale stayed 2^3, and 2^2 after the last step's update"));
+  CHECK(has(d.text, "no applied step followed the last of them"));
+  CHECK_FALSE(has(d.text, "recovered"));
+  // The same overflow at step 5: 2^3 for steps 0..5, 2^2 after; training went on.
+  run_result mid = plain_run();
+  for (step_record& st : mid.steps) st.scale = st.step <= 5 ? 8.0f : 4.0f;
+  mid.steps[5].found_inf = mid.steps[5].skipped = true;
+  const fault_spec inf5{.kind = fault_kind::gradient_inf, .steps = {5}, .target = "", .factor = 1.0};
+  d = diagnose_run({.run = mid,
+                    .parity = gate(verdict::pass),
+                    .scaler = scaler_kind::dynamic,
+                    .faults = {inf5},
+                    .dynamic_config = replay_config(8.0f, 1000, safeamp::float_max)});
+  REQUIRE(d.replay.matched);
+  CHECK(d.replay.scale_after == 4.0f);
+  CHECK(d.applied_after_last_skip);
+  CHECK(has(d.text, "the scaler skipped exactly those updates and training went on."));
+  CHECK_FALSE(has(d.text, "after the last step's update"));  // it used 2^2 itself: nothing moved after it
+
+  // The cap: init 1, growth after every clean step, max 2: step 0 uses 2^0 and grows, steps 1..39 use 2^1 and each
+  // growth is refused (39). Half of w1 underflows at every step: the cap is the field, not the floor or the start.
+  run_result capped = plain_run();
+  for (step_record& st : capped.steps) {
+    st.scale = st.step == 0 ? 1.0f : 2.0f;
+    st.grads[1].underflow = 50;
+  }
+  d = diagnose_run({.run = capped,
+                    .parity = gate(verdict::fail),
+                    .scaler = scaler_kind::dynamic,
+                    .faults = {},
+                    .dynamic_config = replay_config(1.0f, 1, 2.0f)});
+  REQUIRE(d.replay.matched);
+  CHECK(d.replay.grew == 1);
+  CHECK(d.replay.growth_refused == 39);
+  CHECK(d.likely_field == "scaler.max_scale");
+  CHECK(has(d.text, "its cap 2^1 (scaler.max_scale) refused 39 growth(s)"));
+
+  // The floor: init 2, overflows at steps 0, 1, 2 (2^1 -> 2^0, then twice at the floor 2^0), underflow throughout.
+  run_result floored = plain_run();
+  for (step_record& st : floored.steps) {
+    st.scale = st.step == 0 ? 2.0f : 1.0f;
+    st.found_inf = st.skipped = st.step <= 2;
+    st.grads[1].underflow = 50;
+  }
+  d = diagnose_run({.run = floored,
+                    .parity = gate(verdict::fail),
+                    .scaler = scaler_kind::dynamic,
+                    .faults = {},
+                    .dynamic_config = replay_config(2.0f, 1000, safeamp::float_max)});
+  REQUIRE(d.replay.matched);
+  CHECK(d.replay.backoffs == 3);
+  CHECK(d.replay.at_floor == 2);
+  CHECK(d.likely_field == "scaler.min_scale");
+  CHECK(has(d.text, "2 overflow(s) found it at its floor 2^0 (scaler.min_scale)"));
+
+  // Backoffs above the floor while other gradients underflow: fp16's range cannot hold both at one scale.
+  run_result both = plain_run();
+  for (step_record& st : both.steps) {
+    st.scale = st.step <= 5 ? 8.0f : 4.0f;
+    st.grads[1].underflow = 50;
+  }
+  both.steps[5].found_inf = both.steps[5].skipped = true;
+  d = diagnose_run({.run = both,
+                    .parity = gate(verdict::fail),
+                    .scaler = scaler_kind::dynamic,
+                    .faults = {},
+                    .dynamic_config = replay_config(8.0f, 1000, safeamp::float_max)});
+  REQUIRE(d.replay.matched);
+  CHECK(d.likely_field == "policy.gradient");
+
+  // A recorded scale the replay does not give (here 2^3 -> 2^1 with no overflow): the replay is not trusted and the
+  // recorded scales alone speak, as without a configuration.
+  run_result odd = plain_run();
+  for (step_record& st : odd.steps) {
+    st.scale = st.step < 20 ? 8.0f : 2.0f;
+    st.grads[1].underflow = 50;
+  }
+  d = diagnose_run({.run = odd,
+                    .parity = gate(verdict::fail),
+                    .scaler = scaler_kind::dynamic,
+                    .faults = {},
+                    .dynamic_config = replay_config(8.0f, 1000, safeamp::float_max)});
+  CHECK_FALSE(d.replay.matched);
+  CHECK(d.likely_field == "scaler.min_scale");
+  CHECK_FALSE(has(d.text, "after the last step's update"));
+}

@@ -1,16 +1,20 @@
 // A policy-driven autocast for the user's own training loop on Eigen matrices and float spans: each op is
-// one call, the precision policy decides the format of its op class, and every cast is counted (overflow,
-// underflow, subnormal, NaN per op class). The same arithmetic as the simulator's layers (gemm.hpp, loss.hpp):
+// one call, the precision policy decides the format of its op class, and every result is counted once, under
+// that class (overflow, underflow, subnormal, NaN; docs/simulator.md, "Cast counters"). The same arithmetic as
+// the simulator's layers (gemm.hpp, loss.hpp):
 //   matmul / linear   inputs rounded to policy.format_for(matmul), exact products summed in policy.accumulate,
 //                     bias added in the fp32 epilogue, the output rounded once to policy.output
 //   linear_backward   dW = X^T dY and dX = dY W^T in the matmul format, dW and db rounded to policy.gradient,
 //                     db = column sums in the reduction format
-//   mse_loss          in the loss format, its gradient times the loss scale in policy.gradient
+//   mse_loss          in the loss format, its gradient times the loss scale rounded there, then policy.gradient
+//                     (counted under loss)
 //   gelu / relu       in the elementwise format, stored in policy.output; the backward dy f'(x) likewise,
-//                     then policy.gradient
+//                     then policy.gradient (both counted under elementwise)
 //   layer_norm        in the normalization format (each addition rounded there), stored in policy.output; the
-//                     backward sums gain and bias gradients in the reduction format into policy.gradient
-//   softmax           row-wise in the softmax format (max subtracted, each exp, sum and division rounded there)
+//                     backward sums gain and bias gradients in the reduction format into policy.gradient (counted
+//                     under reduction), dx in the normalization format, then policy.gradient (under normalization)
+//   softmax           row-wise in the softmax format (max subtracted, each exp, sum and division rounded there),
+//                     forward and backward counted under softmax
 //   cast_output / cast_gradient / cast(op_class)   an elementwise result rounded to the storage format
 // docs/simulator.md compares each op with PyTorch's autocast.
 #pragma once
@@ -58,7 +62,7 @@ class autocast {
   double mse_loss(const matrix& y, const matrix& t, double scale = 1.0, matrix* dy = nullptr);
 
   /// GELU (tanh approximation, torch's approximate="tanh") or ReLU of x; the backward takes the forward's input
-  /// and returns dx = dy f'(x). Forward casts are counted under elementwise.
+  /// and returns dx = dy f'(x). Both directions are counted under elementwise, each element once.
   [[nodiscard]] matrix activation(activation_fn fn, const matrix& x);
   [[nodiscard]] matrix activation_backward(activation_fn fn, const matrix& x, const matrix& dy);
   [[nodiscard]] matrix gelu(const matrix& x) { return activation(activation_fn::gelu, x); }
@@ -66,15 +70,17 @@ class autocast {
     return activation_backward(activation_fn::gelu, x, dy);
   }
   /// Row-wise layer norm with gain and bias ((1, width) parameters), as torch.nn.LayerNorm(width, eps);
-  /// `saved` keeps what the backward needs. The forward's storage cast is counted under normalization.
+  /// `saved` keeps what the backward needs. The output is counted under normalization.
   [[nodiscard]] matrix layer_norm(const matrix& x, const parameter& gain, const parameter& bias,
                                   layer_norm_saved& saved, float epsilon = 1e-5f);
   /// Sets gain.grad and bias.grad (policy.gradient, counted under reduction and on the parameters) and
-  /// returns dx.
+  /// returns dx (policy.gradient, counted under normalization).
   [[nodiscard]] matrix layer_norm_backward(const layer_norm_saved& saved, parameter& gain, parameter& bias,
                                            const matrix& dy);
   /// Row-wise softmax (causal: row r keeps columns 0..r, the rest are 0) in the softmax format, and its backward
-  /// ds = p (dp - sum(dp p)) from the forward's output. Counted under softmax (NaN and inf results).
+  /// ds = p (dp - sum(dp p)) from the forward's output. Both are counted under softmax: their results are already
+  /// in the softmax format, so the count sees their subnormal, NaN and inf results (not a value the arithmetic
+  /// rounded to zero).
   [[nodiscard]] matrix softmax(const matrix& s, bool causal = false);
   [[nodiscard]] matrix softmax_backward(const matrix& p, const matrix& dp);
 
@@ -87,8 +93,12 @@ class autocast {
   /// Rounds in place to the format of op class c (an elementwise, reduction, softmax, ... result).
   cast_stats cast(op_class c, matrix& m);
 
-  /// Counters of every cast so far, by op class: GEMM outputs (dW and dX included) under matmul, db under
-  /// reduction, the loss gradient under loss, cast_output and cast_gradient under elementwise, cast(c, m) under c.
+  /// Counters of every result so far, by op class, each element once however many roundings it went through
+  /// (its op's format, then its storage format): GEMM outputs (dW and dX included) under matmul, db and the layer
+  /// norm's gain and bias gradients under reduction, the loss gradient (rounded in the loss format, then
+  /// policy.gradient) under loss, gelu / relu in both directions, cast_output and cast_gradient under
+  /// elementwise, layer_norm's output and dx under normalization, softmax's p and ds under softmax, cast(c, m)
+  /// under c.
   [[nodiscard]] const cast_stats& counts(op_class c) const noexcept { return by_class_[op_class_index(c)]; }
   [[nodiscard]] std::uint64_t casts() const noexcept { return casts_; }  // calls that rounded something
 

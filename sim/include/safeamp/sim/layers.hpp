@@ -64,11 +64,12 @@ struct activation_layer {
 };
 
 /// The activation's arithmetic on explicit operands (activation_layer and autocast call these): y = fn(x) in
-/// the elementwise format, stored in policy.output (casts added to ctx.activation_stats); dx = dy fn'(x) in the
-/// elementwise format, then policy.gradient (not counted).
+/// the elementwise format, stored in policy.output (casts added to ctx.activation_stats, each element once); dx =
+/// dy fn'(x) in the elementwise format, then policy.gradient, returning the counters of those casts (each element
+/// once; the layers discard them, autocast counts them under elementwise).
 void activation_forward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& x, matrix& y);
-void activation_backward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& x,
-                         const matrix& dy, matrix& dx);
+cast_stats activation_backward(exec_context& ctx, const precision_policy& pol, activation_fn fn, const matrix& x,
+                               const matrix& dy, matrix& dx);
 
 /// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and its derivative.
 [[nodiscard]] float gelu(float x) noexcept;
@@ -95,11 +96,12 @@ struct layer_norm_layer {
 /// The layer norm's arithmetic on explicit operands (layer_norm_layer and autocast call these). Forward: y in the
 /// normalization format, stored in policy.output (that cast added to ctx.activation_stats). Backward: gain and
 /// bias gradients summed in the reduction format and cast into policy.gradient (counted on the parameters),
-/// dx in the normalization format, then policy.gradient.
+/// dx in the normalization format, then policy.gradient; returns the counters of dx's cast into policy.gradient
+/// (none when that is the normalization format: the rounding there is the arithmetic's own).
 void layer_norm_forward(exec_context& ctx, const precision_policy& pol, const matrix& gain, const matrix& bias,
                         float epsilon, const matrix& x, matrix& y, layer_norm_saved& saved);
-void layer_norm_backward(exec_context& ctx, const precision_policy& pol, parameter& gain, parameter& bias,
-                         const layer_norm_saved& saved, const matrix& dy, matrix& dx);
+cast_stats layer_norm_backward(exec_context& ctx, const precision_policy& pol, parameter& gain, parameter& bias,
+                               const layer_norm_saved& saved, const matrix& dy, matrix& dx);
 
 layer_norm_layer make_layer_norm(parameter_list& params, const std::string& name, Eigen::Index width);
 

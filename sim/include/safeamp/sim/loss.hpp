@@ -1,6 +1,6 @@
 // Cross-entropy over rows of logits with integer targets, computed in the policy's loss format, and its
-// gradient (softmax - one_hot) * grad_scale / rows, written in policy.gradient; and the regression losses
-// (mse, l1, huber with delta 1) over float targets of any width, mean over every element as PyTorch's
+// gradient (softmax - one_hot) * grad_scale / rows, rounded in the loss format and written in policy.gradient; and the
+// regression losses (mse, l1, huber with delta 1) over float targets of any width, mean over every element as PyTorch's
 // reduction='mean', with their gradients.
 #pragma once
 
@@ -17,7 +17,8 @@ struct loss_result {
   double loss = 0.0;                   // mean over rows (the sum is accumulated in the loss format)
   std::vector<float> row_loss;         // per row
   std::vector<std::int32_t> predicted; // argmax per row (-1 when the row is not finite)
-  cast_stats gradient_stats{};         // counters of the dlogits cast
+  cast_stats gradient_stats{};         // counters of the gradient's rounding into the loss format and its cast
+                                       // into policy.gradient, each element once (autocast.hpp, counted_once)
 };
 
 /// logits (rows, classes), targets (rows) in [0, classes). When dlogits is not null it receives

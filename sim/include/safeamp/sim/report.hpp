@@ -24,6 +24,7 @@ struct candidate_outcome {
   std::string scaler;          // "none", "dynamic (init 65536, growth 2 every 50, backoff 0.5)", ...
   std::string faults;          // "gradient_inf at 40,41,90", or empty
   scaler_kind scaler_type = scaler_kind::none;  // what `scaler` describes (for the diagnosis)
+  scaler_config scaler_settings{};              // the dynamic scaler's configuration (scaler_type dynamic)
   std::vector<fault_spec> fault_list;           // what `faults` describes (for the diagnosis)
   run_result run;
   parity_result parity;

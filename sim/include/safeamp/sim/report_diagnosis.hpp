@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "safeamp/scaling/scaler_config.hpp"
 #include "safeamp/sim/parity.hpp"
 #include "safeamp/sim/run_config.hpp"
 #include "safeamp/sim/run_result.hpp"
@@ -54,6 +56,23 @@ struct diagnosis_input {
   const parity_result& parity;
   scaler_kind scaler = scaler_kind::none;
   std::vector<fault_spec> faults;
+  /// The dynamic scaler's configuration. With it the diagnosis replays the scale's transitions over the recorded
+  /// found_inf flags (the scaler's own transition()); where every recorded scale matches the replay it can say what
+  /// the last step's update did, whether the floor or the cap held the scale, and which field did. Without it (or
+  /// when a recorded scale does not match) it reads the recorded scales only.
+  std::optional<scaler_config> dynamic_config = std::nullopt;
+};
+
+/// What the replay of a dynamic scaler over the run found (run_diagnosis::replay; all zero when there was none).
+struct scale_replay {
+  bool matched = false;      // every recorded scale was the replay's: the counts below are the scaler's
+  float scale_after = 0.0f;  // the scale after the last step's update (the run's steps record the one before)
+  float min_scale = 0.0f, max_scale = 0.0f;  // the configuration's floor and cap
+  std::int64_t backoffs = 0;                 // overflows that lowered the scale (backed_off and clamped_at_min)
+  std::int64_t at_floor = 0;        // overflows the floor stopped (clamped_at_min: the backoff would go below it)
+  std::int64_t absorbed = 0;        // overflows the hysteresis absorbed (scale kept)
+  std::int64_t grew = 0;            // growth events
+  std::int64_t growth_refused = 0;  // growth the cap (or the float range) refused
 };
 
 struct run_diagnosis {
@@ -71,7 +90,9 @@ struct run_diagnosis {
   std::int64_t skipped_at_faults = 0;  // skipped steps at which the scenario injects a fault
   std::int64_t applied_faults = 0;     // applied (not skipped) steps at which the scenario injects a fault
   std::int64_t steps = 0;
-  float scale_first = 0.0f, scale_last = 0.0f, scale_min = 0.0f, scale_max = 0.0f;
+  float scale_first = 0.0f, scale_last = 0.0f, scale_min = 0.0f, scale_max = 0.0f;  // the scales steps used
+  bool applied_after_last_skip = false;  // an applied step came after the last skipped one (the run went on)
+  scale_replay replay;                   // the dynamic scaler's transitions, replayed (diagnosis_input)
   std::string first_check;  // first failed check (else first INCONCLUSIVE one); empty when all passed
   double first_check_value = 0.0;
   double first_check_limit = 0.0;
