@@ -16,8 +16,10 @@ inline constexpr const char* loss_gradient_name = "loss.dlogits";
 
 /// Gradient cast counters of one layer (parameter tensor) in one step, from the cast of the scaled
 /// gradient into the policy's gradient format (before unscaling). The first entry of a step, named
-/// loss_gradient_name, counts the cast of the loss gradient d(scale * loss)/d logits: when it underflows,
-/// everything downstream is exactly zero and no parameter cast sees a nonzero value to lose.
+/// loss_gradient_name, counts the loss gradient d(scale * loss)/d logits through its last rounding in the loss
+/// format and its cast into the gradient format, each element once (an element the loss format zeroed is its
+/// underflow: docs/simulator.md, "Cast counters"): when it underflows, everything downstream is exactly zero and no
+/// parameter cast sees a nonzero value to lose.
 struct layer_counts {
   std::string name;
   std::uint64_t elements = 0;
