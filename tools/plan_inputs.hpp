@@ -278,8 +278,10 @@ inline parity_results parse_parity_summary(const nlohmann::json& j, const std::s
   std::vector<precision_policy> failed;
   std::size_t index = 0;
   for (const nlohmann::json& c : j["candidates"]) {
-    // Appended piece by piece: GCC 12 warns a false -Wrestrict on "literal" + std::to_string(...).
-    std::string where = "'" + sim::bounded_text(source) + "' candidate ";
+    // Appended piece by piece: GCC 12 warns a false -Wrestrict on "literal" + a temporary std::string.
+    std::string where = "'";
+    where += sim::bounded_text(source);
+    where += "' candidate ";
     where += std::to_string(index++);
     if (!c.is_object() || !c.contains("policy") || !c["policy"].is_string() || !c.contains("verdict") ||
         !c["verdict"].is_string()) {

@@ -25,7 +25,7 @@
 // (torch's Linear.weight is (1, 16); here the weight is (in, out) = (16, 1), its transpose. Under a stochastic
 // rounding policy, call ac.begin_step(step) first in the loop: the random bits are keyed by the step.)
 // The same step runs as a scenario: scenarios/seed-amp-step.json, whose .npy fixtures (x, y, the initial weight
-// and bias) this program writes with `seed_amp_step --write-fixtures scenarios/seed-amp-step`.
+// and bias) this program writes with `example_sim_seed_amp_step --write-fixtures scenarios/seed-amp-step`.
 // Exits 1 unless the loss falls by 100x with no step skipped after the first few.
 #include <cmath>
 #include <cstdio>

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "safeamp/error.hpp"
+#include "safeamp/quoted_input.hpp"
 #include "safeamp/telemetry/json.hpp"
 
 namespace safeamp::json {
@@ -230,15 +231,18 @@ template <class T>
   return v.text;
 }
 
-/// Throws when `obj` has a member not in `known` (catches misspelled keys instead of silently defaulting).
+/// Throws when `obj` has a member not in `known` (catches misspelled keys instead of silently defaulting), naming the
+/// member through quoted_input (cut, control bytes escaped: a raw ESC used to reach the message) and listing `known`.
 inline void reject_unknown_members(const value& obj, std::initializer_list<std::string_view> known,
                                    std::string_view where) {
   for (const member_entry& m : obj.members) {
     bool ok = false;
     for (std::string_view k : known) ok = ok || m.key == k;
     if (!ok) {
-      const std::string name = m.key.size() <= 60 ? m.key : m.key.substr(0, 60) + "...";
-      throw error(std::string(where), "has unknown member '" + name + "'", "only the documented members");
+      std::string names;
+      for (std::string_view k : known) names.append(names.empty() ? "" : ", ").append(k);
+      throw error(std::string(where) + " member", quoted_input(m.key) + " (unknown)",
+                  "only the documented members: " + names);
     }
   }
 }

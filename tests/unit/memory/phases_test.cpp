@@ -347,7 +347,7 @@ TEST_CASE("ZeRO stage 3 gathers the largest layer: DeepSpeed's 4 x largest-layer
                    .samples = 1};
   const plan_candidate c = detail::evaluate(w, o, {"fp16-pure-master", presets::fp16_pure_master}, recompute::none, 0.4,
                                             ds, zero_stage::parameters, 8);
-  for (std::size_t phase : {0, 1}) {
+  for (const std::size_t phase : {std::size_t{0}, std::size_t{1}}) {
     const auto& items = c.needs[phase].items;
     CHECK(std::any_of(items.begin(), items.end(), [](const phase_item& i) {
       return i.name == "gathered layer (ZeRO-3)" && i.fixed_bytes == 128'000'000ULL;

@@ -162,7 +162,8 @@ TEST_CASE("bad checkpoints are rejected and the scaler keeps its previous state"
       {replace("\"hysteresis_tracker\":3", "\"hysteresis_tracker\":5"), "hysteresis_tracker"},
       {replace("\"steps\":1000", "\"steps\":999"), "steps"},
       {replace("\"last_overflow_step\":998", "\"last_overflow_step\":1000"), "last_overflow_step"},
-      {replace("\"hysteresis_tracker\"", "\"hysterisis_tracker\""), "unknown member"},  // NeMo's typo
+      {replace("\"hysteresis_tracker\"", "\"hysterisis_tracker\""),
+       "member is 'hysterisis_tracker' (unknown)"},  // NeMo's typo
       {replace(",\"max_overflows_at_min\":9", ""), "missing"},
       {replace("\"min_scale\":0.1", "\"min_scale\":0.1,\"min_scale\":0.2"), "duplicate"},
   };
@@ -171,6 +172,19 @@ TEST_CASE("bad checkpoints are rejected and the scaler keeps its previous state"
     CHECK_THROWS_WITH(s.load_json(text), Catch::Contains(expected));
     CHECK(s.checkpoint() == before);
   }
+  // An unknown member's name is quoted like every other input: control bytes escaped, cut (a raw ESC and 60 bytes
+  // of the key reached the message until 2026-12-06), and the known members listed.
+  const std::string hostile = replace("\"hysteresis_tracker\"", "\"\\u001b[31m" + std::string(200, 'k') + "\"");
+  try {
+    s.load_json(hostile);
+    FAIL("no error");
+  } catch (const error& e) {
+    const std::string m = e.what();
+    CHECK(m.find('\x1b') == std::string::npos);
+    CHECK_THAT(m, Catch::Contains("\\x1b[31m") && Catch::Contains("hysteresis_tracker"));
+    CHECK(m.size() < 600);
+  }
+  CHECK(s.checkpoint() == before);
 }
 
 TEST_CASE("checkpoint files are written atomically and read back") {
