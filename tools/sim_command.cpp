@@ -258,7 +258,7 @@ std::string faults_text(const std::vector<fault_spec>& faults) {
   for (const fault_spec& f : faults) {
     if (!out.empty()) out += "; ";
     out += to_string(f.kind);
-    if (f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss) out.append(" x").append(g(f.factor));
+    if (is_loss_fault(f.kind)) out.append(" x").append(g(f.factor));
     if (!f.target.empty()) out.append(" in ").append(f.target);
     out += f.steps.size() == 1 ? " at step" : " at steps";
     const std::size_t listed = std::min(f.steps.size(), fault_steps_listed);

@@ -3,6 +3,7 @@
 #include "mpi_world.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -41,12 +42,8 @@ std::size_t chunk_bytes_from_environment() {
   if (text == nullptr) return default_chunk_bytes;
   const std::string_view v(text);
   std::size_t n = 0;
-  bool ok = !v.empty() && v.size() <= 10;
-  for (const char c : v) {
-    ok = ok && c >= '0' && c <= '9';
-    if (ok) n = n * 10 + static_cast<std::size_t>(c - '0');
-  }
-  if (!ok || n == 0 || n > default_chunk_bytes) {
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);  // digits only: no sign, no space
+  if (ec != std::errc{} || end != v.data() + v.size() || n == 0 || n > default_chunk_bytes) {
     throw error("SAFEAMP_TEST_MPI_CHUNK_BYTES", quoted_input(v), "a whole number of bytes in 1 .. 2^30 (a test hook)");
   }
   return n;

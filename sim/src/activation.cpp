@@ -44,16 +44,12 @@ const std::vector<float>& gelu_tanh_table() {
 // The casts after the activation's arithmetic: y in the elementwise format, stored in policy.output, each element
 // counted once (detail::counted_once) in ctx.activation_stats.
 void finish_activation_forward(exec_context& ctx, const precision_policy& pol, matrix& y) {
-  const format_spec fe = pol.format_for(op_class::elementwise);
-  const cast_stats op = cast_in_place(ctx, y, fe);
-  ctx.activation_stats += pol.output == fe ? op : detail::counted_once(op, cast_in_place(ctx, y, pol.output));
+  ctx.activation_stats += detail::cast_then_store(ctx, y, pol.format_for(op_class::elementwise), pol.output);
 }
 
 // dx in the elementwise format, then policy.gradient; the counters of both, each element once.
 cast_stats finish_activation_backward(exec_context& ctx, const precision_policy& pol, matrix& dx) {
-  const format_spec fe = pol.format_for(op_class::elementwise);
-  const cast_stats op = cast_in_place(ctx, dx, fe);
-  return pol.gradient == fe ? op : detail::counted_once(op, cast_in_place(ctx, dx, pol.gradient));
+  return detail::cast_then_store(ctx, dx, pol.format_for(op_class::elementwise), pol.gradient);
 }
 
 void check_activation_gradient(const matrix& input, const matrix& dy) {

@@ -24,6 +24,13 @@ namespace safeamp::sim::detail {
   return s;
 }
 
+/// Rounds `m` into its op's format `op`, then into `stored` when that differs, returning the counters of both with
+/// each element once (counted_once): an activation (stored in policy.output) or an activation's dx (policy.gradient).
+inline cast_stats cast_then_store(exec_context& ctx, matrix& m, format_spec op, format_spec stored) {
+  const cast_stats first = cast_in_place(ctx, m, op);
+  return stored == op ? first : counted_once(first, cast_in_place(ctx, m, stored));
+}
+
 /// Casts an activation to the storage format (policy.output) when it differs from the op's format.
 inline void store_activation(exec_context& ctx, const precision_policy& pol, matrix& y, format_spec op_format) {
   if (pol.output != op_format) ctx.activation_stats += cast_in_place(ctx, y, pol.output);

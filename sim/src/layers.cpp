@@ -423,9 +423,7 @@ void residual_add(exec_context& ctx, const precision_policy& pol, const matrix& 
   }
   y = a + b;
   // As an activation's result (activation.cpp): in the elementwise format, stored in policy.output, counted once.
-  const format_spec fe = pol.format_for(op_class::elementwise);
-  const cast_stats op = cast_in_place(ctx, y, fe);
-  ctx.activation_stats += pol.output == fe ? op : detail::counted_once(op, cast_in_place(ctx, y, pol.output));
+  ctx.activation_stats += detail::cast_then_store(ctx, y, pol.format_for(op_class::elementwise), pol.output);
 }
 
 }  // namespace safeamp::sim

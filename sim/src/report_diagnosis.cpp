@@ -68,13 +68,13 @@ void measure_underflow(const run_result& run, run_diagnosis& d) {
 
 // The scaler's own transitions over the recorded found_inf flags. Trusted only when each step's recorded scale is
 // the replay's (a scaler whose state was restored or corrupted mid-run, say, is left to the recorded scales).
-void replay_scale(const scaler_config& cfg, const std::vector<step_record>& steps, scale_replay& r) {
+scale_replay replay_scale(const scaler_config& cfg, const std::vector<step_record>& steps) {
   scale_replay out;
   out.min_scale = cfg.min_scale;
   out.max_scale = cfg.max_scale;
   scaler_state s = initial_state(cfg);
   for (const step_record& st : steps) {
-    if (s.scale != st.scale) return;
+    if (s.scale != st.scale) return {};
     const scale_transition t = transition(cfg, s, st.found_inf);
     out.backoffs += t.event == scale_event::backed_off || t.event == scale_event::clamped_at_min ? 1 : 0;
     out.at_floor += t.event == scale_event::clamped_at_min ? 1 : 0;
@@ -85,7 +85,7 @@ void replay_scale(const scaler_config& cfg, const std::vector<step_record>& step
   }
   out.matched = true;
   out.scale_after = s.scale;
-  r = out;
+  return out;
 }
 
 void measure_steps(const diagnosis_input& in, run_diagnosis& d) {
@@ -112,7 +112,7 @@ void measure_steps(const diagnosis_input& in, run_diagnosis& d) {
   }
   const auto last_skip = std::find_if(steps.rbegin(), steps.rend(), [](const step_record& st) { return st.skipped; });
   d.applied_after_last_skip = std::any_of(steps.rbegin(), last_skip, [](const step_record& st) { return !st.skipped; });
-  if (in.scaler == scaler_kind::dynamic && in.dynamic_config) replay_scale(*in.dynamic_config, steps, d.replay);
+  if (in.scaler == scaler_kind::dynamic && in.dynamic_config) d.replay = replay_scale(*in.dynamic_config, steps);
 }
 
 void first_check(const parity_result& p, run_diagnosis& d) {

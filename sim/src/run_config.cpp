@@ -164,8 +164,8 @@ void validate(const run_config& c) {
     const std::optional<std::int64_t> twice = repeated_step(f.steps);
     require(!twice, field + " step", std::to_string(twice.value_or(0)) + " given twice", "each step at most once");
     // Fields the kind does not read are refused: they were reported as if they acted.
-    const bool gradient_fault = f.kind == fault_kind::gradient_inf || f.kind == fault_kind::gradient_nan;
-    const bool loss_fault = f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss;
+    const bool gradient_fault = is_gradient_fault(f.kind);
+    const bool loss_fault = is_loss_fault(f.kind);
     require(gradient_fault || f.target.empty(), field + " target", f.target,
             "empty (a target only on gradient_inf and gradient_nan)");
     if (loss_fault) {

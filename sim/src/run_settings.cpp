@@ -97,9 +97,8 @@ void data_parallel_settings(const data_parallel_setup& dp, const std::vector<fau
   std::string reduction = to_string(c.reduction);
   if (c.reduction.order != reduce_order::canonical) reduction += " ranks=" + std::to_string(dp.ranks);
   v.push_back({"data_parallel.reduction", std::move(reduction), reference_only});
-  const bool gradient_faults = std::any_of(faults.begin(), faults.end(), [](const fault_spec& f) {
-    return f.kind == fault_kind::gradient_inf || f.kind == fault_kind::gradient_nan;
-  });
+  const bool gradient_faults =
+      std::any_of(faults.begin(), faults.end(), [](const fault_spec& f) { return is_gradient_fault(f.kind); });
   if (gradient_faults) {
     v.push_back({"data_parallel.fault_micro_batch", std::to_string(c.fault_micro_batch), reference_only});
   }

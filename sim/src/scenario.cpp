@@ -450,8 +450,8 @@ std::vector<fault_spec> parse_faults(const json& j, const std::string& path, std
     // A key the kind does not read used to be accepted and printed as if it acted ("loss-spike x1e+06 in
     // head.bias" spiked the whole loss; a loss_spike without a factor multiplied by 1 and was diagnosed as the cause
     // of the skips it never made).
-    const bool gradient_fault = f.kind == fault_kind::gradient_inf || f.kind == fault_kind::gradient_nan;
-    const bool loss_fault = f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss;
+    const bool gradient_fault = is_gradient_fault(f.kind);
+    const bool loss_fault = is_loss_fault(f.kind);
     if (r.has("target") && !gradient_fault) {
       throw error(r.where("target"), "given for " + r.at("kind").get<std::string>(),
                   "target only on gradient_inf and gradient_nan (the parameter whose gradient is poisoned)");

@@ -60,8 +60,7 @@ bool fault_at(const run_config& cfg, fault_kind kind, std::int64_t step) {
 double loss_factor(const run_config& cfg, std::int64_t step) {
   double factor = cfg.loss_weight;
   for (const fault_spec& f : cfg.faults) {
-    if ((f.kind == fault_kind::loss_spike || f.kind == fault_kind::tiny_loss) &&
-        std::find(f.steps.begin(), f.steps.end(), step) != f.steps.end()) {
+    if (is_loss_fault(f.kind) && std::find(f.steps.begin(), f.steps.end(), step) != f.steps.end()) {
       factor *= f.factor;
     }
   }
@@ -331,8 +330,7 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
             phase.lap(&step_phase_seconds::backward);
             for (std::size_t i = 0; with_gradient_faults && i < cfg.faults.size(); ++i) {
               const fault_spec& f = cfg.faults[i];
-              if ((f.kind == fault_kind::gradient_inf || f.kind == fault_kind::gradient_nan) &&
-                  std::find(f.steps.begin(), f.steps.end(), step) != f.steps.end()) {
+              if (is_gradient_fault(f.kind) && std::find(f.steps.begin(), f.steps.end(), step) != f.steps.end()) {
                 params[fault_targets[i]].grad.data()[0] = f.kind == fault_kind::gradient_inf
                                                               ? std::numeric_limits<float>::infinity()
                                                               : std::numeric_limits<float>::quiet_NaN();

@@ -1,9 +1,13 @@
 # Runs the tool and checks that it exits with EXPECT_RC and that its stdout is one JSON document (it starts with
 # '{', ends with '}', and parses) whose values at the given paths are the expected ones:
-#   cmake -DTOOL=<safeamp> "-DARGS=a|b|..." -DEXPECT_RC=<n> "-DCHECKS=<key> <key>...=<value>|..." -P json_expect.cmake
-# "@DIR@" in ARGS becomes a fresh folder; a check's value "?+" only requires a non-empty string. CMake's own JSON
-# reader, so no interpreter is needed.
-set(dir "${CMAKE_CURRENT_BINARY_DIR}/json_expect_tmp")
+#   cmake -DTOOL=<safeamp> -DWORK=<folder> "-DARGS=a|b|..." -DEXPECT_RC=<n> "-DCHECKS=<key> <key>...=<value>|..."
+#         -P json_expect.cmake
+# "@DIR@" in ARGS becomes WORK, emptied first (one per test: tests run in parallel); a check's value "?+" only
+# requires a non-empty string. CMake's own JSON reader, so no interpreter is needed.
+if(NOT WORK)
+  message(FATAL_ERROR "json_expect: -DWORK=<a folder of this test's own> is required")
+endif()
+set(dir "${WORK}")
 file(REMOVE_RECURSE "${dir}")
 file(MAKE_DIRECTORY "${dir}")
 string(REPLACE "@DIR@" "${dir}" args "${ARGS}")

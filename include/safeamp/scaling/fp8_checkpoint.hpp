@@ -262,18 +262,9 @@ namespace detail {
                     " tensors of these history lengths (4096 + 1024 a tensor + 32 an amax of its window)");
   }
   const json::value doc = json::parse(text);
-  if (doc.type != json::kind::object) throw error("fp8 checkpoint", "not a JSON object", "a JSON object");
-  json::reject_unknown_members(doc, {"format", "version", "tensors"}, "fp8 checkpoint");
-  const std::string& format =
-      json::to_string_value(json::member(doc, "format", "fp8 checkpoint"), "fp8 checkpoint.format");
-  if (format != fp8_checkpoint_format) {
-    throw error("fp8 checkpoint.format", quoted_input(format), std::string(fp8_checkpoint_format));
-  }
-  fp8_checkpoint c;
-  c.version = json::to_number<std::int32_t>(json::member(doc, "version", "fp8 checkpoint"), "fp8 checkpoint.version");
-  if (c.version != fp8_checkpoint_version) {
-    throw error("fp8 checkpoint.version", std::to_string(c.version), std::to_string(fp8_checkpoint_version));
-  }
+  json::check_envelope(doc, "fp8 checkpoint", {"format", "version", "tensors"}, fp8_checkpoint_format,
+                       fp8_checkpoint_version);
+  fp8_checkpoint c;  // its version is fp8_checkpoint_version, checked above
   const json::value& tensors = json::member(doc, "tensors", "fp8 checkpoint");
   if (tensors.type != json::kind::array) {
     throw error("fp8 checkpoint.tensors", "not an array", "a JSON array of one object per tensor");

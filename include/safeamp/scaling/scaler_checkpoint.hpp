@@ -132,17 +132,10 @@ inline void validate(const scaler_checkpoint& c) {
 /// Parses and validates a checkpoint; throws safeamp::error naming the bad member or value.
 [[nodiscard]] inline scaler_checkpoint checkpoint_from_json(std::string_view text) {
   const json::value doc = json::parse(text);
-  if (doc.type != json::kind::object) throw error("scaler checkpoint", "not a JSON object", "a JSON object");
-  json::reject_unknown_members(doc, {"format", "version", "config", "state", "counters"}, "scaler checkpoint");
-  const std::string& format = json::to_string_value(json::member(doc, "format", "checkpoint"), "checkpoint.format");
-  if (format != scaler_checkpoint_format) {
-    throw error("scaler checkpoint format", quoted_input(format), std::string(scaler_checkpoint_format));
-  }
+  json::check_envelope(doc, "scaler checkpoint", {"format", "version", "config", "state", "counters"},
+                       scaler_checkpoint_format, scaler_checkpoint_version);
   scaler_checkpoint c;
-  c.version = json::to_number<std::int32_t>(json::member(doc, "version", "checkpoint"), "checkpoint.version");
-  if (c.version != scaler_checkpoint_version) {
-    throw error("scaler checkpoint version", std::to_string(c.version), std::to_string(scaler_checkpoint_version));
-  }
+  c.version = scaler_checkpoint_version;
   const json::value& cfg = json::member(doc, "config", "checkpoint");
   json::reject_unknown_members(cfg,
                                {"init_scale", "growth_factor", "backoff_factor", "growth_interval", "hysteresis",

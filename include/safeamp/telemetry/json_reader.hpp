@@ -3,6 +3,7 @@
 #pragma once
 
 #include <charconv>
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <set>
@@ -245,6 +246,20 @@ inline void reject_unknown_members(const value& obj, std::initializer_list<std::
                   "only the documented members: " + names);
     }
   }
+}
+
+/// The envelope of a versioned safeamp JSON document (the checkpoints): an object with only `members`, whose "format"
+/// is `format` and whose "version" is `version`. Throws safeamp::error naming `where`.format, `where`.version or the
+/// unknown member.
+inline void check_envelope(const value& doc, std::string_view where, std::initializer_list<std::string_view> members,
+                           std::string_view format, std::int32_t version) {
+  const std::string w(where);
+  if (doc.type != kind::object) throw error(w, "not a JSON object", "a JSON object");
+  reject_unknown_members(doc, members, where);
+  const std::string& f = to_string_value(member(doc, "format", where), w + ".format");
+  if (f != format) throw error(w + ".format", quoted_input(f), std::string(format));
+  const auto v = to_number<std::int32_t>(member(doc, "version", where), w + ".version");
+  if (v != version) throw error(w + ".version", std::to_string(v), std::to_string(version));
 }
 
 }  // namespace safeamp::json

@@ -138,6 +138,16 @@ enum class fault_kind : std::uint8_t {
 };
 
 /// One fault, active at the listed steps (0-based step indices).
+/// The gradient kinds (inf/NaN written into parameter `target`'s gradient) and the loss kinds (the loss times
+/// `factor`): `target` is read by the first only, `factor` by the second only, and a field the kind does not read is
+/// refused (validate, the scenario reader).
+[[nodiscard]] constexpr bool is_gradient_fault(fault_kind k) noexcept {
+  return k == fault_kind::gradient_inf || k == fault_kind::gradient_nan;
+}
+[[nodiscard]] constexpr bool is_loss_fault(fault_kind k) noexcept {
+  return k == fault_kind::loss_spike || k == fault_kind::tiny_loss;
+}
+
 struct fault_spec {
   fault_kind kind = fault_kind::gradient_inf;
   std::vector<std::int64_t> steps;
