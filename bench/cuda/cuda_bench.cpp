@@ -2,11 +2,15 @@
 // unscale-and-check over 256 Mi floats against DRAM bandwidth and against a device-to-device copy of the
 // same buffer measured in the same run, and the GPU cast kernel. Times come from CUDA events (stream_timer);
 // each result is checked against the roofline and an impossible one is reported as an error, not a speedup.
-// Without a GPU the program says so and exits with 77.
+// The GEMMs multiply seeded standard-normal operands encoded in their input format (gemm_inputs.hpp), made on the
+// host before the timed region. Without a GPU the program says so and exits with 77.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <exception>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +18,7 @@
 #include "safeamp/cuda/core_kernels.hpp"
 #include "safeamp/cuda/device.hpp"
 #include "safeamp/cuda/gemm.hpp"
+#include "safeamp/cuda/gemm_inputs.hpp"
 #include "safeamp/cuda/memory_probe.hpp"
 #include "safeamp/cuda/status.hpp"
 #include "safeamp/cuda/timer.hpp"
@@ -55,11 +60,40 @@ void run_timed(benchmark::State& state, Enqueue&& enqueue, format_spec compute, 
   }
 }
 
-// Nonzero data (0x3C bytes: fp16 0x3C3C ~ 1.06, bf16 ~ 0.0115, E4M3 0x3C = 1.5, fp32 ~ 0.0115): tensor
-// cores draw less power, and may clock higher, on all-zero inputs.
+// Nonzero data for the memory-bound benchmarks (copy, unscale, casts): 0x3C bytes, fp32 ~ 0.0115, a normal value in
+// every target format. Their time is DRAM traffic; the GEMMs, whose power and clocks depend on the data, get
+// seeded random operands instead (upload_operand).
 void fill_pattern(device_buffer& b) {
   check_status(status_source::cuda_runtime, static_cast<int>(cudaMemset(b.data(), 0x3C, b.size_bytes())), "cudaMemset",
                __FILE__, __LINE__);
+}
+
+// The GEMM operands' values: A and B are standard normal (what a training step's activations and weights roughly
+// are), seeded, element i of each depending on (seed, stream, i) only. A constant byte pattern (what this benchmark
+// multiplied before) lets the tensor cores draw less power and hold higher clocks than on real data, so its figure
+// was not one a training step would see.
+constexpr std::uint64_t gemm_input_seed = 20260301;
+constexpr std::uint32_t gemm_stream_a = 1, gemm_stream_b = 2;
+
+// n x n standard normal floats of one stream, made once per run (the four GEMM benchmarks encode the same values).
+const std::vector<float>& normal_values(std::uint32_t stream, std::size_t count) {
+  static std::map<std::uint32_t, std::vector<float>> made;
+  std::vector<float>& v = made[stream];
+  if (v.size() != count) {
+    v.resize(count);
+    fill_standard_normal(v, philox_key{.seed = gemm_input_seed, .stream = stream});
+  }
+  return v;
+}
+
+// The operand encoded in `in` (fp8: scaled so that its largest magnitude is the format's largest finite value) and
+// copied to the device; returns the factor the GEMM multiplies it by.
+float upload_operand(device_buffer& dst, format_spec in, std::uint32_t stream, std::size_t count) {
+  const gemm_operand op = encode_gemm_operand(in, normal_values(stream, count));
+  check_status(status_source::cuda_runtime,
+               static_cast<int>(cudaMemcpy(dst.data(), op.bytes.data(), op.bytes.size(), cudaMemcpyHostToDevice)),
+               "cudaMemcpy", __FILE__, __LINE__);
+  return op.scale_inverse;
 }
 
 void bm_gemm(benchmark::State& state, format_spec in, format_spec out) {
@@ -77,12 +111,13 @@ void bm_gemm(benchmark::State& state, format_spec in, format_spec out) {
       b(nn * nn * static_cast<std::size_t>(storage_bytes(in))),
       d(nn * nn * static_cast<std::size_t>(storage_bytes(out)));
   device_buffer scales(2 * sizeof(float));
-  fill_pattern(a);
-  fill_pattern(b);
-  const float unit_scales[2] = {1.0f, 1.0f};
-  check_status(status_source::cuda_runtime,
-               static_cast<int>(cudaMemcpy(scales.data(), unit_scales, sizeof(unit_scales), cudaMemcpyHostToDevice)),
-               "cudaMemcpy", __FILE__, __LINE__);
+  // made and uploaded before run_timed: only the GEMMs are timed
+  const float operand_scales[2] = {upload_operand(a, in, gemm_stream_a, nn * nn),
+                                   upload_operand(b, in, gemm_stream_b, nn * nn)};
+  check_status(
+      status_source::cuda_runtime,
+      static_cast<int>(cudaMemcpy(scales.data(), operand_scales, sizeof(operand_scales), cudaMemcpyHostToDevice)),
+      "cudaMemcpy", __FILE__, __LINE__);
   gemm_engine engine;
   gemm_operands o{.a = a.data(), .b = b.data(), .d = d.data()};
   if (p.types.tensor_scales) {
@@ -193,15 +228,24 @@ BENCHMARK_CAPTURE(bm_cast, bf16_stochastic, bf16, rounding::stochastic)
     ->Iterations(10);
 
 int main(int argc, char** argv) {
-  if (device_count() == 0) {
-    std::printf("SKIPPED: no CUDA device is present; the GPU benchmarks need one.\n");
-    return ctest_skip_code;
+  device_info info;
+  try {
+    if (device_count() == 0) {
+      std::printf("SKIPPED: no CUDA device is present; the GPU benchmarks need one.\n");
+      return ctest_skip_code;
+    }
+    info = current_device();
+  } catch (const std::exception& e) {  // a GPU the runtime cannot use (an old driver): a failure, not a skip
+    std::fprintf(stderr, "FAILED: the GPU cannot be used: %s\n", e.what());
+    return 1;
   }
-  const device_info info = current_device();
   g_cc = info.compute_capability;
   g_device = find_device_for_runtime_name(info.name);
   benchmark::AddCustomContext("device", info.name);
   benchmark::AddCustomContext("device_table_row", g_device != nullptr ? std::string(g_device->name) : "(not in table)");
+  benchmark::AddCustomContext("gemm_inputs", "A, B standard normal (Philox seed " + std::to_string(gemm_input_seed) +
+                                                 ", streams 1 and 2) encoded in the input format, nearest even; fp8 "
+                                                 "scaled to amax = largest finite, its inverse as the tensor scale");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -158,7 +159,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (device_count() == 0) {
+  int devices = 0;
+  try {
+    devices = device_count();
+  } catch (const std::exception& e) {  // a driver older than this CUDA runtime: the message names both versions
+    std::fprintf(stderr, "cuda_gpu_check: %s\n", e.what());
+    return 1;
+  }
+  if (devices == 0) {
     int n = 0;
     const cudaError_t status = cudaGetDeviceCount(&n);
     std::printf("SKIPPED: no CUDA device is usable (cudaGetDeviceCount: %s); the GPU checks need one.\n",

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "check.hpp"
+#include "norm_plan.hpp"
 #include "safeamp/cuda/amp_ops.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/format/round.hpp"
@@ -134,40 +135,76 @@ __global__ void advance_kernel(scaler_config cfg, scaler_block* state, bool step
 
 __global__ void copy_report_kernel(const scaler_block* state, step_report* report) { *report = state->last; }
 
-constexpr unsigned norm_threads = 256;
-constexpr unsigned norm_blocks = static_cast<unsigned>(norm_scratch_per_buffer);
-// Where the running sum of squares lives in the scratch: after one group's partial sums.
-constexpr std::uint64_t norm_running_sum = max_tensors_per_launch * norm_scratch_per_buffer;
+// Where the running sum of squares lives in the scratch: after the partial sums of one group's parts.
+constexpr std::uint64_t norm_running_sum = max_tensors_per_launch * norm_max_parts;
 
-// Per-block sums of squares in double, reduced in shared memory in a fixed tree order: block (x, y) sums part x
-// of tensor y of the list into partial[y * norm_blocks + x].
-__global__ void sum_squares_kernel(tensor_list list, double* partial) {
-  __shared__ double s[norm_threads];
-  const auto t = static_cast<int>(blockIdx.y);
-  const void* const p = list.data[t];
-  const std::uint64_t n = list.elements[t];
-  const device_dtype type = list.type[t];
-  double acc = 0.0;
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const double v = static_cast<double>(load_element(p, i, type));
-    acc = __dadd_rn(acc, __dmul_rn(v, v));
+// Where each buffer's parts start in a launch's run of parts (norm_plan.hpp's partition): buffer t of the list has
+// parts begin[t] .. begin[t + 1] - 1, its partial sums partial[begin[t]] ...
+struct norm_part_list {
+  std::uint32_t begin[max_tensors_per_launch + 1];
+};
+
+norm_part_list make_part_list(const tensor_list& list) {
+  norm_part_list parts{};
+  for (int t = 0; t < list.count; ++t) {
+    parts.begin[t + 1] = parts.begin[t] + static_cast<std::uint32_t>(norm_parts(list.elements[t]));
   }
-  s[threadIdx.x] = acc;
+  return parts;
+}
+
+// The lanes' sums of one block meet pairwise in shared memory (s[j] += s[j + half], half = 128, ..., 1), the order of
+// norm_lane_tree_sum; returns the total to thread 0 (0 to the others). Every thread of the block calls it; the next
+// call may follow at once: after the last barrier only thread 0 reads s, and only s[0], which only it writes.
+__device__ inline double block_tree_sum(double* s, double lane_sum) {
+  s[threadIdx.x] = lane_sum;
   __syncthreads();
-  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+  for (unsigned half = norm_threads / 2; half > 0; half /= 2) {
     if (threadIdx.x < half) s[threadIdx.x] = __dadd_rn(s[threadIdx.x], s[threadIdx.x + half]);
     __syncthreads();
   }
-  if (threadIdx.x == 0) partial[static_cast<std::uint64_t>(t) * norm_blocks + blockIdx.x] = s[0];
+  return threadIdx.x == 0 ? s[0] : 0.0;
 }
 
-// One thread adds a group's partial sums, in order, to the running sum (so the total is the flat sum in
-// buffer order, wherever the list was cut into groups).
-__global__ void norm_accumulate_kernel(const double* partial, std::uint64_t count, double* running) {
-  double sum = *running;
-  for (std::uint64_t i = 0; i < count; ++i) sum = __dadd_rn(sum, partial[i]);
-  *running = sum;
+// Sums of squares in double, part by part: block b makes the parts b, b + gridDim.x, ... of the list's run of parts
+// (how many blocks there are changes who makes a part, never its sum). Lane j of part p of buffer t (P parts) adds
+// the squares of elements p * 256 + j + k * 256 P in order; the part's sum goes to partial[begin[t] + p].
+__global__ void sum_squares_kernel(tensor_list list, norm_part_list parts, double* partial) {
+  __shared__ double s[norm_threads];
+  const std::uint32_t total = parts.begin[list.count];
+  int t = 0;
+  for (std::uint32_t g = blockIdx.x; g < total; g += gridDim.x) {
+    while (parts.begin[t + 1] <= g) ++t;  // g only grows, so t does too
+    const std::uint64_t part = g - parts.begin[t];
+    const std::uint64_t stride = static_cast<std::uint64_t>(parts.begin[t + 1] - parts.begin[t]) * norm_threads;
+    const void* const p = list.data[t];
+    const std::uint64_t n = list.elements[t];
+    const device_dtype type = list.type[t];
+    double acc = 0.0;
+    for (std::uint64_t i = part * norm_threads + threadIdx.x; i < n; i += stride) {
+      const double v = static_cast<double>(load_element(p, i, type));
+      acc = __dadd_rn(acc, __dmul_rn(v, v));
+    }
+    const double sum = block_tree_sum(s, acc);
+    if (threadIdx.x == 0) partial[g] = sum;
+  }
+}
+
+// One block of 256 threads adds each buffer's part sums (lane j: parts j, j + 256, ... in order, then the tree) and
+// thread 0 adds the buffers' sums, in list order, to the running sum: the total is the same sum in buffer order
+// wherever the list was cut into groups.
+__global__ void norm_accumulate_kernel(norm_part_list parts, int count, const double* partial, double* running) {
+  __shared__ double s[norm_threads];
+  double sum = 0.0;
+  if (threadIdx.x == 0) sum = *running;
+  for (int t = 0; t < count; ++t) {
+    double acc = 0.0;
+    for (std::uint32_t q = parts.begin[t] + threadIdx.x; q < parts.begin[t + 1]; q += norm_threads) {
+      acc = __dadd_rn(acc, partial[q]);
+    }
+    const double buffer_sum = block_tree_sum(s, acc);
+    if (threadIdx.x == 0) sum = __dadd_rn(sum, buffer_sum);
+  }
+  if (threadIdx.x == 0) *running = sum;
 }
 
 __global__ void norm_finish_kernel(const double* running, double max_norm, scaler_block* state) {
@@ -269,10 +306,16 @@ void record_found_inf(scaler_block* state, const std::int32_t* flag, void* strea
   SAFEAMP_CUDA_CHECK(cudaGetLastError());
 }
 
-void global_norm_and_clip(std::span<const gradient_span> buffers, double max_norm, double* scratch, scaler_block* state,
-                          void* stream) {
+namespace {
+
+void check_norm_arguments(std::span<const gradient_span> buffers, const double* scratch) {
   detail::check_gradient_buffers(buffers, "clip_grad_norm");
   if (scratch == nullptr) throw error("global_norm_and_clip scratch", "nullptr", "norm_scratch_doubles device doubles");
+}
+
+// global_norm_and_clip on checked arguments, its sum-of-squares launches sized for `geometry`.
+void norm_and_clip(std::span<const gradient_span> buffers, double max_norm, double* scratch, scaler_block* state,
+                   void* stream, detail::device_geometry geometry) {
   const auto s = static_cast<cudaStream_t>(stream);
   double* const running = scratch + detail::norm_running_sum;
   SAFEAMP_CUDA_CHECK(cudaMemsetAsync(running, 0, sizeof(double), s));
@@ -280,10 +323,11 @@ void global_norm_and_clip(std::span<const gradient_span> buffers, double max_nor
   detail::for_each_group(buffers, max_tensors_per_launch, [&](std::span<const std::size_t> group) {
     std::uint64_t largest = 0;
     const detail::tensor_list list = detail::make_list(buffers, group, largest);
-    const dim3 grid(detail::norm_blocks, static_cast<unsigned>(list.count));
-    detail::sum_squares_kernel<<<grid, detail::norm_threads, 0, s>>>(list, scratch);
+    const detail::norm_part_list parts = detail::make_part_list(list);
+    const unsigned blocks = detail::norm_blocks(parts.begin[list.count], geometry);
+    detail::sum_squares_kernel<<<blocks, detail::norm_threads, 0, s>>>(list, parts, scratch);
     SAFEAMP_CUDA_CHECK(cudaGetLastError());
-    detail::norm_accumulate_kernel<<<1, 1, 0, s>>>(scratch, group.size() * norm_scratch_per_buffer, running);
+    detail::norm_accumulate_kernel<<<1, detail::norm_threads, 0, s>>>(parts, list.count, scratch, running);
     SAFEAMP_CUDA_CHECK(cudaGetLastError());
   });
   detail::norm_finish_kernel<<<1, 1, 0, s>>>(running, max_norm, state);
@@ -297,6 +341,20 @@ void global_norm_and_clip(std::span<const gradient_span> buffers, double max_nor
       SAFEAMP_CUDA_CHECK(cudaGetLastError());
     });
   }
+}
+
+}  // namespace
+
+void global_norm_and_clip(std::span<const gradient_span> buffers, double max_norm, double* scratch, scaler_block* state,
+                          void* stream) {
+  check_norm_arguments(buffers, scratch);
+  norm_and_clip(buffers, max_norm, scratch, state, stream, detail::current_device_geometry());
+}
+
+void detail::global_norm_and_clip_on(std::span<const gradient_span> buffers, double max_norm, double* scratch,
+                                     scaler_block* state, void* stream, device_geometry geometry) {
+  check_norm_arguments(buffers, scratch);
+  norm_and_clip(buffers, max_norm, scratch, state, stream, geometry);
 }
 
 void scale_by_loss_scale(tensor_span data, const scaler_block* state, void* stream) {

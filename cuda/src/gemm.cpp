@@ -2,7 +2,8 @@
 // algorithm) keyed by the problem and the operands' alignment, so two streams never share a workspace or a
 // descriptor whose pointer attributes are being set. Each stream's slot is used under its own lock
 // (stream_slots.hpp), so cache_stats() from another thread never reads a plan cache that run() is changing;
-// every status checked.
+// the per-thread default stream (cudaStreamPerThread) gets a slot per host thread, since each thread's is a
+// different stream. Every status checked.
 #include "safeamp/cuda/gemm.hpp"
 
 #include <cublasLt.h>
@@ -39,6 +40,22 @@ int to_cublaslt_epilogue(epilogue e) noexcept {
 }
 
 namespace {
+
+// What a null stream handle names in this file's runtime calls: the legacy default stream unless this library was
+// compiled with per-thread default streams (nvcc --default-stream per-thread or CUDA_API_PER_THREAD_DEFAULT_STREAM,
+// which then names the calling thread's stream).
+#ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
+constexpr null_stream library_null_stream = null_stream::per_thread;
+#else
+constexpr null_stream library_null_stream = null_stream::legacy;
+#endif
+
+// The handle handed to cuBLASLt: a null handle made explicit where this file's null is the per-thread stream, so that
+// cuBLASLt (compiled on its own, where null is the legacy stream) runs on the stream the slot was chosen for.
+cudaStream_t runtime_stream(void* stream) noexcept {
+  if (stream == nullptr && library_null_stream == null_stream::per_thread) return cudaStreamPerThread;
+  return static_cast<cudaStream_t>(stream);
+}
 
 struct lt_plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -86,7 +103,7 @@ struct gemm_engine::impl {
   cublasLtHandle_t handle = nullptr;
   std::size_t workspace_bytes = 0;
   int compute_capability = 0;
-  stream_slots<stream_slot> slots;  // a stream's plans and workspace are used under that stream's lock
+  stream_slots<stream_slot> slots{library_null_stream};  // a stream's plans and workspace, used under its lock
 
   [[nodiscard]] stream_slot new_slot() const {
     stream_slot fresh;
@@ -183,8 +200,8 @@ gemm_engine::~gemm_engine() {
 }
 
 void gemm_engine::release_stream(void* stream) {
-  if (stream == nullptr) return;
-  SAFEAMP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  if (impl_->slots.key_of(stream) == stream_key{}) return;  // the legacy default stream's slot stays
+  SAFEAMP_CUDA_CHECK(cudaStreamSynchronize(runtime_stream(stream)));
   (void)impl_->slots.erase(stream);
 }
 
@@ -227,7 +244,7 @@ void gemm_engine::run(const gemm_problem& p, const gemm_operands& o, void* strea
         }
         SAFEAMP_CUBLAS_CHECK(cublasLtMatmul(impl_->handle, plan.op, alpha, o.a, plan.a, o.b, plan.b, beta, c, plan.c,
                                             o.d, plan.d, &plan.algo, slot.workspace.data(), ws,
-                                            static_cast<cudaStream_t>(stream)));
+                                            runtime_stream(stream)));
       });
 }
 

@@ -57,9 +57,17 @@ std::string status_text(status_source source, int status) {
 }
 }  // namespace
 
-cuda_error::cuda_error(status_source source, int status, std::string_view call, std::string_view file, int line)
+std::string cuda_version_name(int version) {
+  if (version == 0) return "none";
+  // cuda.h: CUDA_VERSION is 1000 * major + 10 * minor
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+cuda_error::cuda_error(status_source source, int status, std::string_view call, std::string_view file, int line,
+                       std::string_view explanation)
     : safeamp::error(std::string(call) + " failed with " + status_text(source, status) + " (" + std::to_string(status) +
-                     ") at " + std::string(file) + ":" + std::to_string(line)),
+                     ") at " + std::string(file) + ":" + std::to_string(line) +
+                     (explanation.empty() ? std::string() : ": " + std::string(explanation))),
       source_(source),
       status_(status),
       name_(status_text(source, status)),

@@ -2,10 +2,12 @@
 // Tolerance: |D - ref| <= (2 k u_acc + u_out) sum_l |a_il b_lj| + the output format's smallest subnormal,
 // the classical bound k u sum|a||b| for recursive summation (Higham, Thm 3.1 / eq. 3.5) with a factor 2
 // for the unspecified summation order inside tensor cores, plus the final rounding of D to its format.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "device_util.hpp"
@@ -228,4 +230,48 @@ TEST_CASE("two streams get their own workspace and plans; offset operands their 
   CHECK(engine.streams() == 1);
   TEST_CUDA_CHECK(cudaStreamDestroy(s1));
   TEST_CUDA_CHECK(cudaStreamDestroy(s2));
+}
+
+TEST_CASE("each thread's per-thread default stream gets its own workspace", "[cuda][gpu][gemm]") {
+  // cudaStreamPerThread is a different stream on every host thread, and two threads' streams run at once: one shared
+  // workspace would be written by both GEMMs (the slot used to be keyed by the handle value, the same on every thread).
+  gemm_engine engine;
+  const std::int64_t m = 64, n = 64, k = 64;
+  const gemm_problem p = fp16_problem(m, n, k);
+  device_buffer a(static_cast<std::size_t>(m * k) * 2), b(static_cast<std::size_t>(k * n) * 2);
+  TEST_CUDA_CHECK(cudaMemset(a.data(), 0, a.size_bytes()));
+  TEST_CUDA_CHECK(cudaMemset(b.data(), 0, b.size_bytes()));
+  constexpr int threads = 3;
+  std::vector<device_buffer> d;
+  d.reserve(threads);
+  for (int t = 0; t < threads; ++t) d.emplace_back(static_cast<std::size_t>(m * n) * 4);
+  std::atomic<int> ran{0}, released{0};
+  std::atomic<bool> release_now{false};
+  std::vector<std::thread> workers;
+  std::vector<int> failures(threads, 0);
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      try {
+        TEST_CUDA_CHECK(cudaSetDevice(0));
+        const gemm_operands o{.a = a.data(), .b = b.data(), .d = d[static_cast<std::size_t>(t)].data()};
+        engine.run(p, o, cudaStreamPerThread);
+        engine.run(p, o, cudaStreamPerThread);  // the same thread keeps its slot
+        TEST_CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+        ++ran;
+        while (!release_now) std::this_thread::yield();
+        engine.release_stream(cudaStreamPerThread);  // this thread's slot only
+        ++released;
+      } catch (...) {
+        failures[static_cast<std::size_t>(t)] = 1;
+        ++ran;
+        ++released;
+      }
+    });
+  }
+  while (ran < threads) std::this_thread::yield();
+  CHECK(engine.streams() == 1 + threads);  // the legacy default stream's slot and one per thread
+  release_now = true;
+  for (std::thread& w : workers) w.join();
+  CHECK(engine.streams() == 1);
+  for (const int f : failures) CHECK(f == 0);
 }

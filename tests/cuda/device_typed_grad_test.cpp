@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <ios>
 #include <limits>
 #include <vector>
 
 #include "device_util.hpp"
+#include "norm_plan.hpp"
 #include "safeamp/cuda/amp_ops.hpp"
 #include "safeamp/cuda/core_kernels.hpp"
 #include "safeamp/cuda/device_scaler.hpp"
@@ -222,4 +224,48 @@ TEST_CASE("the 16-bit write-back writes nothing when the flag is raised", "[cuda
   CHECK(out.download() == ref.download());
   CHECK(launch_encode16_unless(nullptr, bf16, round_options{}, philox_key{}, d_master.data(), out.data(), n,
                                nullptr) != 0);  // an unpredicated write-back is launch_encode16
+}
+
+TEST_CASE("norm: the same bits on any launch, those of the CPU reference of its order", "[cuda][gpu][amp][norm]") {
+  // Buffers around the partition's edges (one part: 1, 255, 4096; two: 4097; 18: 70001; the most: 5 Mi + 3) and the
+  // 200 buffers of four launch groups. The norm is summed in parts fixed by each buffer's size; the device's SM count
+  // only decides how many blocks work through them, so forcing 1, 6 or 8000 blocks must give the same bits, and those
+  // of norm_sum_of_squares_reference (its square root: IEEE sqrt on both sides).
+  std::vector<typed_buffer> bufs = many_buffers(4.0f);
+  const std::size_t sizes[] = {1, 255, 4096, 4097, 70001, (std::size_t{5} << 20) + 3};
+  for (std::uint32_t i = 0; i < std::size(sizes); ++i) {
+    bufs.emplace_back(static_cast<device_dtype>(i % 3), sizes[i], 1000 + i, 8.0f);
+  }
+  std::vector<gradient_span> spans;
+  std::vector<std::vector<float>> values;
+  for (const typed_buffer& b : bufs) {
+    spans.push_back(b.span());
+    values.push_back(b.values);
+  }
+  const double want = std::sqrt(cuda::detail::norm_sum_of_squares_reference(values));
+  device_array<scaler_block> state(1);
+  device_array<double> scratch(norm_scratch_doubles);
+  const auto bits = [](double x) { return bit_cast<std::uint64_t>(x); };
+  const auto norm_on = [&](const cuda::detail::device_geometry* geometry) {
+    amp_reset(state.data(), scaler_config{}, nullptr);
+    if (geometry == nullptr) {
+      global_norm_and_clip(spans, 0.0, scratch.data(), state.data(), nullptr);  // this device's launch
+    } else {
+      cuda::detail::global_norm_and_clip_on(spans, 0.0, scratch.data(), state.data(), nullptr, *geometry);
+    }
+    wait();
+    return state.download()[0].norm_before;
+  };
+  const double on_this_device = norm_on(nullptr);
+  INFO("device 0x" << std::hex << bits(on_this_device) << ", reference 0x" << bits(want));
+  CHECK(bits(on_this_device) == bits(want));
+  const cuda::detail::device_geometry forced[] = {
+      {.multiprocessors = 1, .max_threads_per_multiprocessor = 256},       // 1 block
+      {.multiprocessors = 3, .max_threads_per_multiprocessor = 512},       // 6 blocks
+      {.multiprocessors = 1000, .max_threads_per_multiprocessor = 2048}};  // 8000 blocks
+  for (const cuda::detail::device_geometry& g : forced) {
+    const double got = norm_on(&g);
+    INFO(g.multiprocessors << " SMs: 0x" << std::hex << bits(got));
+    CHECK(bits(got) == bits(on_this_device));
+  }
 }

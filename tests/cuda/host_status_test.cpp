@@ -79,9 +79,62 @@ TEST_CASE("runtime device names map onto the device table", "[cuda][host]") {
 }
 
 TEST_CASE("device_count is 0, not an error, without a GPU", "[cuda][host]") {
-  const int n = device_count();
+  int n = -1;
+  CHECK_NOTHROW(n = device_count());  // a build machine without a GPU or a driver skips; it does not fail
   CHECK(n >= 0);
   if (n == 0) CHECK_THROWS_AS(current_device(), cuda_error);
+}
+
+TEST_CASE("CUDA versions are written major.minor", "[cuda][host]") {
+  // 1000 * major + 10 * minor (the runtime API's cudaDriverGetVersion / cudaRuntimeGetVersion), worked by hand
+  CHECK(cuda_version_name(12020) == "12.2");
+  CHECK(cuda_version_name(13000) == "13.0");
+  CHECK(cuda_version_name(11080) == "11.8");
+  CHECK(cuda_version_name(12090) == "12.9");
+  CHECK(cuda_version_name(0) == "none");
+}
+
+TEST_CASE("device_count: no device or no driver is 0 GPUs; an old driver is an error", "[cuda][host]") {
+  using detail::device_count_from;
+  // The runtime's answers on machines these tests do not run on (statuses from driver_types.h).
+  CHECK(device_count_from({.status = cudaSuccess, .count = 2, .driver_version = 13000, .runtime_version = 13000}) == 2);
+  CHECK(device_count_from({.status = cudaErrorNoDevice, .driver_version = 13000, .runtime_version = 13000}) == 0);
+  // no driver installed (this build machine: cudaErrorInsufficientDriver with driver version 0), or only the stub
+  CHECK(device_count_from({.status = cudaErrorInsufficientDriver, .driver_version = 0, .runtime_version = 13000}) == 0);
+  CHECK(device_count_from({.status = cudaErrorStubLibrary, .driver_version = 0, .runtime_version = 13000}) == 0);
+
+  // A GPU whose driver (CUDA 12.2) is older than the runtime (CUDA 13.0): before the fix this was "0 devices", so
+  // device tests skipped and the user was told there was no GPU.
+  try {
+    (void)device_count_from({.status = cudaErrorInsufficientDriver, .driver_version = 12020, .runtime_version = 13000});
+    FAIL("an old driver was taken for no GPU");
+  } catch (const cuda_error& e) {
+    CHECK(e.status() == cudaErrorInsufficientDriver);
+    CHECK(e.status_name() == "cudaErrorInsufficientDriver");
+    const std::string what = e.what();
+    INFO(what);
+    CHECK_THAT(what, Catch::Contains("cudaGetDeviceCount"));
+    CHECK_THAT(what, Catch::Contains("driver CUDA 12.2 (cudaDriverGetVersion 12020)"));
+    CHECK_THAT(what, Catch::Contains("runtime CUDA 13.0 (cudaRuntimeGetVersion 13000)"));
+    CHECK_THAT(what, Catch::Contains("a driver that supports CUDA 13.0 or newer"));
+  }
+  // Any other failure with a driver present is named, not hidden as "no GPU".
+  try {
+    (void)device_count_from(
+        {.status = cudaErrorSystemDriverMismatch, .driver_version = 13000, .runtime_version = 13000});
+    FAIL("a driver mismatch was taken for no GPU");
+  } catch (const cuda_error& e) {
+    CHECK(e.status_name() == "cudaErrorSystemDriverMismatch");
+    CHECK_THAT(std::string(e.what()), Catch::Contains("driver CUDA 13.0"));
+  }
+  // Without a driver, a status other than "no driver" is still an error (not a guess that there is no GPU).
+  CHECK_THROWS_AS(device_count_from({.status = cudaErrorInitializationError, .runtime_version = 13000}), cuda_error);
+}
+
+TEST_CASE("cuda_error: an explanation follows the call site", "[cuda][host]") {
+  const cuda_error e(status_source::cuda_runtime, 2, "cudaMalloc(&p, n)", "mem.cpp", 7, "1 GiB asked, 10 MiB free");
+  CHECK(std::string(e.what()) ==
+        "cudaMalloc(&p, n) failed with cudaErrorMemoryAllocation (2) at mem.cpp:7: 1 GiB asked, 10 MiB free");
 }
 
 TEST_CASE("telemetry snapshots are due every N steps", "[cuda][host]") {

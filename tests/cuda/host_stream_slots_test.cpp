@@ -1,16 +1,23 @@
 // Host-side checks of stream_slots (cuda/include/safeamp/cuda/stream_slots.hpp), the per-stream state behind
-// gemm_engine: one slot per stream made once, a throwing factory leaves nothing behind, and counters read by
-// one thread while others run are never torn (every use happens under its slot's lock). No GPU needed.
+// gemm_engine: one slot per stream made once, a throwing factory leaves nothing behind, counters read by one
+// thread while others run are never torn (every use happens under its slot's lock), and the per-thread default
+// stream gets one slot per host thread (the special handles checked against the CUDA header). No GPU needed.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "safeamp/cuda/stream_slots.hpp"
 
+using safeamp::cuda::null_stream;
+using safeamp::cuda::stream_key;
 using safeamp::cuda::stream_slots;
 
 namespace {
@@ -142,4 +149,124 @@ TEST_CASE("stream slots: an erase during a use leaves that use its slot", "[cuda
   CHECK(slots.size() == 0);
   CHECK(slots.with_slot(
             stream_at(1), [&] { return tracked_slot(2, second); }, [](tracked_slot& t) { return t.id; }) == 2);
+}
+
+TEST_CASE("stream slots: the runtime's special handles are the ones the keys know", "[cuda][host][slots]") {
+  // driver_types.h is the oracle: a key built from other values would mistake cudaStreamPerThread for a plain stream
+  CHECK(reinterpret_cast<std::uintptr_t>(cudaStreamLegacy) == safeamp::cuda::legacy_stream_handle);
+  CHECK(reinterpret_cast<std::uintptr_t>(cudaStreamPerThread) == safeamp::cuda::per_thread_stream_handle);
+}
+
+namespace {
+
+// The slot id each of `threads` threads gets for `stream`, twice per thread (once before every thread has made its
+// first use, once after: the threads wait for each other in between).
+std::vector<std::pair<int, int>> ids_by_thread(stream_slots<counter_slot>& slots, void* stream, int threads,
+                                               std::atomic<int>& made) {
+  std::vector<std::pair<int, int>> ids(static_cast<std::size_t>(threads));
+  std::atomic<int> first_done{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      const auto make = [&] { return counter_slot{.id = ++made}; };
+      const auto use = [](counter_slot& c) {
+        slow_use(c);
+        return c.id;
+      };
+      auto& [first, second] = ids[static_cast<std::size_t>(t)];
+      first = slots.with_slot(stream, make, use);
+      ++first_done;
+      while (first_done.load() < threads) std::this_thread::yield();
+      second = slots.with_slot(stream, make, use);
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("stream slots: cudaStreamPerThread is one stream per host thread", "[cuda][host][slots]") {
+  // Before the fix the slot was keyed by the handle's value, so every thread's per-thread default stream shared one
+  // workspace while the streams ran concurrently on the device.
+  constexpr int threads = 4;
+  void* const per_thread = cudaStreamPerThread;
+  stream_slots<counter_slot> slots;
+  std::atomic<int> made{0};
+  const auto ids = ids_by_thread(slots, per_thread, threads, made);
+  CHECK(made.load() == threads);  // one slot per thread
+  CHECK(slots.size() == static_cast<std::size_t>(threads));
+  std::vector<int> seen;
+  for (const auto& [first, second] : ids) {
+    CHECK(first == second);  // a thread keeps its slot
+    seen.push_back(first);
+  }
+  std::sort(seen.begin(), seen.end());
+  CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // no two threads share one
+
+  // The legacy default stream is one stream for every thread, whether named null or cudaStreamLegacy.
+  std::atomic<int> made_legacy{0};
+  stream_slots<counter_slot> legacy;
+  const auto null_ids = ids_by_thread(legacy, nullptr, threads, made_legacy);
+  const auto legacy_ids = ids_by_thread(legacy, cudaStreamLegacy, threads, made_legacy);
+  CHECK(made_legacy.load() == 1);
+  for (std::size_t t = 0; t < null_ids.size(); ++t) {
+    CHECK(null_ids[t].first == 1);
+    CHECK(legacy_ids[t].second == 1);
+  }
+  CHECK(legacy.key_of(nullptr) == stream_key{});
+  CHECK(legacy.key_of(cudaStreamLegacy) == stream_key{});
+
+  // A created stream's handle is shared by every thread that passes it.
+  std::atomic<int> made_plain{0};
+  stream_slots<counter_slot> plain;
+  (void)ids_by_thread(plain, stream_at(5), threads, made_plain);
+  CHECK(made_plain.load() == 1);
+}
+
+TEST_CASE("stream slots: null as the per-thread default stream", "[cuda][host][slots]") {
+  // Code compiled with --default-stream per-thread: its null handle is the calling thread's stream, the same stream
+  // as cudaStreamPerThread on that thread; cudaStreamLegacy is still the one legacy stream.
+  constexpr int threads = 3;
+  stream_slots<counter_slot> slots(null_stream::per_thread);
+  std::atomic<int> made{0};
+  const auto ids = ids_by_thread(slots, nullptr, threads, made);
+  CHECK(made.load() == threads);
+  for (const auto& [first, second] : ids) CHECK(first == second);
+  CHECK(slots.key_of(nullptr) == slots.key_of(cudaStreamPerThread));
+  CHECK_FALSE(slots.key_of(nullptr) == stream_key{});
+  CHECK(slots.key_of(cudaStreamLegacy) == stream_key{});
+}
+
+TEST_CASE("stream slots: per-thread slots are released by their thread; a new thread never inherits one",
+          "[cuda][host][slots]") {
+  void* const per_thread = cudaStreamPerThread;
+  stream_slots<counter_slot> slots;
+  int made = 0;  // threads below run one at a time
+  const auto make = [&] { return counter_slot{.id = ++made}; };
+  const auto id = [](counter_slot& c) { return c.id; };
+  int id_a = 0, id_b = 0, id_c = 0;
+  bool c_erased_its_slot = false, c_had_one_slot = false;
+  std::thread a([&] { id_a = slots.with_slot(per_thread, make, id); });
+  a.join();
+  // Thread a has ended (its GEMMs may still be queued on its stream): a later thread, even one that reuses a's
+  // std::thread::id, gets a slot of its own.
+  std::thread b([&] { id_b = slots.with_slot(per_thread, make, id); });
+  b.join();
+  CHECK(id_a == 1);
+  CHECK(id_b == 2);
+  CHECK(slots.size() == 2);
+  // erase(cudaStreamPerThread) drops the calling thread's slot only.
+  std::thread c([&] {
+    id_c = slots.with_slot(per_thread, make, id);
+    c_erased_its_slot = slots.erase(per_thread);
+    c_had_one_slot = !slots.erase(per_thread);  // nothing left for this thread
+  });
+  c.join();
+  CHECK(id_c == 3);
+  CHECK(c_erased_its_slot);
+  CHECK(c_had_one_slot);
+  CHECK(slots.size() == 2);              // a's and b's stay
+  CHECK_FALSE(slots.erase(per_thread));  // this (main) thread never used its per-thread stream
+  CHECK(slots.size() == 2);
 }

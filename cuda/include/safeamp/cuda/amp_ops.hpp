@@ -63,17 +63,20 @@ void record_found_inf(scaler_block* state, const std::int32_t* flag, void* strea
 /// data[i] *= state->state.scale (scaling the loss gradient before backward).
 void scale_by_loss_scale(tensor_span data, const scaler_block* state, void* stream);
 
-/// Partial sums the norm keeps per buffer (one per block of its sum-of-squares launch).
-inline constexpr std::uint64_t norm_scratch_per_buffer = 64;
+/// The most partial sums the norm keeps per buffer: a buffer of n elements is summed in min(1024, ceil(n / 4096))
+/// parts, a partition fixed by n alone (not by the GPU), one partial sum each.
+inline constexpr std::uint64_t norm_scratch_per_buffer = 1024;
 /// Doubles of device scratch global_norm_and_clip needs, whatever the number of buffers: the partial sums of
-/// one launch group and the running sum.
+/// one launch group and the running sum (65537 doubles, 512 KiB and 8 bytes).
 inline constexpr std::uint64_t norm_scratch_doubles = max_tensors_per_launch * norm_scratch_per_buffer + 1;
 
-/// The global L2 norm of the buffers (squares of the stored values summed in double; per-block tree sums, then
-/// one thread adds them in buffer order, group after group, so the result is the same on every run and for
-/// every cut of the list into groups) into state->norm_before. When max_norm > 0 (clipping on): a finite norm
-/// above it multiplies every element by f32(max_norm / norm) (the result rounded to the buffer's type) and
-/// norm_after = norm * f32(max_norm / norm) (the core clip_grad_norm), and a non-finite norm raises found_inf
+/// The global L2 norm of the buffers (squares of the stored values summed in double: each buffer in parts fixed by
+/// its element count, each part's 256 lane sums meeting in a fixed tree, the part sums in a fixed tree, then the
+/// buffers' sums added in buffer order, group after group) into state->norm_before. The bits are the same on every
+/// run, on every GPU and for every cut of the list into groups: only the number of blocks comes from the device
+/// (its SM count), and it changes which block sums a part, never the part's sum. When max_norm > 0 (clipping on): a
+/// finite norm above it multiplies every element by f32(max_norm / norm) (the result rounded to the buffer's type)
+/// and norm_after = norm * f32(max_norm / norm) (the core clip_grad_norm), and a non-finite norm raises found_inf
 /// and norm_non_finite (as loss_scaler::clip_grad_norm records an overflow); otherwise norm_after = norm.
 /// scratch: norm_scratch_doubles doubles of device memory. Any number of buffers. Throws safeamp::error for an
 /// fp8 buffer or a null pointer with elements, before anything is enqueued.

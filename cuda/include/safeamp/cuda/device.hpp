@@ -10,8 +10,29 @@
 
 namespace safeamp::cuda {
 
-/// Number of visible CUDA devices; 0 (never an exception) when there is no driver or no device.
-[[nodiscard]] int device_count() noexcept;
+/// Number of visible CUDA devices. 0 when this machine has no GPU the program could use: no device
+/// (cudaErrorNoDevice), or no CUDA driver installed at all (cudaErrorInsufficientDriver or cudaErrorStubLibrary while
+/// cudaDriverGetVersion reports 0). Throws cuda_error when a driver is there but the runtime cannot use it, so that a
+/// GPU is never reported as absent: a driver older than the runtime (cudaErrorInsufficientDriver; the message names
+/// both CUDA versions and the driver needed) or any other failure of cudaGetDeviceCount, named.
+[[nodiscard]] int device_count();
+
+namespace detail {
+
+/// What the CUDA runtime answered: cudaGetDeviceCount's status and count, cudaDriverGetVersion's and
+/// cudaRuntimeGetVersion's versions (1000 * major + 10 * minor; driver 0: no driver).
+struct device_count_answer {
+  int status = 0;
+  int count = 0;
+  int driver_version = 0;
+  int runtime_version = 0;
+};
+
+/// device_count()'s rule on an answer (separate from the runtime calls so that the host tests can hand it the
+/// answers of machines they are not). Throws cuda_error as device_count() does.
+[[nodiscard]] int device_count_from(const device_count_answer& answer);
+
+}  // namespace detail
 
 struct device_info {
   std::string name;            // runtime name, e.g. "NVIDIA H100 80GB HBM3"

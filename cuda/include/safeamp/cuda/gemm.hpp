@@ -41,7 +41,10 @@ class gemm_engine {
   gemm_engine(const gemm_engine&) = delete;
   gemm_engine& operator=(const gemm_engine&) = delete;
 
-  /// Enqueues D = op(A) op(B) (+ C, bias, activation) on `stream` (a cudaStream_t; nullptr = default).
+  /// Enqueues D = op(A) op(B) (+ C, bias, activation) on `stream` (a cudaStream_t). nullptr is the legacy default
+  /// stream (this library is compiled without per-thread default streams, so a nullptr from code compiled with
+  /// --default-stream per-thread still means the legacy stream here): such code passes cudaStreamPerThread, which
+  /// names the calling thread's own default stream and gets a workspace and plans for that thread alone.
   /// Validates the problem (safeamp::error) and operands (missing bias / fp8 scales); a problem whose
   /// types need a newer GPU than the current one throws safeamp::error naming both compute capabilities.
   void run(const gemm_problem& problem, const gemm_operands& operands, void* stream);
@@ -49,15 +52,18 @@ class gemm_engine {
   /// Frees the workspace and plans of `stream` (a cudaStream_t that ran GEMMs on this engine), after waiting for
   /// the stream (its queued GEMMs use that workspace): call it before cudaStreamDestroy, and with no thread running
   /// GEMMs on that stream. Otherwise a stream's workspace (32 MiB by default) lives as long as the engine, however
-  /// many streams come and go. The default stream's (nullptr) lives as long as the engine; releasing it, or a stream
-  /// this engine never ran on, does nothing. Throws cuda_error when the wait fails.
+  /// many streams come and go. cudaStreamPerThread releases the calling thread's slot (call it on each thread that
+  /// ran GEMMs on its per-thread default stream, before the thread ends). The legacy default stream's (nullptr,
+  /// cudaStreamLegacy) lives as long as the engine; releasing it, or a stream this engine never ran on, does nothing.
+  /// Throws cuda_error when the wait fails.
   void release_stream(void* stream);
 
   /// Plan-cache counters summed over every stream.
   [[nodiscard]] plan_cache_stats cache_stats() const;
   /// The workspace of one stream.
   [[nodiscard]] std::size_t workspace_bytes() const noexcept;
-  /// Streams with a workspace of their own (the default stream included).
+  /// Streams with a workspace of their own (the legacy default stream included; each thread's per-thread default
+  /// stream counted once).
   [[nodiscard]] std::size_t streams() const;
 
  private:

@@ -18,10 +18,16 @@ enum class status_source : unsigned char { cuda_runtime, cublas };
 /// The table is our own (tests compare it with cublasLtGetStatusName).
 [[nodiscard]] std::string_view cublas_status_name(int status) noexcept;
 
-/// A failed CUDA runtime or cuBLASLt call: "<call> failed with <name> (<code>) at <file>:<line>".
+/// A CUDA version as cudaDriverGetVersion and cudaRuntimeGetVersion report it (1000 * major + 10 * minor) written
+/// "major.minor": 12020 -> "12.2", 13000 -> "13.0"; 0 (what cudaDriverGetVersion gives without a driver) -> "none".
+[[nodiscard]] std::string cuda_version_name(int version);
+
+/// A failed CUDA runtime or cuBLASLt call: "<call> failed with <name> (<code>) at <file>:<line>", followed by
+/// ": <explanation>" when the thrower knows what the status means there and what would fix it.
 class cuda_error : public safeamp::error {
  public:
-  cuda_error(status_source source, int status, std::string_view call, std::string_view file, int line);
+  cuda_error(status_source source, int status, std::string_view call, std::string_view file, int line,
+             std::string_view explanation = {});
 
   [[nodiscard]] status_source source() const noexcept { return source_; }
   [[nodiscard]] int status() const noexcept { return status_; }
