@@ -1,6 +1,7 @@
 // `safeamp sim`: runs a scenario (the embedded default, or --scenario file.json): locks (or reuses) the
 // fp32 reference, trains every candidate, applies the parity gate, names fallbacks, prints the summary and
-// writes report.html, summary.json, telemetry/*.jsonl, reference/, known_good.json and decisions.jsonl.
+// writes report.html, summary.json, telemetry/*.jsonl, reference/, known_good.json and decisions.jsonl; only files
+// it can show it wrote are ever moved or removed (report_invocation.hpp).
 // Every run checkpoints into checkpoints/ as it goes; --resume continues an interrupted invocation from them
 // (bit-identical results), and a finished invocation removes them.
 // Exit codes: 0 every verdict as the scenario expects, 1 some verdict is not, 2 bad input.
@@ -158,8 +159,11 @@ preflight_record preflight(const sim_options& o, const std::vector<run_config>& 
 // `every` steps and after the last step; resumed from when --resume finds them.
 class run_checkpoints {
  public:
-  run_checkpoints(fs::path dir, std::int64_t every, bool resume, data_parallel_run& ranks)
-      : dir_(std::move(dir)), every_(every), resume_(resume), ranks_(&ranks) {}
+  run_checkpoints(fs::path dir, std::int64_t every, bool resume, data_parallel_run& ranks,
+                  const std::vector<run_config>& runs)
+      : dir_(std::move(dir)), every_(every), resume_(resume), ranks_(&ranks) {
+    for (const run_config& c : runs) files_.push_back(file_slug(c.label) + ".ckpt");
+  }
 
   // Trains `cfg` with checkpointing, continuing from its checkpoint when resuming and one exists.
   run_result train_run(run_config cfg, const step_observer& on_step) {
@@ -187,29 +191,45 @@ class run_checkpoints {
     check_resume(cfg, ranks_->exchange_for(cfg));
   }
 
-  // Removes every checkpoint file of the folder (stale ones of an invocation not resumed, or all of them
-  // once this invocation has finished); returns how many.
+  // Removes the checkpoints of this scenario's runs, <slug>.ckpt, and their temporaries (<slug>.ckpt.tmp-<pid>-<n>)
+  // (stale ones of an invocation not resumed, or all of them once this invocation has finished); returns how
+  // many. Nothing else in the folder is touched: until 2026-12-06 any name containing ".ckpt" went, a user's
+  // "epoch=3-step=1000.ckpt" included.
   std::size_t clear() const {
-    std::size_t removed = 0;
+    std::vector<fs::path> ours;
     std::error_code ec;
     for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      if (name.find(".ckpt") == std::string::npos) continue;  // <slug>.ckpt and its temporaries
+      const bool own = owns(name) || std::any_of(files_.begin(), files_.end(),
+                                                 [&name](const std::string& f) { return is_temporary_of(name, f); });
+      if (own && fs::is_regular_file(fs::symlink_status(it->path(), ec))) ours.push_back(it->path());
+    }
+    std::size_t removed = 0;
+    for (const fs::path& p : ours) {
       std::error_code rm;
-      if (fs::remove(it->path(), rm)) ++removed;
+      if (fs::remove(p, rm)) ++removed;
     }
     return removed;
   }
 
   [[nodiscard]] int resumed() const noexcept { return resumed_; }
 
+  // True for the checkpoint file name of one of the scenario's runs ("<slug>.ckpt").
+  [[nodiscard]] bool owns(std::string_view file_name) const {
+    return std::find(files_.begin(), files_.end(), file_name) != files_.end();
+  }
+
  private:
   fs::path dir_;
   std::int64_t every_;
   bool resume_;
   data_parallel_run* ranks_;
+  std::vector<std::string> files_;  // <slug>.ckpt of every run of the scenario
   int resumed_ = 0;
 };
+
+// Writes `text` to `stream` whole: fputs stopped at an embedded NUL and dropped the rest in silence.
+void print_all(const std::string& text, std::FILE* stream) { std::fwrite(text.data(), 1, text.size(), stream); }
 
 constexpr std::int64_t max_int64 = std::numeric_limits<std::int64_t>::max();
 
@@ -336,15 +356,32 @@ int run_sim(const sim_options& o) {
     prepare_output_folder(out / "reference");
     prepare_output_folder(out / "telemetry");
     prepare_output_folder(out / "checkpoints");
+    // decisions.jsonl is appended to after every run has trained: a directory or link there is refused now.
+    check_decisions_file(out / decisions_file_name);
   }
+  run_checkpoints checkpoints(out / "checkpoints", every, o.resume, ranks, runs);
   // A killed writer's temporaries are removed when their file is written again; these folders may hold
-  // some whose file this run does not rewrite (a reused reference's telemetry), so sweep them all now.
-  for (const fs::path& dir : {out, out / "reference", out / "telemetry", out / "checkpoints"}) {
-    if (writer) (void)remove_stale_temporaries_in(dir);
+  // some whose file this run does not rewrite (a reused reference's telemetry), so sweep them now: those of the
+  // files safeamp sim writes there, and no other (a user's "notes.tmp-123" is not ours).
+  if (writer) {
+    const auto any_of_names = [](std::initializer_list<std::string_view> names) {
+      return [names = std::vector<std::string_view>(names)](std::string_view target) {
+        return std::find(names.begin(), names.end(), target) != names.end();
+      };
+    };
+    (void)remove_stale_temporaries_in(
+        out, any_of_names({"report.html", "summary.json", "data_parallel.json", "known_good.json", "decisions.jsonl",
+                           incomplete_marker_name, outputs_record_name}));
+    (void)remove_stale_temporaries_in(out / "reference", [](std::string_view target) {
+      return target == "reference.json" || (target.starts_with("reference-") && target.ends_with(".json"));
+    });
+    (void)remove_stale_temporaries_in(out / "telemetry",
+                                      [](std::string_view target) { return target.ends_with(".jsonl"); });
+    (void)remove_stale_temporaries_in(out / "checkpoints",
+                                      [&checkpoints](std::string_view target) { return checkpoints.owns(target); });
   }
   const run_manifest ref_manifest = manifest_for(s, ref_cfg);
   const std::optional<known_good_record> last_good = read_known_good(out / "known_good.json");
-  run_checkpoints checkpoints(out / "checkpoints", every, o.resume, ranks);
 
   sim_summary summary;
   summary.scenario = s.name;
@@ -367,10 +404,40 @@ int run_sim(const sim_options& o) {
   }
   // --resume: every run's checkpoint is checked before the first run trains.
   for (std::size_t i = reuse_reference ? 1 : 0; i < runs.size(); ++i) checkpoints.check(runs[i]);
-  // The last check has passed: from here on the folder changes. Stale checkpoints go (unless resuming), the
-  // previous invocation's outputs move into previous/ and the folder is marked INCOMPLETE until all is written.
+  // The locked reference's telemetry stays with reference.json when it is that reference's (its losses are the
+  // reference's loss curve): a --relock that failed between the two left another reference's telemetry beside
+  // it. When it is another's it goes with the previous outputs. Under --relock it stays until the new reference's
+  // replaces it, and a copy goes with the previous outputs.
+  const std::string ref_telemetry = file_slug(ref_cfg.label) + ".jsonl";
+  std::vector<std::string> kept_telemetry;
+  if (fs::exists(ref_file, ec)) {
+    std::optional<std::vector<double>> locked_curve;
+    if (reuse_reference) {
+      locked_curve = summary.reference.loss_curve;
+    } else {
+      try {
+        locked_curve = read_reference(ref_file).loss_curve;
+      } catch (const error&) {  // a damaged reference --relock replaces: its telemetry belongs to nothing
+      }
+    }
+    const fs::path file = out / "telemetry" / ref_telemetry;
+    if (locked_curve && reference_telemetry_matches(file, *locked_curve)) {
+      kept_telemetry.push_back(ref_telemetry);
+    } else if (writer && fs::exists(fs::symlink_status(file, ec))) {
+      std::fprintf(stderr,
+                   "safeamp sim: %s is not the locked reference's telemetry (its losses are not reference.json's "
+                   "loss curve): it goes with the previous invocation's outputs\n",
+                   file.string().c_str());
+    }
+  }
+  // The last check has passed: from here on the folder changes. The folder is checked (only files safeamp sim
+  // wrote are moved or removed), marked INCOMPLETE until all is written, the previous invocation's outputs move
+  // into previous/, and stale checkpoints of this scenario's runs go (unless resuming).
   std::optional<unfinished_note> note;
   if (writer) {
+    const invocation_cleanup moved = begin_invocation(
+        out, {.scenario = s.name, .kept_telemetry = kept_telemetry, .kept_also_in_previous = !reuse_reference});
+    note.emplace(out);
     if (!o.resume) {
       if (const std::size_t stale = checkpoints.clear(); stale > 0) {
         std::fprintf(stderr,
@@ -378,11 +445,6 @@ int run_sim(const sim_options& o) {
                      stale);
       }
     }
-    // The locked reference's telemetry stays with reference.json (until a --relock replaces both).
-    const invocation_cleanup moved = begin_invocation(
-        out, {.scenario = s.name,
-              .kept_telemetry = fs::exists(ref_file, ec) ? std::vector<std::string>{file_slug(ref_cfg.label) + ".jsonl"}
-                                                         : std::vector<std::string>{}});
     if (!moved.moved.empty()) {
       std::fprintf(stderr,
                    "safeamp sim: the previous invocation's report, summary and telemetry (%zu file(s)) are "
@@ -393,7 +455,10 @@ int run_sim(const sim_options& o) {
       std::fprintf(stderr, "safeamp sim: removed %zu partial output file(s) of an invocation that did not finish\n",
                    moved.removed.size());
     }
-    note.emplace(out);
+    if (moved.withdrawn_decisions > 0) {
+      std::fprintf(stderr, "safeamp sim: withdrew the %zu line(s) an invocation that did not finish appended to %s\n",
+                   moved.withdrawn_decisions, (out / decisions_file_name).string().c_str());
+    }
   }
   // Progress in steps over every run this invocation trains: a redrawn line on a terminal, plain lines otherwise.
   std::int64_t total_steps = 0;
@@ -417,15 +482,17 @@ int run_sim(const sim_options& o) {
     const run_result ref_run = checkpoints.train_run(ref_cfg, observe(ref_cfg));
     summary.reference = lock_reference(ref_run, ref_manifest);
     ranks.record(ref_run);
+    // Its telemetry first and reference.json last, so a reference.json is never beside another reference's
+    // telemetry (until 2026-12-06 a failed telemetry write left the new reference with the old one's).
     // --relock never deletes a reference: only now that the new one is trained and checked, the old file is
     // kept beside it under its id and lock time, then reference.json is replaced atomically.
-    if (writer && fs::exists(ref_file, ec)) {
-      const fs::path kept = keep_previous_reference(ref_file);
-      std::fprintf(stderr, "safeamp sim: --relock: the previous reference is kept as %s\n", kept.string().c_str());
-    }
     if (writer) {
+      write_invocation_output(out, fs::path("telemetry") / ref_telemetry, telemetry_jsonl(ref_run));
+      if (fs::exists(ref_file, ec)) {
+        const fs::path kept = keep_previous_reference(ref_file);
+        std::fprintf(stderr, "safeamp sim: --relock: the previous reference is kept as %s\n", kept.string().c_str());
+      }
       write_reference(ref_file, summary.reference);
-      write_file_atomically(out / "telemetry" / (file_slug(ref_cfg.label) + ".jsonl"), telemetry_jsonl(ref_run));
     }
   }
   if (reuse_reference) ranks.record_reused(summary.reference);
@@ -454,38 +521,50 @@ int run_sim(const sim_options& o) {
     k.parity.scaler = k.scaler;
     k.parity.faulted = !c.faults.empty();
     k.telemetry_file = "telemetry/" + file_slug(c.name) + ".jsonl";
-    if (writer) write_file_atomically(out / k.telemetry_file, telemetry_jsonl(k.run));
+    if (writer) write_invocation_output(out, k.telemetry_file, telemetry_jsonl(k.run));
     results.push_back(k.parity);
     summary.candidates.push_back(std::move(k));
   }
   bar.finish();
 
-  // Verdicts, fallbacks and the known-good record.
+  // Verdicts and fallbacks. A known-good record of another reference (another scenario, or the reference before
+  // a --relock) is not named.
   std::vector<fallback_decision> decisions;
   bool all_expected = true;
   for (candidate_outcome& k : summary.candidates) {
-    k.decision = decide_fallback(k.parity, s.baselines, results, last_good, to_string(s.base.policy));
+    k.decision = decide_fallback(k.parity, s.baselines, results, last_good, to_string(s.base.policy), ref.reference_id);
     k.as_expected = meets_expectation(k.expect, k.parity.outcome);
     all_expected = all_expected && k.as_expected;
     decisions.push_back(k.decision);
-    // A PASS with injected faults is no evidence for its policy: not recorded as known-good.
-    if (k.parity.outcome == verdict::pass && !k.parity.faulted && writer) {
-      write_known_good(out / "known_good.json",
-                       {k.name, k.parity.policy, k.scaler, s.name, ref.reference_id, k.decision.decided_utc});
-    }
   }
   if (!writer) return ranks.finish(out, all_expected ? exit_ok : exit_check_failed);  // the others write nothing
-  append_decisions(out / "decisions.jsonl", decisions);
   summary.exit_code = all_expected ? exit_ok : exit_check_failed;
   summary.peak_rss_bytes = peak_rss_bytes();
   summary.total_wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   summary.data_parallel = ranks.summary();  // the report's "Data parallel" section (one process: none)
 
+  // The outputs in this order, summary.json last: a failure partway leaves no summary (whose exit_code would
+  // read as a finished invocation's) and no record kept across invocations changed before the report is written.
   const std::string json_text = render_summary_json(summary);
-  write_file_atomically(out / "summary.json", json_text);
-  write_file_atomically(out / "report.html", render_html_report(summary));
+  write_invocation_output(out, "report.html", render_html_report(summary));
   // data_parallel.json, when the scenario is data parallel (its table on stderr under --json: stdout is JSON)
   (void)ranks.finish(out, summary.exit_code, o.json ? stderr : stdout);
+  if (fs::is_regular_file(fs::symlink_status(out / "data_parallel.json", ec))) {
+    record_invocation_output(out, "data_parallel.json");
+  }
+  // Appended once per invocation: the bytes are recorded first, and the next start withdraws them if this
+  // invocation does not finish (a --resume after a failure appended every decision a second time).
+  append_decisions(out / decisions_file_name, decisions, [&out](std::uintmax_t offset, std::string_view written) {
+    record_decisions_append(out, offset, written);
+  });
+  // A PASS with injected faults is no evidence for its policy: not recorded as known-good.
+  for (const candidate_outcome& k : summary.candidates) {
+    if (k.parity.outcome == verdict::pass && !k.parity.faulted) {
+      write_known_good(out / "known_good.json",
+                       {k.name, k.parity.policy, k.scaler, s.name, ref.reference_id, k.decision.decided_utc});
+    }
+  }
+  write_invocation_output(out, "summary.json", json_text);
   // Everything is written: the checkpoints of this invocation have served their purpose (and their folder,
   // when nothing else is in it).
   (void)checkpoints.clear();
@@ -500,11 +579,11 @@ int run_sim(const sim_options& o) {
                             (out / "telemetry").string() + "/*.jsonl, " + ref_file.string() + ", " +
                             (out / "decisions.jsonl").string() + "\n";
   if (o.json) {
-    std::fputs(json_text.c_str(), stdout);
-    std::fputs(files.c_str(), stderr);
+    print_all(json_text, stdout);
+    print_all(files, stderr);
   } else {
-    std::fputs(render_terminal_summary(summary).c_str(), stdout);
-    std::fputs(files.c_str(), stdout);
+    print_all(render_terminal_summary(summary), stdout);
+    print_all(files, stdout);
   }
   return summary.exit_code;
 }

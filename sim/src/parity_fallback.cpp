@@ -14,7 +14,12 @@ using json = nlohmann::json;
 
 fallback_decision decide_fallback(const parity_result& result, const std::vector<std::string>& baselines,
                                   const std::vector<parity_result>& this_run,
-                                  const std::optional<known_good_record>& last_good, std::string_view reference_policy) {
+                                  const std::optional<known_good_record>& recorded_good,
+                                  std::string_view reference_policy, std::string_view reference_id) {
+  // A record judged against another reference (another scenario, or the reference before a --relock) vouches for
+  // nothing here: until 2026-12-06 one of another model was named as "run instead".
+  const bool other_reference = recorded_good && !reference_id.empty() && recorded_good->reference_id != reference_id;
+  const std::optional<known_good_record> last_good = other_reference ? std::nullopt : recorded_good;
   fallback_decision d;
   d.candidate = result.candidate;
   d.policy = result.policy;
@@ -93,6 +98,12 @@ fallback_decision decide_fallback(const parity_result& result, const std::vector
     return d;
   }
   // The last known-good PASS, unless it is what just failed: the same policy under the same scaler.
+  if (other_reference) {
+    pass_over("the last known-good record, " + recorded_good->candidate + " (" + recorded_good->policy +
+              "), was judged against reference " + recorded_good->reference_id +
+              (recorded_good->scenario.empty() ? "" : " of scenario '" + recorded_good->scenario + "'") + ", not " +
+              std::string(reference_id) + ": ignored");
+  }
   const bool same_as_failed = last_good && last_good->policy == result.policy &&
                               (last_good->scaler.empty() || last_good->scaler == result.scaler);
   if (last_good && !same_as_failed) {
@@ -149,12 +160,18 @@ std::string decision_json_line(const fallback_decision& d) {
   return j.dump() + "\n";
 }
 
-void append_decisions(const std::filesystem::path& file, const std::vector<fallback_decision>& decisions) {
+std::string decisions_jsonl(const std::vector<fallback_decision>& decisions) {
   std::string text;
-  std::error_code ec;
-  if (std::filesystem::exists(file, ec)) text = read_whole_file(file);
   for (const fallback_decision& d : decisions) text += decision_json_line(d);
-  write_file_atomically(file, text);
+  return text;
+}
+
+void check_decisions_file(const std::filesystem::path& file) { check_appendable_file(file, "decisions file"); }
+
+void append_decisions(const std::filesystem::path& file, const std::vector<fallback_decision>& decisions,
+                      const std::function<void(std::uintmax_t offset, std::string_view written)>& before_write) {
+  if (decisions.empty()) return;
+  append_file_durably(file, decisions_jsonl(decisions), "decisions file", before_write);
 }
 
 }  // namespace safeamp::sim

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <limits>
 #include <system_error>
 
@@ -66,7 +67,8 @@ std::size_t remove_stale_temporaries(const fs::path& path) noexcept {
   return removed;
 }
 
-std::size_t remove_stale_temporaries_in(const fs::path& dir) noexcept {
+std::size_t remove_stale_temporaries_in(const fs::path& dir,
+                                        const std::function<bool(std::string_view target)>& ours) noexcept {
   std::size_t removed = 0;
   try {
     std::error_code ec;
@@ -74,6 +76,7 @@ std::size_t remove_stale_temporaries_in(const fs::path& dir) noexcept {
       const std::string name = it->path().filename().string();
       const std::size_t at = name.rfind(".tmp-");
       if (at == std::string::npos || at == 0) continue;
+      if (ours && !ours(std::string_view(name).substr(0, at))) continue;
       const long long pid = temporary_owner(name, std::string_view(name).substr(0, at));
       if (pid < 0 || pid == static_cast<long long>(::getpid()) || !process_is_gone(pid)) continue;
       std::error_code rm;
@@ -178,13 +181,105 @@ void prepare_output_folder(const fs::path& dir) {
   }
   fs::create_directories(dir, ec);
   if (ec) throw error("--out", "'" + dir.string() + "' (" + ec.message() + ")", "a writable directory");
-  const fs::path probe = dir / (".safeamp-write-check-" + std::to_string(::getpid()));
-  std::FILE* f = std::fopen(probe.c_str(), "wb");
-  if (f == nullptr) {
-    throw error("--out", "'" + dir.string() + "' (" + std::strerror(errno) + ")", "a writable directory");
+  // The probe is a new file of this process's own (O_EXCL: an existing name, a symbolic link included, is never
+  // opened; O_NOFOLLOW for the same reason), under a name not yet taken: fopen("wb") followed a link planted at
+  // the predictable name and truncated its target.
+  constexpr int probe_names_tried = 100;
+  for (int n = 1; n <= probe_names_tried; ++n) {
+    const fs::path probe = dir / (".safeamp-write-check-" + std::to_string(::getpid()) + "-" + std::to_string(n));
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(probe.c_str());
+      return;
+    }
+    if (errno != EEXIST) {
+      const int e = errno;
+      throw error("--out", "'" + dir.string() + "' (" + std::strerror(e) + ")", "a writable directory");
+    }
   }
-  std::fclose(f);
-  fs::remove(probe, ec);
+  throw error("--out",
+              "'" + dir.string() + "' (" + std::to_string(probe_names_tried) +
+                  " names .safeamp-write-check-<pid>-<n> are all taken)",
+              "a writable directory whose probe files can be created");
+}
+
+bool is_temporary_of(std::string_view file_name, std::string_view target_name) {
+  return temporary_owner(file_name, target_name) >= 0;
+}
+
+void check_appendable_file(const fs::path& path, std::string_view field) {
+  const std::string accepted = "a regular file this user may append to, or no file (it is created)";
+  struct ::stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    const int e = errno;
+    throw error(field, "'" + path.string() + "' (cannot be examined: " + std::strerror(e) + ")", accepted);
+  }
+  if (S_ISLNK(st.st_mode)) throw error(field, "'" + path.string() + "' (a symbolic link)", accepted);
+  if (!S_ISREG(st.st_mode)) {
+    throw error(field, "'" + path.string() + "' (" + (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") + ")",
+                accepted);
+  }
+  if (::access(path.c_str(), W_OK) != 0) {
+    const int e = errno;
+    throw error(field, "'" + path.string() + "' (not writable: " + std::strerror(e) + ")", accepted);
+  }
+}
+
+void append_file_durably(const fs::path& path, std::string_view text, std::string_view field,
+                         const std::function<void(std::uintmax_t offset, std::string_view written)>& before_write) {
+  const std::string accepted = "a regular file this user may append to, on a file system with free space";
+  // Read and write, to see the last byte; a file this user may only write is appended to as it is.
+  constexpr int flags = O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(path.c_str(), O_RDWR | flags, 0644);
+  const bool readable = fd >= 0;
+  if (fd < 0 && errno == EACCES) fd = ::open(path.c_str(), O_WRONLY | flags, 0644);
+  if (fd < 0) {
+    const int e = errno;
+    throw error(field, "'" + path.string() + "' (cannot be opened for appending: " + std::strerror(e) + ")", accepted);
+  }
+  struct fd_closer {
+    int fd;
+    ~fd_closer() { ::close(fd); }
+  } closer{fd};
+  struct ::stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    throw error(field, "'" + path.string() + "' (not a regular file)", accepted);
+  }
+  const auto size = static_cast<std::uintmax_t>(st.st_size);
+  // A line torn by a killed writer (or an editor that dropped the final newline) stays a line of its own.
+  std::string written;
+  char last = '\n';
+  if (readable && size > 0 && ::pread(fd, &last, 1, static_cast<::off_t>(size - 1)) != 1) {
+    const int e = errno;
+    throw error(field, "'" + path.string() + "' (read error: " + std::strerror(e) + ")", accepted);
+  }
+  if (last != '\n') written += '\n';
+  written += text;
+  if (before_write) before_write(size, written);
+  std::size_t done = 0;
+  while (done < written.size()) {
+    const ::ssize_t n = ::write(fd, written.data() + done, written.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n < 0 ? errno : EIO;
+      throw error(field, "'" + path.string() + "' (write failed: " + std::strerror(e) + ")", accepted);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int e = errno;
+    throw error(field, "'" + path.string() + "' (fsync failed: " + std::strerror(e) + ")", accepted);
+  }
+  if (size == 0) {  // the file may be new: make its name durable too (best effort, as write_file_atomically)
+    const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)::fsync(dfd);
+      ::close(dfd);
+    }
+  }
 }
 
 std::uint64_t fnv1a64(std::string_view bytes) noexcept { return fnv1a64_from(fnv_offset_basis, bytes); }

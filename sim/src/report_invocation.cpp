@@ -2,12 +2,18 @@
 #include "safeamp/sim/report_invocation.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <system_error>
 
 #include "safeamp/error.hpp"
@@ -18,8 +24,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using json = nlohmann::json;
+
 const fs::path marker_file(incomplete_marker_name);
 const fs::path previous_folder(previous_folder_name);
+const fs::path record_file(outputs_record_name);
+const std::string staging_name = std::string(previous_folder_name) + ".new";
+constexpr std::string_view record_format = "safeamp sim outputs";
+constexpr int record_version = 1;
+// Every INCOMPLETE this tool wrote (this version and the ones before) begins with it (marker_text).
+constexpr std::string_view marker_opening = "safeamp sim started writing into ";
+const char* const top_outputs[] = {"report.html", "summary.json", "data_parallel.json"};
+const std::string accepted_folder =
+    "an empty folder, or one safeamp sim wrote: move that file out of the folder, or pass another --out";
 
 void move_file(const fs::path& from, const fs::path& to) {
   std::error_code ec;
@@ -38,83 +55,472 @@ void remove_file(const fs::path& p) {
                 "an output folder whose files safeamp sim may remove");
 }
 
-void remove_tree(const fs::path& p) {
-  std::error_code ec;
-  fs::remove_all(p, ec);
-  if (ec) {
-    throw error("output folder '" + p.string() + "'", "not removable (" + ec.message() + ")",
-                "a folder safeamp sim may replace");
-  }
-}
-
 std::string marker_text(const fs::path& out, const invocation_start& start) {
-  return "safeamp sim started writing into " + out.string() + " at " + utc_now_iso8601() + " (scenario '" +
-         start.scenario +
+  return std::string(marker_opening) + out.string() + " at " + utc_now_iso8601() + " (scenario '" + start.scenario +
          "') and has not finished: the outputs here are incomplete.\n"
          "- checkpoints/: where each run stopped; rerun with the same scenario and --out, adding --resume, to "
          "continue from them.\n"
-         "- reference/reference.json: complete when present (it is written only once the reference has trained).\n"
+         "- reference/reference.json: complete when present (it is written only once the reference has trained, "
+         "after its telemetry).\n"
          "- telemetry/*.jsonl: only the runs this invocation finished, and the locked reference's.\n"
-         "- report.html, summary.json, data_parallel.json: not written yet; those of the last finished invocation, "
-         "if any, are in previous/.\n"
+         "- report.html, data_parallel.json, decisions, known_good.json, summary.json: written in this order "
+         "once every run has trained, summary.json last; those of the last finished invocation, if any, are in "
+         "previous/. The next start removes this invocation's partial outputs and withdraws the decisions it "
+         "appended.\n"
          "A finished invocation removes this file.\n";
+}
+
+// ---- the record of outputs ---------------------------------------------------------------------------------
+
+struct recorded_file {
+  std::string path;  // relative to the folder, generic form ("telemetry/a.jsonl")
+  std::uintmax_t bytes = 0;
+  std::uint64_t fnv1a64 = 0;
+};
+
+struct decisions_append {
+  std::uintmax_t offset = 0;
+  std::string text;
+};
+
+struct outputs_record {
+  std::vector<recorded_file> files;
+  std::optional<decisions_append> decisions;
+
+  [[nodiscard]] const recorded_file* find(const std::string& path) const {
+    for (const recorded_file& f : files) {
+      if (f.path == path) return &f;
+    }
+    return nullptr;
+  }
+  void put(recorded_file f) {
+    std::erase_if(files, [&f](const recorded_file& g) { return g.path == f.path; });
+    files.push_back(std::move(f));
+  }
+};
+
+std::optional<outputs_record> read_record(const fs::path& dir) {
+  const fs::path file = dir / record_file;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(file, ec))) return std::nullopt;
+  const std::string accepted = "the record safeamp sim keeps of the outputs it wrote (format '" +
+                               std::string(record_format) + "', version " + std::to_string(record_version) +
+                               "); remove it only together with the files it lists";
+  if (!fs::is_regular_file(fs::symlink_status(file, ec))) {
+    throw error("output record", "'" + file.string() + "' (not a regular file)", accepted);
+  }
+  const std::string text = read_input_file(file, "output record");
+  const json j = json::parse(text, nullptr, false);
+  const auto bad = [&](const std::string& why) {
+    return error("output record", "'" + file.string() + "' (" + why + ")", accepted);
+  };
+  if (!j.is_object() || !j.contains("format") || j["format"] != record_format) throw bad("not such a record");
+  if (!j.contains("version") || j["version"] != record_version) throw bad("another version");
+  outputs_record r;
+  try {
+    for (const json& f : j.at("files")) {
+      recorded_file e;
+      e.path = f.at("path").get<std::string>();
+      if (!is_invocation_output_name(e.path)) throw bad("it lists '" + e.path + "', which is no output's name");
+      e.bytes = f.at("bytes").get<std::uintmax_t>();
+      const std::string hash = f.at("fnv1a64").get<std::string>();
+      if (hash.size() != 16 || hash.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        throw bad("the hash of '" + e.path + "' is not 16 hex digits");
+      }
+      e.fnv1a64 = std::stoull(hash, nullptr, 16);
+      r.put(std::move(e));
+    }
+    if (j.contains("decisions")) {
+      r.decisions = decisions_append{.offset = j["decisions"].at("offset").get<std::uintmax_t>(),
+                                     .text = j["decisions"].at("text").get<std::string>()};
+    }
+  } catch (const json::exception& e) {
+    throw bad(e.what());
+  }
+  return r;
+}
+
+void write_record(const fs::path& dir, const outputs_record& r) {
+  json files = json::array();
+  for (const recorded_file& f : r.files) {
+    files.push_back({{"path", f.path}, {"bytes", f.bytes}, {"fnv1a64", hex64(f.fnv1a64)}});
+  }
+  json j = {{"format", record_format}, {"version", record_version}, {"files", files}};
+  if (r.decisions) j["decisions"] = {{"offset", r.decisions->offset}, {"text", r.decisions->text}};
+  write_file_atomically(dir / record_file, j.dump(1) + "\n", "output record");
+}
+
+// ---- what a folder holds -----------------------------------------------------------------------------------
+
+// The first `max_bytes` of a regular file (never through a link).
+std::string read_head(const fs::path& file, std::size_t max_bytes) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out(max_bytes, '\0');
+  std::size_t done = 0;
+  while (done < max_bytes) {
+    const ::ssize_t n = ::read(fd, out.data() + done, max_bytes - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  out.resize(done);
+  return out;
+}
+
+bool has_members(const json& j, std::initializer_list<const char*> names) {
+  if (!j.is_object()) return false;
+  return std::all_of(names.begin(), names.end(), [&j](const char* n) { return j.contains(n); });
+}
+
+std::string kind_of(const fs::file_status& st) {
+  switch (st.type()) {
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::symlink:
+      return "a symbolic link";
+    case fs::file_type::regular:
+      return "a regular file";
+    default:
+      return "not a regular file";
+  }
+}
+
+[[noreturn]] void refuse(const fs::path& out, const fs::path& file, const std::string& why) {
+  throw error("--out", "'" + out.string() + "', which holds '" + file.string() + "' (" + why + ")", accepted_folder);
+}
+
+// A file at an output's name, checked: its record's size and hash when `record` lists it, else (when `may_guess`)
+// its content. Returns its entry; refuses (naming it) anything safeamp sim cannot show it wrote.
+recorded_file verified(const fs::path& out, const fs::path& dir, const fs::path& relative,
+                       const std::optional<outputs_record>& record, bool may_guess) {
+  const fs::path file = dir / relative;
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(file, ec);
+  if (!fs::is_regular_file(st)) refuse(out, file, kind_of(st) + " where safeamp sim writes a file");
+  const file_digest d = digest_input_file(file, "output file");
+  recorded_file entry{.path = relative.generic_string(), .bytes = d.bytes, .fnv1a64 = d.fnv1a64};
+  if (const recorded_file* r = record ? record->find(entry.path) : nullptr) {
+    if (r->bytes != d.bytes || r->fnv1a64 != d.fnv1a64) {
+      refuse(out, file,
+             "changed since safeamp sim wrote it: " + std::to_string(d.bytes) + " bytes, FNV-1a " + hex64(d.fnv1a64) +
+                 ", recorded " + std::to_string(r->bytes) + " bytes, " + hex64(r->fnv1a64) + " in " +
+                 (dir / record_file).string());
+    }
+    return entry;
+  }
+  if (may_guess && looks_like_invocation_output(file, relative)) return entry;
+  refuse(out, file,
+         record ? "not written by safeamp sim: " + (dir / record_file).string() + " does not list it"
+                : "not written by safeamp sim: it does not hold what safeamp sim writes there");
+}
+
+// The invocation outputs in `dir` (the output folder itself): report.html, summary.json, data_parallel.json and
+// telemetry/*.jsonl, each verified. Other names (a user's notes.txt, telemetry/x.csv) are not outputs and stay.
+std::vector<recorded_file> survey_top(const fs::path& out, const std::optional<outputs_record>& record,
+                                      bool incomplete) {
+  const bool may_guess = !record || incomplete;
+  std::vector<recorded_file> found;
+  std::error_code ec;
+  for (const char* name : top_outputs) {
+    if (fs::exists(fs::symlink_status(out / name, ec))) found.push_back(verified(out, out, name, record, may_guess));
+  }
+  std::vector<fs::path> telemetry;
+  for (fs::directory_iterator it(out / "telemetry", ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".jsonl") telemetry.push_back(fs::path("telemetry") / it->path().filename());
+  }
+  std::sort(telemetry.begin(), telemetry.end());  // directory order is the file system's
+  for (const fs::path& p : telemetry) found.push_back(verified(out, out, p, record, may_guess));
+  return found;
+}
+
+// Everything in previous/ (or previous.new/): its record, report.html, summary.json, data_parallel.json and
+// telemetry/*.jsonl, each verified against its own record (or, without one, by content); anything else there is
+// refused, since the folder is replaced as a whole. Sets `exists`.
+std::vector<recorded_file> survey_moved(const fs::path& out, const fs::path& dir, bool& exists) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  exists = fs::exists(st);
+  if (!exists) return {};
+  if (!fs::is_directory(st)) refuse(out, dir, kind_of(st) + " where safeamp sim keeps the previous outputs");
+  const std::optional<outputs_record> record = read_record(dir);
+  std::vector<recorded_file> found;
+  const auto check = [&](const fs::path& relative) {
+    if (!is_invocation_output_name(relative)) {
+      refuse(out, dir / relative, "not an output safeamp sim keeps in " + dir.filename().string() + "/");
+    }
+    found.push_back(verified(out, dir, relative, record, !record.has_value()));
+  };
+  std::vector<fs::path> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    names.push_back(it->path().filename());
+  }
+  std::sort(names.begin(), names.end());
+  for (const fs::path& name : names) {
+    // The record, and a temporary of it a killed writer left (removed with the folder).
+    if (name == record_file || is_temporary_of(name.string(), outputs_record_name)) continue;
+    if (name == "telemetry" && fs::is_directory(fs::symlink_status(dir / name, ec))) {
+      std::vector<fs::path> inner;
+      for (fs::directory_iterator it(dir / name, ec), end; !ec && it != end; it.increment(ec)) {
+        inner.push_back(name / it->path().filename());
+      }
+      std::sort(inner.begin(), inner.end());
+      for (const fs::path& p : inner) check(p);
+    } else {
+      check(name);
+    }
+  }
+  return found;
+}
+
+// Removes a previous/ (or previous.new/) that survey_moved verified: its files, its record, then its folders
+// (which must then be empty: nothing else is removed).
+void remove_moved(const fs::path& dir, const std::vector<recorded_file>& files) {
+  for (const recorded_file& f : files) remove_file(dir / f.path);
+  std::error_code ec;
+  std::vector<fs::path> litter;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (is_temporary_of(it->path().filename().string(), outputs_record_name)) litter.push_back(it->path());
+  }
+  for (const fs::path& p : litter) remove_file(p);
+  remove_file(dir / record_file);
+  if (fs::exists(fs::symlink_status(dir / "telemetry", ec))) remove_file(dir / "telemetry");
+  remove_file(dir);
+}
+
+// Removes the bytes an unfinished invocation appended to decisions.jsonl, when the file still ends with exactly
+// (a prefix of) them; returns how many lines went.
+std::size_t withdraw_decisions(const fs::path& out, const decisions_append& appended) {
+  const fs::path file = out / decisions_file_name;
+  const int fd = ::open(file.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;  // nothing was appended (or the file is gone)
+  struct fd_closer {
+    int fd;
+    ~fd_closer() { ::close(fd); }
+  } closer{fd};
+  struct ::stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  const auto size = static_cast<std::uintmax_t>(st.st_size);
+  if (size <= appended.offset || size - appended.offset > appended.text.size()) return 0;  // none, or changed since
+  std::string tail(static_cast<std::size_t>(size - appended.offset), '\0');
+  std::size_t done = 0;
+  while (done < tail.size()) {
+    const ::ssize_t n =
+        ::pread(fd, tail.data() + done, tail.size() - done, static_cast<::off_t>(appended.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;
+    done += static_cast<std::size_t>(n);
+  }
+  if (appended.text.compare(0, tail.size(), tail) != 0) return 0;  // another's bytes: leave them
+  if (::ftruncate(fd, static_cast<::off_t>(appended.offset)) != 0 || ::fsync(fd) != 0) {
+    const int e = errno;
+    throw error("decisions file",
+                "'" + file.string() + "' (cannot withdraw the unfinished invocation's lines: " + std::strerror(e) + ")",
+                "a decisions.jsonl safeamp sim may truncate to where the unfinished invocation began appending");
+  }
+  return static_cast<std::size_t>(std::count(tail.begin(), tail.end(), '\n'));
 }
 
 }  // namespace
 
-std::vector<fs::path> invocation_outputs(const fs::path& out) {
-  std::vector<fs::path> found;
-  std::error_code ec;
-  for (const char* name : {"report.html", "summary.json", "data_parallel.json"}) {
-    if (fs::is_regular_file(out / name, ec)) found.emplace_back(name);
+bool is_invocation_output_name(const fs::path& relative) {
+  const std::string p = relative.generic_string();
+  for (const char* name : top_outputs) {
+    if (p == name) return true;
   }
-  std::vector<fs::path> telemetry;
-  for (fs::directory_iterator it(out / "telemetry", ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().extension() == ".jsonl" && it->is_regular_file(ec)) {
-      telemetry.push_back(fs::path("telemetry") / it->path().filename());
+  const std::string folder = "telemetry/";
+  if (p.size() <= folder.size() || p.compare(0, folder.size(), folder) != 0) return false;
+  const std::string name = p.substr(folder.size());
+  // One file name ("<slug>.jsonl"; a slug may begin with a dot): no folder, so never ".." or a path elsewhere.
+  return name.find('/') == std::string::npos && name.size() > 6 && name.ends_with(".jsonl");
+}
+
+bool looks_like_invocation_output(const fs::path& file, const fs::path& relative) {
+  const std::string p = relative.generic_string();
+  if (p == "report.html") {
+    const std::string head = read_head(file, 512);
+    return head.starts_with("<!DOCTYPE html>") && head.find("<title>safeamp sim report: ") != std::string::npos;
+  }
+  if (p == "summary.json" || p == "data_parallel.json") {
+    std::string text;
+    try {
+      text = read_input_file(file, "output file");
+    } catch (const error&) {
+      return false;
     }
+    const json j = json::parse(text, nullptr, false);
+    return p == "summary.json"
+               ? has_members(j, {"scenario", "decision", "reference", "candidates", "preflight", "exit_code"})
+               : has_members(j, {"ranks", "micro_batches", "reduction", "reference_reduction", "runs",
+                                 "reduction_error_vs_ranks"});
   }
-  std::sort(telemetry.begin(), telemetry.end());  // directory order is the file system's
-  found.insert(found.end(), telemetry.begin(), telemetry.end());
-  return found;
+  if (!is_invocation_output_name(relative)) return false;
+  // Telemetry: the first line, in its documented key order.
+  constexpr std::size_t longest_first_line = std::size_t{1} << 20;
+  std::string head = read_head(file, longest_first_line);
+  const std::size_t newline = head.find('\n');
+  if (newline == std::string::npos) return false;
+  head.resize(newline);
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(head, nullptr, false);
+  if (!j.is_object()) return false;
+  const char* const keys[] = {"step", "loss", "scale", "found_inf", "skipped"};
+  auto it = j.begin();
+  for (const char* k : keys) {
+    if (it == j.end() || it.key() != k) return false;
+    ++it;
+  }
+  return true;
 }
 
 invocation_cleanup begin_invocation(const fs::path& out, const invocation_start& start) {
   invocation_cleanup done;
-  done.was_incomplete = invocation_incomplete(out);
+  std::error_code ec;
+  // ---- checks: nothing changes until every file here is known to be safeamp sim's ----
+  const fs::file_status marker_status = fs::symlink_status(out / marker_file, ec);
+  if (fs::exists(marker_status)) {
+    if (!fs::is_regular_file(marker_status) || !read_head(out / marker_file, 256).starts_with(marker_opening)) {
+      refuse(out, out / marker_file, "not the marker safeamp sim writes there");
+    }
+    done.was_incomplete = true;
+  }
+  std::optional<outputs_record> record = read_record(out);
+  const std::vector<recorded_file> top = survey_top(out, record, done.was_incomplete);
+  bool previous_exists = false;
+  bool staging_exists = false;
+  const fs::path previous = out / previous_folder;
+  const fs::path staging = out / staging_name;
+  const std::vector<recorded_file> in_previous = survey_moved(out, previous, previous_exists);
+  const std::vector<recorded_file> in_staging = survey_moved(out, staging, staging_exists);
   // The outputs move into previous.new/, which then replaces previous/: a kill while they move leaves previous/
   // as it was and every output either at its place or in previous.new/, never lost.
-  const fs::path staging = out / (std::string(previous_folder_name) + ".new");
-  std::error_code ec;
-  const bool interrupted_move = done.was_incomplete && fs::is_directory(staging, ec);
-  if (!done.was_incomplete) remove_tree(staging);  // a staging folder without the marker is no invocation's
-  std::vector<fs::path> outputs = invocation_outputs(out);
-  std::erase_if(outputs, [&start](const fs::path& p) {
-    return p.parent_path() == "telemetry" && std::find(start.kept_telemetry.begin(), start.kept_telemetry.end(),
-                                                       p.filename().string()) != start.kept_telemetry.end();
-  });
+  const bool interrupted_move = done.was_incomplete && staging_exists;
+  outputs_record kept;
+  std::vector<recorded_file> outputs;
+  for (const recorded_file& f : top) {
+    const fs::path p(f.path);
+    const bool keep = p.parent_path() == "telemetry" &&
+                      std::find(start.kept_telemetry.begin(), start.kept_telemetry.end(), p.filename().string()) !=
+                          start.kept_telemetry.end();
+    (keep ? kept.files : outputs).push_back(f);
+  }
+
+  // ---- changes ----
+  // A finished invocation's decisions stay: its record forgets them before the marker exists, so no later start
+  // can take them for an unfinished invocation's.
+  if (!done.was_incomplete && record && record->decisions) {
+    record->decisions.reset();
+    write_record(out, *record);
+  }
   // The marker first: from here on a kill leaves a marked folder.
   write_file_atomically(out / marker_file, marker_text(out, start), "the INCOMPLETE marker");
   if (done.was_incomplete && !interrupted_move) {
-    // An invocation that trained and did not finish: what it left at the top are its partial outputs.
-    for (const fs::path& p : outputs) remove_file(out / p);
-    done.removed = std::move(outputs);
+    // An invocation that trained and did not finish: what it left at the top are its partial outputs, and what
+    // it appended to decisions.jsonl goes too.
+    if (record && record->decisions) done.withdrawn_decisions = withdraw_decisions(out, *record->decisions);
+    for (const recorded_file& f : outputs) {
+      remove_file(out / f.path);
+      done.removed.emplace_back(f.path);
+    }
+    write_record(out, kept);
     return done;
   }
+  if (!done.was_incomplete && staging_exists) remove_moved(staging, in_staging);  // no invocation's: a marker gone
   // A finished invocation's outputs, or the rest of them when an earlier start was killed while moving them
   // (nothing trains before the move is done, so the top still holds only the finished invocation's).
   if (!outputs.empty() || interrupted_move) {
-    for (const fs::path& p : outputs) move_file(out / p, staging / p);
-    remove_tree(out / previous_folder);
-    fs::rename(staging, out / previous_folder, ec);
+    outputs_record moving;
+    if (interrupted_move) moving.files = in_staging;
+    for (const recorded_file& f : outputs) moving.put(f);
+    std::vector<recorded_file> linked;  // kept at the top, and in previous/ too
+    if (start.kept_also_in_previous) {
+      for (const recorded_file& f : kept.files) {
+        if (moving.find(f.path) == nullptr) {
+          moving.put(f);
+          linked.push_back(f);
+        }
+      }
+    }
+    fs::create_directories(staging, ec);
+    write_record(staging, moving);  // before anything moves: previous.new/ holds only files it lists
+    for (const recorded_file& f : outputs) move_file(out / f.path, staging / f.path);
+    for (const recorded_file& f : linked) {
+      fs::create_directories((staging / f.path).parent_path(), ec);
+      fs::create_hard_link(out / f.path, staging / f.path, ec);
+      if (ec) fs::copy_file(out / f.path, staging / f.path, fs::copy_options::overwrite_existing, ec);
+      if (ec) {
+        throw error("output file '" + (out / f.path).string() + "'",
+                    "not linkable or copyable into '" + staging.string() + "' (" + ec.message() + ")",
+                    "an output folder whose files safeamp sim may link or copy");
+      }
+    }
+    write_record(out, kept);
+    if (previous_exists) remove_moved(previous, in_previous);
+    fs::rename(staging, previous, ec);
     if (ec) {
       throw error("output folder '" + staging.string() + "'",
-                  "not renamable to '" + (out / previous_folder).string() + "' (" + ec.message() + ")",
+                  "not renamable to '" + previous.string() + "' (" + ec.message() + ")",
                   "an output folder whose files safeamp sim may move");
     }
+  } else {
+    write_record(out, kept);
   }
-  done.moved = std::move(outputs);
+  for (const recorded_file& f : outputs) done.moved.emplace_back(f.path);
   return done;
+}
+
+void write_invocation_output(const fs::path& out, const fs::path& relative, std::string_view content) {
+  outputs_record r = read_record(out).value_or(outputs_record{});
+  const std::string path = relative.generic_string();
+  // A file the record lists (the reference's telemetry a --relock replaces) leaves the record first: a kill
+  // between the write and the record's update must not leave the record naming the old content (the next start
+  // would refuse the file as changed); unlisted in a marked folder, it is recognised by its content.
+  if (r.find(path) != nullptr) {
+    std::erase_if(r.files, [&path](const recorded_file& f) { return f.path == path; });
+    write_record(out, r);
+  }
+  write_file_atomically(out / relative, content);
+  r.put({.path = path, .bytes = content.size(), .fnv1a64 = fnv1a64(content)});
+  write_record(out, r);
+}
+
+void record_invocation_output(const fs::path& out, const fs::path& relative) {
+  const file_digest d = digest_input_file(out / relative, "output file");
+  outputs_record r = read_record(out).value_or(outputs_record{});
+  r.put({.path = relative.generic_string(), .bytes = d.bytes, .fnv1a64 = d.fnv1a64});
+  write_record(out, r);
+}
+
+void record_decisions_append(const fs::path& out, std::uintmax_t offset, std::string_view written) {
+  outputs_record r = read_record(out).value_or(outputs_record{});
+  r.decisions = decisions_append{.offset = offset, .text = std::string(written)};
+  write_record(out, r);
+}
+
+bool reference_telemetry_matches(const fs::path& telemetry, const std::vector<double>& loss_curve) {
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(telemetry, ec))) return false;
+  std::ifstream in(telemetry, std::ios::binary);
+  std::string line;
+  std::size_t step = 0;
+  while (std::getline(in, line)) {
+    if (step == loss_curve.size()) return false;  // more steps than the reference trained
+    const json j = json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("loss")) return false;
+    const json& loss = j["loss"];
+    const double want = loss_curve[step];
+    bool same = false;
+    if (loss.is_number()) {
+      same = std::isfinite(want) && loss.get<double>() == want;
+    } else if (loss.is_string()) {
+      const std::string t = loss.get<std::string>();
+      same = (t == "nan" && std::isnan(want)) || (t == "inf" && want == std::numeric_limits<double>::infinity()) ||
+             (t == "-inf" && want == -std::numeric_limits<double>::infinity());
+    }
+    if (!same) return false;
+    ++step;
+  }
+  return !in.bad() && step == loss_curve.size();
 }
 
 output_folder_lock::output_folder_lock(const fs::path& out) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `safeamp sim` invocations that fail partway leave a marked folder, never a report, summary or telemetry that
 # could be taken for their own (sim/report_invocation.hpp; docs/report.md, "When an invocation fails"):
-#  1. an exception after the reference: a candidate's telemetry cannot be written (its path is a directory);
+#  1. an exception after the reference: a candidate's telemetry cannot be written (over a file-size limit, ulimit
+#     -f 22 KiB, without checkpoints: the telemetry is about 25 KB; a directory at its path, as this case made it
+#     until 2026-12-06, is now refused before anything trains);
 #  2. a crash (the data-parallel test hook: the rank ends with _Exit, no clean-up) in a candidate, one process;
 #     with MPIRUN given, also rank 1 of 2 under mpirun (mpirun then kills rank 0, the writer);
 #  3. --resume with a bad checkpoint of the last run (garbage, then a valid checkpoint of another run): refused
@@ -22,14 +24,17 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 ref_telemetry=reference-fp32.jsonl # file_slug("reference fp32")
 
 # run NAME ARGS...: runs the tool (or "$mpirun -np 2" when NAME starts with mpi), its output in $work/NAME.log;
-# sets rc.
+# sets rc. With $file_limit_kib set, files are limited to that size (ulimit -f; the tool ignores SIGXFSZ).
 run() {
   local name=$1
   shift
   local launcher=()
   [[ $name == mpi* ]] && launcher=("$mpirun" --oversubscribe -np 2)
   set +e
-  "${launcher[@]}" "$tool" sim "$@" >"$work/$name.log" 2>&1
+  (
+    [[ -z ${file_limit_kib:-} ]] || ulimit -f "$file_limit_kib"
+    exec "${launcher[@]}" "$tool" sim "$@"
+  ) >"$work/$name.log" 2>&1
   rc=$?
   set -e
 }
@@ -67,22 +72,21 @@ check_finished() {
   [[ -f $out/report.html && -f $out/summary.json ]] || fail "$out: a finished invocation without its report"
 }
 
-# 1. An exception after the reference was reused: the first candidate's telemetry path is a directory.
+# 1. An exception after the reference was reused: the first candidate's telemetry is over the file-size limit.
 out=$work/exception
 run first --scenario "$data/tiny_mlp.json" --out "$out"
 [[ $rc == 0 ]] || fail "the first tiny_mlp run exited $rc: $(cat "$work/first.log")"
 check_finished "$out"
 cp -r "$out" "$work/exception.before"
-rm "$out/telemetry/bf16-mixed.jsonl"
-mkdir "$out/telemetry/bf16-mixed.jsonl"
-run exception --scenario "$data/tiny_mlp.json" --out "$out"
+file_limit_kib=22 run exception --scenario "$data/tiny_mlp.json" --out "$out" --checkpoint-every 0
 [[ $rc == 2 ]] || fail "an unwritable telemetry file exited $rc, expected 2: $(cat "$work/exception.log")"
+grep -q "bf16-mixed.jsonl' (write failed: File too large)" "$work/exception.log" ||
+  fail "the first candidate's telemetry write did not fail: $(cat "$work/exception.log")"
 grep -q "stopped before finishing: .* is marked INCOMPLETE" "$work/exception.log" ||
   fail "stderr does not say the folder is incomplete: $(cat "$work/exception.log")"
 grep -q "previous invocation's report, summary and telemetry" "$work/exception.log" ||
   fail "stderr does not say where the previous outputs went"
 check_marked "$out" "$work/exception.before"
-rmdir "$out/telemetry/bf16-mixed.jsonl"
 run exception_resume --scenario "$data/tiny_mlp.json" --out "$out" --resume
 [[ $rc == 0 ]] || fail "--resume after the exception exited $rc: $(cat "$work/exception_resume.log")"
 check_finished "$out"

@@ -1,15 +1,26 @@
-// The INCOMPLETE marker and previous/ of an output folder, on folders built by hand: a finished folder's outputs
-// move aside, a marked one's partial outputs go, a start killed while moving is completed by the next one.
+// The INCOMPLETE marker, previous/ and the record of outputs of an output folder, on folders built by hand from
+// the real renderers' outputs: a finished folder's outputs move aside, a marked one's partial outputs go, a start
+// killed while moving is completed by the next one; a file safeamp sim did not write (a user's summary.json, a file
+// edited since, a stray file in previous/) is refused before anything changes; the decisions an unfinished
+// invocation appended are withdrawn once.
 #include "safeamp/sim/report_invocation.hpp"
 
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 
+#include "report_fixtures.hpp"
+#include "safeamp/error.hpp"
+#include "safeamp/sim/parity_fallback.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 using namespace safeamp::sim;
@@ -25,52 +36,160 @@ fs::path fresh(const std::string& name) {
 }
 void put(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
+  std::ofstream(p, std::ios::binary) << text;
 }
 std::string text_of(const fs::path& p) {
-  std::ifstream in(p);
+  std::ifstream in(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// What safeamp sim writes, from its own renderers (two invocations' worth: `n` tells them apart).
+struct rendered {
+  std::string report, summary, telemetry_a, telemetry_ref;
+};
+rendered outputs_of(int n) {
+  sim_summary s = fixtures::make_summary();
+  s.scenario = "invocation " + std::to_string(n);
+  return {render_html_report(s), render_summary_json(s), telemetry_jsonl(fixtures::make_run("a", 5 + n, 1.0, 0.1 * n)),
+          telemetry_jsonl(fixtures::make_run("reference fp32", 40, 1.0, 0.0))};
+}
+
+// Every regular file under `dir` with its content, to compare a folder before and after.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (fs::is_symlink(e.symlink_status())) {
+      files[fs::relative(e.path(), dir).string()] = "-> " + fs::read_symlink(e.path()).string();
+    } else if (e.is_regular_file()) {
+      files[fs::relative(e.path(), dir).string()] = text_of(e.path());
+    }
+  }
+  return files;
+}
+
+// begin_invocation must refuse `out` naming `file`, and leave every file as it was.
+void check_refused(const fs::path& out, const std::string& file) {
+  const auto before = snapshot(out);
+  try {
+    (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+    FAIL("begin_invocation accepted a folder holding " << file);
+  } catch (const safeamp::error& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(e.field() == "--out");
+    CHECK(what.find(file) != std::string::npos);
+    CHECK(what.find("an empty folder, or one safeamp sim wrote") != std::string::npos);
+  }
+  CHECK(snapshot(out) == before);
 }
 
 }  // namespace
 
 TEST_CASE("a finished folder's outputs move into previous/, which they replace; the marker until finished") {
+  // A folder of safeamp before the record existed: its outputs are recognised by their content.
   const fs::path out = fresh("finished");
-  put(out / "report.html", "report 2");
-  put(out / "summary.json", "summary 2");
-  put(out / "telemetry" / "reference-fp32.jsonl", "reference");
-  put(out / "telemetry" / "a.jsonl", "a 2");
-  put(out / "previous" / "report.html", "report 1");
-  put(out / "previous" / "telemetry" / "old.jsonl", "old");
+  const rendered one = outputs_of(1);
+  const rendered two = outputs_of(2);
+  put(out / "report.html", two.report);
+  put(out / "summary.json", two.summary);
+  put(out / "telemetry" / "reference-fp32.jsonl", two.telemetry_ref);
+  put(out / "telemetry" / "a.jsonl", two.telemetry_a);
+  put(out / "previous" / "report.html", one.report);
+  put(out / "previous" / "telemetry" / "old.jsonl", one.telemetry_a);
   put(out / "known_good.json", "kept");
+  put(out / "notes.txt", "a user's notes: no output's name");
   const invocation_cleanup c = begin_invocation(out, {.scenario = "s", .kept_telemetry = {"reference-fp32.jsonl"}});
   CHECK_FALSE(c.was_incomplete);
   CHECK(c.moved.size() == 3);
   CHECK(invocation_incomplete(out));
   CHECK(text_of(out / "INCOMPLETE").find("scenario 's'") != std::string::npos);
-  CHECK(text_of(out / "previous" / "report.html") == "report 2");
-  CHECK(text_of(out / "previous" / "summary.json") == "summary 2");
-  CHECK(text_of(out / "previous" / "telemetry" / "a.jsonl") == "a 2");
+  CHECK(text_of(out / "previous" / "report.html") == two.report);
+  CHECK(text_of(out / "previous" / "summary.json") == two.summary);
+  CHECK(text_of(out / "previous" / "telemetry" / "a.jsonl") == two.telemetry_a);
   CHECK_FALSE(fs::exists(out / "previous" / "telemetry" / "old.jsonl"));  // previous/ holds one invocation
   CHECK_FALSE(fs::exists(out / "report.html"));
-  CHECK(text_of(out / "telemetry" / "reference-fp32.jsonl") == "reference");  // the locked reference's stays
+  CHECK(text_of(out / "telemetry" / "reference-fp32.jsonl") == two.telemetry_ref);  // the locked reference's stays
   CHECK(text_of(out / "known_good.json") == "kept");
+  CHECK(text_of(out / "notes.txt") == "a user's notes: no output's name");
   CHECK_FALSE(fs::exists(out / "previous.new"));
   finish_invocation(out);
   CHECK_FALSE(invocation_incomplete(out));
+  // The next start replaces this previous/ (now with its record) by the outputs it finds in the record.
+  write_invocation_output(out, "report.html", one.report);
+  write_invocation_output(out, "telemetry/b.jsonl", one.telemetry_a);
+  const invocation_cleanup c2 = begin_invocation(out, {.scenario = "s", .kept_telemetry = {"reference-fp32.jsonl"}});
+  CHECK(c2.moved.size() == 2);
+  CHECK(text_of(out / "previous" / "report.html") == one.report);
+  CHECK(text_of(out / "previous" / "telemetry" / "b.jsonl") == one.telemetry_a);
+  CHECK_FALSE(fs::exists(out / "previous" / "summary.json"));
+}
+
+TEST_CASE("under --relock the reference's telemetry stays and goes into previous/ too") {
+  const fs::path out = fresh("relock");
+  const rendered one = outputs_of(1);
+  write_invocation_output(out, "report.html", one.report);
+  write_invocation_output(out, "telemetry/reference-fp32.jsonl", one.telemetry_ref);
+  const invocation_cleanup c = begin_invocation(
+      out, {.scenario = "s", .kept_telemetry = {"reference-fp32.jsonl"}, .kept_also_in_previous = true});
+  CHECK(c.moved.size() == 1);
+  CHECK(text_of(out / "telemetry" / "reference-fp32.jsonl") == one.telemetry_ref);
+  CHECK(text_of(out / "previous" / "telemetry" / "reference-fp32.jsonl") == one.telemetry_ref);
+  // The new reference's telemetry replaces the one at the top, not the one in previous/.
+  write_invocation_output(out, "telemetry/reference-fp32.jsonl", one.telemetry_a);
+  CHECK(text_of(out / "previous" / "telemetry" / "reference-fp32.jsonl") == one.telemetry_ref);
+  finish_invocation(out);
+  CHECK(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}).moved.size() == 1);  // both verified
+}
+
+TEST_CASE("replacing a recorded output never leaves the record naming content that is gone") {
+  // A write of the reference's telemetry over the recorded one (a --relock) that stops after the file was replaced
+  // and before the record was updated. The stop is a file-size limit in a child process that the record's write
+  // exceeds (it carries a large decisions append) and the telemetry's does not.
+  const fs::path out = fresh("replace");
+  const rendered one = outputs_of(1);
+  const fs::path telemetry = "telemetry/reference-fp32.jsonl";
+  write_invocation_output(out, telemetry, one.telemetry_ref);
+  (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {"reference-fp32.jsonl"}});
+  const std::size_t limit_bytes = std::size_t{1} << 20;
+  record_decisions_append(out, 0, std::string(2 * limit_bytes, 'x'));
+  REQUIRE(one.telemetry_a.size() < limit_bytes);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{.rlim_cur = limit_bytes, .rlim_max = limit_bytes};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      write_invocation_output(out, telemetry, one.telemetry_a);
+    } catch (const safeamp::error&) {
+      ::_exit(0);
+    }
+    ::_exit(1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // the write failed, as arranged
+  // The next start takes the folder: the file is the recorded one, or an unfinished invocation's output.
+  CHECK_NOTHROW(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}));
 }
 
 TEST_CASE("a marked folder (an invocation that trained and failed) loses its partial outputs, keeps previous/") {
   const fs::path out = fresh("marked");
-  put(out / "INCOMPLETE", "x");
-  put(out / "telemetry" / "a.jsonl", "partial");
-  put(out / "previous" / "report.html", "report 1");
+  const rendered one = outputs_of(1);
+  // An invocation that started, wrote one run's telemetry and a second one whose record it did not update, and
+  // failed; previous/ from safeamp before the record.
+  (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  write_invocation_output(out, "telemetry/a.jsonl", one.telemetry_a);
+  put(out / "telemetry" / "b.jsonl", one.telemetry_a);
+  put(out / "previous" / "report.html", one.report);
   const invocation_cleanup c = begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
   CHECK(c.was_incomplete);
-  CHECK(c.removed.size() == 1);
+  CHECK(c.removed.size() == 2);
+  CHECK_FALSE(fs::exists(out / "telemetry" / "b.jsonl"));
   CHECK(c.moved.empty());
   CHECK_FALSE(fs::exists(out / "telemetry" / "a.jsonl"));
-  CHECK(text_of(out / "previous" / "report.html") == "report 1");
+  CHECK(text_of(out / "previous" / "report.html") == one.report);
   CHECK(invocation_incomplete(out));
   CHECK(incomplete_note(out).find("marked INCOMPLETE") != std::string::npos);
 }
@@ -78,18 +197,160 @@ TEST_CASE("a marked folder (an invocation that trained and failed) loses its par
 TEST_CASE("a start killed while moving the outputs aside is completed by the next start, nothing lost") {
   // Marker written, report.html already in previous.new/, summary.json and a.jsonl not yet moved, previous/ old.
   const fs::path out = fresh("interrupted");
-  put(out / "INCOMPLETE", "x");
-  put(out / "previous.new" / "report.html", "report 2");
-  put(out / "summary.json", "summary 2");
-  put(out / "telemetry" / "a.jsonl", "a 2");
-  put(out / "previous" / "report.html", "report 1");
+  const rendered one = outputs_of(1);
+  const rendered two = outputs_of(2);
+  (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});  // the marker of the start that was killed
+  put(out / "previous.new" / "report.html", two.report);
+  put(out / "summary.json", two.summary);
+  put(out / "telemetry" / "a.jsonl", two.telemetry_a);
+  put(out / "previous" / "report.html", one.report);
   const invocation_cleanup c = begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
   CHECK(c.removed.empty());
   CHECK(c.moved.size() == 2);
-  CHECK(text_of(out / "previous" / "report.html") == "report 2");
-  CHECK(text_of(out / "previous" / "summary.json") == "summary 2");
-  CHECK(text_of(out / "previous" / "telemetry" / "a.jsonl") == "a 2");
+  CHECK(text_of(out / "previous" / "report.html") == two.report);
+  CHECK(text_of(out / "previous" / "summary.json") == two.summary);
+  CHECK(text_of(out / "previous" / "telemetry" / "a.jsonl") == two.telemetry_a);
   CHECK_FALSE(fs::exists(out / "previous.new"));
   CHECK_FALSE(fs::exists(out / "summary.json"));
+}
+
+TEST_CASE("a file at an output's name that safeamp sim did not write is refused, and nothing changes") {
+  const rendered one = outputs_of(1);
+  SECTION("a user's summary.json") {
+    const fs::path out = fresh("user_summary");
+    put(out / "summary.json", "{\"my\": \"own results\"}\n");
+    check_refused(out, "summary.json");
+  }
+  SECTION("a user's report.html") {
+    const fs::path out = fresh("user_report");
+    put(out / "report.html", "my notes");
+    check_refused(out, "report.html");
+  }
+  SECTION("a user's telemetry/*.jsonl") {
+    const fs::path out = fresh("user_telemetry");
+    put(out / "telemetry" / "experiment-42.jsonl", "{\"a\":1}\n");
+    check_refused(out, "experiment-42.jsonl");
+  }
+  SECTION("a user's file in previous/") {
+    const fs::path out = fresh("user_previous");
+    put(out / "previous" / "keep.txt", "mine");
+    put(out / "report.html", one.report);  // a finished invocation's output, to be moved into previous/
+    check_refused(out, "keep.txt");
+  }
+  SECTION("a user's previous/report.html") {
+    const fs::path out = fresh("user_previous_report");
+    put(out / "previous" / "report.html", "mine");
+    check_refused(out, "report.html");
+  }
+  SECTION("a directory at an output's name") {
+    const fs::path out = fresh("directory");
+    fs::create_directories(out / "report.html");
+    check_refused(out, "report.html");
+  }
+  SECTION("a link at an output's name, even to safeamp sim's own output") {
+    const fs::path out = fresh("link");
+    put(out / "elsewhere.html", one.report);
+    fs::create_symlink(out / "elsewhere.html", out / "report.html");
+    check_refused(out, "report.html");
+  }
+  SECTION("an INCOMPLETE that is not safeamp sim's marker") {
+    const fs::path out = fresh("user_marker");
+    put(out / "INCOMPLETE", "my list of unfinished work");
+    check_refused(out, "INCOMPLETE");
+  }
+  SECTION("a recorded output changed since it was written") {
+    const fs::path out = fresh("edited");
+    write_invocation_output(out, "report.html", one.report);
+    put(out / "report.html", one.report + "<p>my annotation</p>");
+    check_refused(out, "report.html");
+  }
+  SECTION("an output the record does not list, in a folder with a record") {
+    const fs::path out = fresh("unlisted");
+    write_invocation_output(out, "report.html", one.report);
+    put(out / "telemetry" / "copied.jsonl", one.telemetry_a);  // safeamp's format, but not written here
+    check_refused(out, "copied.jsonl");
+  }
+  SECTION("a record listing a path outside the outputs") {
+    const fs::path out = fresh("bad_record");
+    put(out / ".safeamp-outputs",
+        R"({"format": "safeamp sim outputs", "version": 1, "files": [{"path": "../victim", "bytes": 1,)"
+        R"( "fnv1a64": "0000000000000000"}]})");
+    const auto before = snapshot(out);
+    CHECK_THROWS_WITH(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}),
+                      Catch::Contains("../victim") && Catch::Contains("no output's name"));
+    CHECK(snapshot(out) == before);
+  }
+}
+
+TEST_CASE("previous/ of safeamp sim with its record is replaced; one holding a stray file is not") {
+  const fs::path out = fresh("recorded_previous");
+  const rendered one = outputs_of(1);
+  const rendered two = outputs_of(2);
+  write_invocation_output(out, "report.html", one.report);
+  write_invocation_output(out, "summary.json", one.summary);
+  (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  finish_invocation(out);
+  REQUIRE(text_of(out / "previous" / "summary.json") == one.summary);
+  write_invocation_output(out, "report.html", two.report);
+  put(out / "previous" / "telemetry" / "mine.jsonl", "{\"a\":1}\n");
+  check_refused(out, "mine.jsonl");
+  fs::remove(out / "previous" / "telemetry" / "mine.jsonl");
+  const invocation_cleanup c = begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  CHECK(c.moved.size() == 1);
+  CHECK(text_of(out / "previous" / "report.html") == two.report);
+  CHECK_FALSE(fs::exists(out / "previous" / "summary.json"));
+}
+
+TEST_CASE("the decisions an unfinished invocation appended are withdrawn once; a finished one's stay") {
+  const fs::path out = fresh("decisions");
+  const fs::path file = out / decisions_file_name;
+  const std::string earlier = "{\"an\": \"earlier invocation's line\"}\n";
+  put(file, earlier);
+  fallback_decision d;
+  d.candidate = "x";
+  d.run_instead = "fp32";
+  const auto append = [&] {
+    append_decisions(file, {d, d, d}, [&out](std::uintmax_t offset, std::string_view written) {
+      record_decisions_append(out, offset, written);
+    });
+  };
+  (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  append();  // and then the invocation fails: the marker stays
+  REQUIRE(text_of(file).size() > earlier.size());
+  const invocation_cleanup resumed = begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  CHECK(resumed.withdrawn_decisions == 3);
+  CHECK(text_of(file) == earlier);
+  append();
+  finish_invocation(out);
+  const std::string finished = text_of(file);
+  CHECK(std::count(finished.begin(), finished.end(), '\n') == 4);
+  // The next start, and a start after that one failed, keep the finished invocation's lines.
+  (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  const invocation_cleanup after_failure = begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  CHECK(after_failure.was_incomplete);
+  CHECK(after_failure.withdrawn_decisions == 0);
+  CHECK(text_of(file) == finished);
+  // Lines someone else appended after the unfinished invocation's are not withdrawn.
+  append();
+  put(file, text_of(file) + "{\"by\": \"hand\"}\n");
+  const std::string edited = text_of(file);
+  CHECK(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}).withdrawn_decisions == 0);
+  CHECK(text_of(file) == edited);
+  fs::remove_all(out.parent_path());
+}
+
+TEST_CASE("a reference's telemetry belongs to it when its losses are the reference's loss curve") {
+  const fs::path out = fresh("belongs");
+  const locked_reference ref =
+      lock_reference(fixtures::make_run("reference fp32", 40, 1.0, 0.0), fixtures::make_manifest());
+  put(out / "mine.jsonl", telemetry_jsonl(fixtures::make_run("reference fp32", 40, 1.0, 0.0)));
+  put(out / "other.jsonl", telemetry_jsonl(fixtures::make_run("reference fp32", 40, 1.0, 0.01)));
+  put(out / "short.jsonl", telemetry_jsonl(fixtures::make_run("reference fp32", 39, 1.0, 0.0)));
+  CHECK(reference_telemetry_matches(out / "mine.jsonl", ref.loss_curve));
+  CHECK_FALSE(reference_telemetry_matches(out / "other.jsonl", ref.loss_curve));
+  CHECK_FALSE(reference_telemetry_matches(out / "short.jsonl", ref.loss_curve));
+  CHECK_FALSE(reference_telemetry_matches(out / "missing.jsonl", ref.loss_curve));
+  fs::create_symlink(out / "mine.jsonl", out / "link.jsonl");
+  CHECK_FALSE(reference_telemetry_matches(out / "link.jsonl", ref.loss_curve));
   fs::remove_all(out.parent_path());
 }

@@ -3,7 +3,9 @@
 // folder, else the reference policy. Decisions and known-good records are persisted (atomic writes).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,19 +43,29 @@ struct fallback_decision {
 /// passed over; one that passed is chosen (by policy name: a run of that policy other than `result`, named with
 /// its scaler); one not run is chosen when it is the reference policy, else chosen and marked as not verified in
 /// this run. Runs with injected faults (parity_result::faulted) count as not run. With no usable baseline,
-/// `last_good` is named unless it is `result`'s own policy and scaler; with none of those, the reference policy.
+/// `last_good` is named unless it is `result`'s own policy and scaler, or, when `reference_id` is given, it was
+/// recorded against another reference (another scenario or model, or the reference a --relock replaced: the
+/// source then says it was ignored); with none of those, the reference policy.
 [[nodiscard]] fallback_decision decide_fallback(const parity_result& result, const std::vector<std::string>& baselines,
                                                 const std::vector<parity_result>& this_run,
                                                 const std::optional<known_good_record>& last_good,
-                                                std::string_view reference_policy);
+                                                std::string_view reference_policy, std::string_view reference_id = {});
 
 /// <out>/known_good.json: the most recent PASS (nullopt when the file does not exist; safeamp::error when
 /// it exists but is corrupt).
 [[nodiscard]] std::optional<known_good_record> read_known_good(const std::filesystem::path& file);
 void write_known_good(const std::filesystem::path& file, const known_good_record& record);
 
-/// One JSON line per decision, appended to <out>/decisions.jsonl (the file is rewritten atomically).
+/// One JSON line per decision, appended to <out>/decisions.jsonl.
 [[nodiscard]] std::string decision_json_line(const fallback_decision& d);
-void append_decisions(const std::filesystem::path& file, const std::vector<fallback_decision>& decisions);
+/// decision_json_line of each decision, in order.
+[[nodiscard]] std::string decisions_jsonl(const std::vector<fallback_decision>& decisions);
+/// Before any run: <out>/decisions.jsonl is absent or a regular file this user may append to (a directory, a
+/// FIFO or a symbolic link is refused, naming the file), whatever its size (check_appendable_file).
+void check_decisions_file(const std::filesystem::path& file);
+/// Appends the decisions' lines with one write and an fsync (append_file_durably): the file is never read or
+/// rewritten, so it may grow past any input cap. `before_write` as append_file_durably's.
+void append_decisions(const std::filesystem::path& file, const std::vector<fallback_decision>& decisions,
+                      const std::function<void(std::uintmax_t offset, std::string_view written)>& before_write = {});
 
 }  // namespace safeamp::sim

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -28,9 +29,10 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
 std::size_t remove_stale_temporaries(const std::filesystem::path& path) noexcept;
 
 /// Removes every stale temporary in folder `dir` (`<name>.tmp-<pid>` or `<name>.tmp-<pid>-<n>` whose <pid> no
-/// longer runs on this machine), whatever file it was meant to replace: the litter of a killed writer whose
-/// target is not rewritten later. Returns how many were removed; never throws.
-std::size_t remove_stale_temporaries_in(const std::filesystem::path& dir) noexcept;
+/// longer runs on this machine) of a target name `ours` accepts (every name when it is empty): the litter of a
+/// killed writer whose target is not rewritten later. Returns how many were removed; never throws.
+std::size_t remove_stale_temporaries_in(const std::filesystem::path& dir,
+                                        const std::function<bool(std::string_view target)>& ours = {}) noexcept;
 
 /// The whole file as bytes, for outside input. Accepts a regular file (or a link to one) of at most
 /// `max_bytes`; a directory, FIFO, socket or device (/dev/zero) is refused before any byte is read, and
@@ -52,8 +54,27 @@ struct file_digest {
 
 /// Creates `dir` (and parents) when missing and checks that a file can be created in it; throws
 /// safeamp::error("--out", dir, "a writable directory") otherwise. Call before any run so a bad folder
-/// is reported before minutes of training.
+/// is reported before minutes of training. The probe is a new file created with O_CREAT | O_EXCL | O_NOFOLLOW
+/// under an unused name `.safeamp-write-check-<pid>-<n>` and removed at once: an existing file or symbolic link
+/// of any name is never opened.
 void prepare_output_folder(const std::filesystem::path& dir);
+
+/// True when `file_name` is a temporary of `target_name` as write_file_atomically names them
+/// (`<target>.tmp-<pid>` or `<target>.tmp-<pid>-<n>`, digits only), whatever process wrote it.
+[[nodiscard]] bool is_temporary_of(std::string_view file_name, std::string_view target_name);
+
+/// Checks, before any run, that `path` can take append_file_durably: absent (it will be created) or a regular
+/// file (not a symbolic link, directory, FIFO or device) this user may write. Throws safeamp::error naming `field`
+/// and the path otherwise. Its size is not limited: nothing reads it whole.
+void check_appendable_file(const std::filesystem::path& path, std::string_view field);
+
+/// Appends `text` to `path` (created 0644 when missing; a symbolic link or anything but a regular file is
+/// refused) in one write() loop, then fsync: the file is never read or rewritten, so its size does not matter.
+/// When the file does not end with a newline (a torn last line), a newline goes first. `before_write`, when
+/// given, is called with the file's size before the append and the exact bytes about to be appended (a caller
+/// records them, to withdraw them later). Throws safeamp::error naming `field` and the path.
+void append_file_durably(const std::filesystem::path& path, std::string_view text, std::string_view field,
+                         const std::function<void(std::uintmax_t offset, std::string_view written)>& before_write = {});
 
 /// 64-bit FNV-1a of bytes (data fingerprints, reference ids); as 16 lowercase hex digits.
 [[nodiscard]] std::uint64_t fnv1a64(std::string_view bytes) noexcept;

@@ -1,9 +1,12 @@
 // An output folder while `safeamp sim` writes into it: an INCOMPLETE marker from the moment the first run is
 // about to train until the last output is written, and the outputs of the last finished invocation moved aside
 // into previous/ first, so a failed or killed invocation never leaves a report, summary or telemetry that could
-// be taken for its own. What --resume needs (checkpoints/, reference/) stays where it is.
+// be taken for its own. What --resume needs (checkpoints/, reference/) stays where it is. Only files safeamp sim
+// can show it wrote are ever moved or removed: it keeps a record of them (.safeamp-outputs), and a folder holding
+// a file of an output's name that it did not write is refused before anything trains or changes.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -15,15 +18,36 @@ namespace safeamp::sim {
 inline constexpr std::string_view incomplete_marker_name = "INCOMPLETE";
 /// Where begin_invocation moves the last finished invocation's outputs (replacing what was there).
 inline constexpr std::string_view previous_folder_name = "previous";
+/// The record of the outputs safeamp sim wrote into a folder (and into previous/): a JSON object
+/// {"format": "safeamp sim outputs", "version": 1, "files": [{"path", "bytes", "fnv1a64"}...], "decisions":
+/// {"offset", "text"}}, each file relative to the folder with its size and FNV-1a 64 when written; "decisions",
+/// when present, is the last append to decisions.jsonl (its offset and bytes), withdrawn by the next start when the
+/// invocation that made it did not finish. Folders of safeamp before 2026-12-06 have none (see begin_invocation).
+inline constexpr std::string_view outputs_record_name = ".safeamp-outputs";
+/// The decisions file of an output folder (parity_fallback.hpp appends to it).
+inline constexpr std::string_view decisions_file_name = "decisions.jsonl";
 
-/// What an invocation's outputs are: report.html, summary.json, data_parallel.json and telemetry/*.jsonl
-/// (relative to the output folder). known_good.json and decisions.jsonl are records kept across invocations,
-/// reference/ is the locked reference and checkpoints/ what --resume continues from: none of them is moved.
-[[nodiscard]] std::vector<std::filesystem::path> invocation_outputs(const std::filesystem::path& out);
+/// The names of an invocation's outputs, relative to the output folder: report.html, summary.json,
+/// data_parallel.json and telemetry/<name>.jsonl. known_good.json and decisions.jsonl are records kept across
+/// invocations, reference/ is the locked reference and checkpoints/ what --resume continues from: none of them is
+/// moved. True for those names only (a path with another folder, "..", or another extension is not one).
+[[nodiscard]] bool is_invocation_output_name(const std::filesystem::path& relative);
+
+/// True when `file`, a regular file at `relative` (an invocation output name), holds what safeamp sim writes
+/// there: report.html begins with its DOCTYPE and "<title>safeamp sim report: ", summary.json and
+/// data_parallel.json are JSON objects with their members (scenario, decision, reference, candidates, preflight,
+/// exit_code; ranks, micro_batches, reduction, reference_reduction, runs, reduction_error_vs_ranks), a telemetry
+/// file's first line is an object whose keys begin step, loss, scale, found_inf, skipped. How the outputs of a
+/// folder without a record (written before 2026-12-06) are recognised.
+[[nodiscard]] bool looks_like_invocation_output(const std::filesystem::path& file,
+                                                const std::filesystem::path& relative);
 
 struct invocation_start {
   std::string scenario;                     // named in the marker
   std::vector<std::string> kept_telemetry;  // file names in telemetry/ that stay (the locked reference's)
+  // The kept telemetry is also linked (or copied) into previous/ with the other outputs: under --relock, whose
+  // new reference's telemetry replaces it once that reference has trained, while a relock that fails keeps it.
+  bool kept_also_in_previous = false;
 };
 
 /// The lock file of an output folder (see output_folder_lock).
@@ -59,16 +83,46 @@ struct invocation_cleanup {
   bool was_incomplete = false;                 // the folder was already marked: an earlier invocation did not finish
   std::vector<std::filesystem::path> moved;    // into previous/ (paths relative to the output folder)
   std::vector<std::filesystem::path> removed;  // partial outputs of an unfinished invocation
+  std::size_t withdrawn_decisions = 0;         // lines of decisions.jsonl an unfinished invocation appended, removed
 };
 
-/// Marks `out` INCOMPLETE. A finished folder's outputs (invocation_outputs, less `kept_telemetry`) move into
-/// previous.new/, which then replaces previous/ (so a kill while they move loses nothing: the next start finds
-/// the marker and previous.new/ and completes the move); a folder that was already marked after training began
-/// has no finished outputs to keep: the unfinished invocation's partial outputs are removed and previous/ is left
-/// as it is. Call once every check
-/// has passed, before the first run trains. Throws safeamp::error naming the path when a file cannot be moved,
-/// removed or written.
+/// Checks `out` and marks it INCOMPLETE; call once every other check has passed, before the first run trains.
+/// First, changing nothing: every file at an output's name (report.html, summary.json, data_parallel.json,
+/// telemetry/*.jsonl), everything in previous/ and previous.new/, and INCOMPLETE must be safeamp sim's: listed in
+/// the folder's record (outputs_record_name) with the size and hash it was written with, or, in a folder without
+/// a record (safeamp before 2026-12-06) or one marked INCOMPLETE (a file written before the record was updated),
+/// recognised by its content (looks_like_invocation_output). Anything else (a user's summary.json, a file edited
+/// since, a directory or a link at an output's name, a stray file in previous/) throws safeamp::error("--out")
+/// naming the file and what is accepted (an empty folder, or one safeamp sim wrote), and nothing is changed.
+/// Then: a finished folder's outputs (less `kept_telemetry`) move into previous.new/, which then replaces
+/// previous/ (whose own files, and nothing else, are removed), so a kill while they move loses nothing: the next
+/// start finds the marker and previous.new/ and completes the move. A folder that was already marked after
+/// training began has no finished outputs to keep: the unfinished invocation's partial outputs are removed, the
+/// decisions it appended are withdrawn (only when decisions.jsonl still ends with exactly those bytes) and
+/// previous/ is left as it is. Throws safeamp::error naming the path when a file cannot be moved, removed or
+/// written.
 invocation_cleanup begin_invocation(const std::filesystem::path& out, const invocation_start& start);
+
+/// Writes `content` to out/relative (an invocation output name) atomically, then adds it to the folder's record
+/// (a file the record already lists is taken out of it before the write, so the record never names content that
+/// is no longer there).
+void write_invocation_output(const std::filesystem::path& out, const std::filesystem::path& relative,
+                             std::string_view content);
+
+/// Adds out/relative, an output another writer just wrote (data_parallel.json), to the folder's record.
+void record_invocation_output(const std::filesystem::path& out, const std::filesystem::path& relative);
+
+/// Records, before they are written, the bytes about to be appended to decisions.jsonl at `offset` (the
+/// before_write of append_decisions), so that the next start withdraws them if this invocation does not finish.
+void record_decisions_append(const std::filesystem::path& out, std::uintmax_t offset, std::string_view written);
+
+/// True when `telemetry` is the telemetry of a run whose training loss per step was `loss_curve`: one line per
+/// step, each line's "loss" the curve's value ("nan", "inf", "-inf" for non-finite ones). How a locked reference
+/// and telemetry/<reference>.jsonl are checked to belong together before the telemetry is kept: a --relock that
+/// failed or was killed between the two used to leave another reference's telemetry beside reference.json. False
+/// for a missing file or anything but a regular file.
+[[nodiscard]] bool reference_telemetry_matches(const std::filesystem::path& telemetry,
+                                               const std::vector<double>& loss_curve);
 
 /// Removes the marker: call after the invocation's last output is written.
 void finish_invocation(const std::filesystem::path& out);
