@@ -42,7 +42,7 @@ inline constexpr plan_key plan_keys[] = {
     {"states", "model-state bytes given directly (instead of --params)"},
     {"per-sample", "activation bytes per sample (instead of a transformer shape)"},
     {"params", "parameter count, e.g. 7.5e9 or 7.5B (with a shape: overrides the shape's own count, which includes GQA, the MLP width, SwiGLU and untied embeddings)"},
-    {"policy", "precision policy: preset (fp32, tf32, bf16-mixed, fp16-mixed, fp16-pure-master, fp8-hybrid) or policy string"},
+    {"policy", "precision policy: preset (fp32, tf32, bf16-mixed, fp16-mixed, fp16-pure-master, fp8-hybrid) or policy string; with --window the one policy to plan (--policies for several)"},
     {"weight-format", "block-scaled weight storage: mxfp8 (8.25 bits), mxfp8_e5m2, mxfp6, mxfp6_e3m2 (6.25), mxfp4 (4.25), nvfp4 (4.5 + an fp32 scale per tensor) or none (default: the policy's)"},
     {"gradient-format", "block-scaled gradient storage, as --weight-format (default: the policy's)"},
     {"activation-format", "block-scaled storage of the activations saved for backward, as --weight-format (default: the policy's output format)"},
@@ -82,17 +82,17 @@ inline constexpr plan_key plan_keys[] = {
     {"global-batch", "target global batch (samples per optimizer step)"},
     {"rounding", "accumulation rounding: exact-or-ceil (default: exact when it keeps half the microbatch), exact or ceil"},
     {"window", "completion window with unit, e.g. 8h, 90min, 3600s (runs the planner)"},
-    {"samples", "samples to train in the window"},
-    {"tokens", "tokens to train in the window (samples = tokens / tokens per sample)"},
+    {"samples", "with --window: samples to train in the window"},
+    {"tokens", "with --window: tokens to train in the window (samples = tokens / tokens per sample)"},
     {"tokens-per-sample", "tokens per sample without a transformer shape (default 1)"},
-    {"efficiency", "fraction of the roofline bound reached (default 0.4)"},
-    {"measured-sps", "measured samples/s (calibrates the efficiency; checked against the roofline)"},
-    {"measured-policy", "policy the measurement ran with (default bf16-mixed)"},
+    {"efficiency", "with --window: fraction of the roofline bound reached (default 0.4; not with --measured-sps)"},
+    {"measured-sps", "with --window: measured samples/s of the whole job (all --dp replicas together, optimizer steps included) running --measured-policy with --recompute as planned (its microbatch and accumulation): calibrates the efficiency so that the plan gives that configuration exactly this rate; above its roofline bound (+10%) it is refused"},
+    {"measured-policy", "with --measured-sps: the policy the measurement ran with, as --policy takes it (default: --policy, itself bf16-mixed by default)"},
     {"measured-peak", "torch.cuda.max_memory_allocated() after one step of this configuration, e.g. 21.3GiB: calibrates the phases"},
     {"measured-microbatch", "microbatch the --measured-peak was taken at (default 1)"},
-    {"policies", "planner: comma-separated policies to try (default: all presets)"},
-    {"verified-by", "a safeamp sim summary.json: policies whose parity verdict is PASS count as verified, FAIL are never chosen"},
-    {"price-per-hour", "device price per hour, for the cost per sample"},
+    {"policies", "with --window: comma-separated policies to try (default: all presets, or --policy)"},
+    {"verified-by", "with --window: a safeamp sim summary.json: policies whose parity verdict is PASS count as verified, FAIL are never chosen; candidates run with injected faults are ignored"},
+    {"price-per-hour", "with --window: device price per hour, for the cost per sample"},
     {"gemm", "roofline of a GEMM MxNxK, e.g. 8192x8192x8192 (GEMV: 8192x1x8192)"},
     {"format", "roofline compute format (default fp16); output in the same format"},
     {"measured-seconds", "measured time of that GEMM: checked for plausibility"},
@@ -262,12 +262,16 @@ struct parity_results {
   std::string source{};
   std::vector<precision_policy> passed{};  // some candidate with this policy passed
   std::vector<precision_policy> failed{};  // every candidate with this policy failed (none passed)
+  std::vector<std::string> faulted{};      // candidates run with injected faults: ignored, by name
 };
 
 /// Reads a summary.json written by `safeamp sim` through the checked reader (size cap, depth, duplicate keys):
 /// {"candidates": [{"policy": "<policy string>", "verdict": "PASS" | "FAIL" | "INCONCLUSIVE", ...}, ...]}.
 /// A policy counts as passed when any of its candidates passed (a policy can fail with one scaler and pass with
-/// another), as failed when candidates with it failed and none passed; INCONCLUSIVE decides nothing.
+/// another), as failed when candidates with it failed and none passed; INCONCLUSIVE decides nothing. A candidate run
+/// with injected faults (a non-empty "faults": the simulator writes their description, "gradient-nan in head.weight at
+/// steps 5,6", or an empty string) is a robustness test, not evidence for or against its policy (the simulator's own
+/// decision drops it): it neither verifies nor excludes, and is listed in `faulted`.
 inline parity_results parse_parity_summary(const nlohmann::json& j, const std::string& source) {
   const std::string accepted = "a summary.json written by safeamp sim (candidates with policy and verdict)";
   if (!j.is_object() || !j.contains("candidates") || !j["candidates"].is_array()) {
@@ -294,13 +298,27 @@ inline parity_results parse_parity_summary(const nlohmann::json& j, const std::s
       throw error("verified-by", where + " (" + e.what() + ")", accepted);
     }
     const std::string verdict = c["verdict"].get<std::string>();
+    if (verdict != "PASS" && verdict != "FAIL" && verdict != "INCONCLUSIVE") {
+      throw error("verified-by", where + " (verdict '" + sim::bounded_text(verdict, 40) + "')",
+                  "PASS, FAIL or INCONCLUSIVE");
+    }
+    if (c.contains("faults")) {
+      const nlohmann::json& f = c["faults"];
+      if (!f.is_null() && !f.is_string() && !f.is_array()) {
+        throw error("verified-by", where + " (faults " + sim::summarize_json(f) + ")",
+                    "faults as the simulator writes them: a description (empty: none) or a list");
+      }
+      if (!f.empty() && !(f.is_string() && f.get<std::string>().empty())) {
+        r.faulted.push_back(c.contains("name") && c["name"].is_string()
+                                ? sim::bounded_text(c["name"].get<std::string>(), 60)
+                                : "candidate " + std::to_string(index - 1));
+        continue;
+      }
+    }
     if (verdict == "PASS") {
       r.passed.push_back(p);
     } else if (verdict == "FAIL") {
       failed.push_back(p);
-    } else if (verdict != "INCONCLUSIVE") {
-      throw error("verified-by", where + " (verdict '" + sim::bounded_text(verdict, 40) + "')",
-                  "PASS, FAIL or INCONCLUSIVE");
     }
   }
   for (const precision_policy& p : failed) {

@@ -293,10 +293,13 @@ inline std::pair<workload, planner_options> planner_inputs(const plan_request& r
   o.window_seconds = r.window_seconds > 0.0 ? r.window_seconds : 1e9;
   o.efficiency = r.efficiency;
   o.measured_samples_per_second = r.measured_sps;
-  o.measured_policy = r.measured_policy;
+  o.measured_policy = {r.measured_policy, r.measured_policy_value};
+  o.measured_recompute = r.mode;  // --recompute, none by default: the measured run's, as it limits the planner's
   if (!r.policy_names.empty()) {
     o.policies.clear();
     for (const std::string& n : r.policy_names) o.policies.push_back({n, parse_policy_arg("policies", n)});
+  } else if (r.policy_given) {
+    o.policies = {{r.policy_name, r.policy}};  // --policy with --window: that one policy
   }
   if (r.recompute_given) o.recompute_modes = {r.mode};
   o.states = r.states;

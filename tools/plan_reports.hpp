@@ -114,6 +114,8 @@ inline nlohmann::json candidate_json(const plan_candidate& c) {
           {"flops_per_sample", c.flops_per_sample},
           {"attainable_flops", c.attainable_flops},
           {"seconds_per_sample", c.seconds_per_sample},
+          {"optimizer_seconds_per_step", c.optimizer_seconds_per_step},
+          {"optimizer_seconds", c.optimizer_seconds},
           {"total_seconds", c.total_seconds},
           {"margin_seconds", c.margin_seconds},
           {"cost_per_sample", c.cost_per_sample},
@@ -155,6 +157,15 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
                         {"window_seconds", o.window_seconds},
                         {"efficiency", p.efficiency},
                         {"peak_calibration_ratio", o.peak_calibration_ratio}};
+    if (p.calibrated_on) {
+      j["calibrated_on"] = candidate_json(*p.calibrated_on);
+      j["measured_samples_per_second"] = r.measured_sps;
+    }
+    if (r.parity) j["parity_faulted_ignored"] = r.parity->faulted;
+    if (p.chosen) {
+      j["device_seconds_per_sample"] =
+          p.chosen->total_seconds * static_cast<double>(devices_in_all(r, o.data_parallel)) / w.samples;
+    }
     j["candidates"] = nlohmann::json::array();
     for (const plan_candidate& c : p.candidates) j["candidates"].push_back(candidate_json(c));
     j["chosen"] = p.chosen ? candidate_json(*p.chosen) : nlohmann::json(nullptr);
@@ -167,13 +178,29 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
     return p.chosen ? exit_ok : exit_check_failed;
   }
   print_device(r.device, r.capacity_given);
+  std::string calibrated;
+  if (p.calibrated_on) {  // the measured configuration, which the plan gives exactly the measured rate
+    const plan_candidate& m = *p.calibrated_on;
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.6g", r.measured_sps);
+    calibrated = std::string(" (calibrated: ") + rate + " samples/s measured with " + m.policy_name + ", recompute " +
+                 std::string(to_string(m.mode)) + ", microbatch " + std::to_string(m.accumulation.microbatch) + " x " +
+                 std::to_string(m.accumulation.steps) + " steps on " + replicas_text(r) + ", optimizer steps included)";
+  }
   std::printf(
-      "Night: %.6g samples in a %.2f h window; %s %s, ZeRO stage %d x %llu; step time from the roofline at %.0f%% "
+      "Night: %.6g samples in a %.2f h window; %s %s, ZeRO stage %d x %llu; step time from the roofline at %.3g%% "
       "efficiency%s\n",
       w.samples, o.window_seconds / 3600.0, std::string(to_string(o.states.optimizer)).c_str(),
       std::string(to_string(o.states.impl)).c_str(), static_cast<int>(o.stage),
-      static_cast<unsigned long long>(o.data_parallel), 100.0 * p.efficiency,
-      r.measured_sps > 0.0 ? " (calibrated from the measured throughput)" : "");
+      static_cast<unsigned long long>(o.data_parallel), 100.0 * p.efficiency, calibrated.c_str());
+  if (r.parity && !r.parity->faulted.empty()) {
+    std::string names;
+    for (const std::string& n : r.parity->faulted) names += (names.empty() ? "" : ", ") + n;
+    std::printf(
+        "  Parity results: %zu candidate(s) of %s ran with injected faults and are ignored (a robustness test, no "
+        "evidence for or against their policy): %s\n",
+        r.parity->faulted.size(), sim::bounded_text(r.parity->source).c_str(), names.c_str());
+  }
   if (r.shape && r.shape->tensor_parallel > 1) {
     std::printf(
         "  PER TENSOR-PARALLEL RANK (t = %llu): each sample runs on %llu devices; peaks, states and TFLOP/s are one "
@@ -220,15 +247,20 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
                 static_cast<double>(c.headroom_bytes) / 1e9, c.attainable_flops * p.efficiency / 1e12,
                 1e3 * c.seconds_per_sample, c.total_seconds / 3600.0, c.margin_seconds / 3600.0, verdict.c_str());
   }
+  std::printf(
+      "  (ms/sample: one replica's forward and backward of a sample, without the optimizer steps; total h includes "
+      "them)\n");
   if (p.chosen) {
     const plan_candidate& c = *p.chosen;
+    // Device-seconds per sample: the whole night's time on every device (replicas x t), optimizer steps and offload
+    // included, over the samples; the cost per sample is this x the price per device-second.
     std::printf(
         "Chosen: %s, recompute %s, microbatch %lld x %lld accumulation steps: %.2f h, %.2f h to spare; "
         "%.4g device-seconds per sample",
         c.policy_name.c_str(), std::string(to_string(c.mode)).c_str(),
         static_cast<long long>(c.accumulation.microbatch), static_cast<long long>(c.accumulation.steps),
         c.total_seconds / 3600.0, c.margin_seconds / 3600.0,
-        c.seconds_per_sample * static_cast<double>(devices_in_all(r, 1)));  // a sample holds a replica's t devices
+        c.total_seconds * static_cast<double>(devices_in_all(r, o.data_parallel)) / w.samples);
     if (c.cost_per_sample > 0.0) std::printf(", %.4g per sample at %.4g per hour", c.cost_per_sample, o.price_per_hour);
     std::printf("\n  peaks: forward %s, backward %s, optimizer step %s\n",
                 format_bytes(c.phase_peak_bytes[0], byte_unit::gb, 3).c_str(),

@@ -36,6 +36,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   if (auto* s = get("policy")) {
     r.policy = parse_policy_arg("policy", *s);
     r.policy_name = *s;
+    r.policy_given = true;
   }
   resolve_optimizer(v, r);
   if (auto* s = get("zero-stage")) {
@@ -148,6 +149,28 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     r.window_seconds = parse_duration_seconds("window", *s, accepted);
     if (r.window_seconds < min_window_seconds) throw error("window", quoted_input(*s), accepted);
   }
+  // Keys only the nightly planner reads: refused without --window rather than ignored.
+  if (r.window_seconds <= 0.0) {
+    for (const char* k : {"samples", "tokens", "price-per-hour", "efficiency", "measured-sps", "measured-policy",
+                          "policies", "verified-by"}) {
+      if (auto* s = get(k)) throw error(k, quoted_input(*s), "only with --window (the nightly planner)");
+    }
+  }
+  // With --window, --policy is the one policy to plan (as --recompute is the one mode); with --policies it would
+  // change nothing, unless it names the configuration a --measured-peak was taken with.
+  if (get("policy") && get("policies") && r.window_seconds > 0.0 && !get("measured-peak")) {
+    throw error("policy", quoted_input(*get("policy")) + " with --policies",
+                "either --policy (the one policy to plan) or --policies (several), not both (with --policies, "
+                "--policy names only the configuration of a --measured-peak)");
+  }
+  if (get("efficiency") && get("measured-sps")) {
+    throw error("efficiency", quoted_input(*get("efficiency")) + " with --measured-sps",
+                "either --efficiency or --measured-sps (which calibrates the efficiency), not both");
+  }
+  if (get("measured-policy") && !get("measured-sps")) {
+    throw error("measured-policy", quoted_input(*get("measured-policy")),
+                "only with --measured-sps (the policy the measured throughput ran with)");
+  }
   if (auto* s = get("samples")) r.samples = parse_real("samples", *s, 1.0, 1e15, false, "1 .. 1e15 samples");
   if (auto* s = get("tokens")) {
     if (get("samples")) throw error("tokens", quoted_input(*s), "either --samples or --tokens, not both");
@@ -161,7 +184,12 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   if (auto* s = get("measured-sps")) {
     r.measured_sps = parse_real("measured-sps", *s, 1e-6, 1e15, false, "1e-6 .. 1e15 samples/s");
   }
-  if (auto* s = get("measured-policy")) r.measured_policy = *s;
+  r.measured_policy = r.policy_name;  // the measured configuration is the planned one: --policy by default
+  r.measured_policy_value = r.policy;
+  if (auto* s = get("measured-policy")) {
+    r.measured_policy_value = parse_policy_arg("measured-policy", *s);
+    r.measured_policy = *s;
+  }
   if (auto* s = get("price-per-hour")) r.price_per_hour = parse_real("price-per-hour", *s, 0.0, 1e9, false, ">= 0");
   if (auto* s = get("policies")) {
     std::stringstream ss(*s);

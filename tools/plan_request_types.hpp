@@ -34,6 +34,7 @@ struct plan_request {
   bool params_given = false;  // --params (with a shape it overrides the shape's parameter_count)
   std::string policy_name = "bf16-mixed";
   precision_policy policy = presets::bf16_mixed;
+  bool policy_given = false;  // --policy: with --window the one policy the planner tries
   state_options states{};
   zero_stage stage = zero_stage::none;
   std::uint64_t data_parallel = 1;
@@ -48,8 +49,9 @@ struct plan_request {
   double samples = 0.0;
   std::uint64_t tokens_per_sample = 1;
   double efficiency = 0.4;
-  double measured_sps = 0.0;
-  std::string measured_policy = "bf16-mixed";
+  double measured_sps = 0.0;                   // --measured-sps: the whole job's samples/s (every replica together)
+  std::string measured_policy = "bf16-mixed";  // --measured-policy, or --policy
+  precision_policy measured_policy_value = presets::bf16_mixed;
   std::vector<std::string> policy_names{};
   std::optional<parity_results> parity{};  // --verified-by
   std::uint64_t measured_peak_bytes = 0;   // --measured-peak (0: none)

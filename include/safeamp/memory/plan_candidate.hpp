@@ -46,12 +46,25 @@ struct plan_candidate {
   std::array<std::uint64_t, 3> phase_peak_bytes{};  // forward, backward, optimizer step at the chosen microbatch
   accumulation_plan accumulation{};
   std::int64_t headroom_bytes = 0;  // at the chosen microbatch, in the tightest phase
+  std::uint64_t data_parallel = 1;  // replicas evaluated (each tensor_parallel devices)
   double flops_per_sample = 0.0;
   double attainable_flops = 0.0;  // effective roofline bound: flops over the bound's time (GEMMs and the rest)
+  double roofline_seconds_per_sample = 0.0;  // one replica's compute per sample at the roofline bound (efficiency 1)
+  double fetch_seconds_per_sample = 0.0;     // offloaded parameters' PCIe fetches per sample (0 without)
+  /// One replica's time per sample without the optimizer steps: roofline / efficiency + fetches.
   double seconds_per_sample = 0.0;
-  double total_seconds = 0.0;    // samples x seconds per sample + optimizer steps
-  double margin_seconds = 0.0;   // window - total (negative: late)
-  double cost_per_sample = 0.0;  // price_per_hour x total / 3600 / samples (0 without a price)
+  double optimizer_seconds_per_step = 0.0;  // one optimizer step, on the device or offloaded
+  double optimizer_seconds = 0.0;           // every optimizer step of the night: ceil(samples / batch) x one
+  double total_seconds = 0.0;               // samples x seconds per sample / replicas + optimizer_seconds
+  double margin_seconds = 0.0;              // window - total (negative: late)
+  double cost_per_sample = 0.0;             // price_per_hour x devices x total / 3600 / samples (0 without a price)
+  /// One replica's time per sample with its share of the optimizer steps (one step per global batch, which the
+  /// replicas share): the figure remedies are ranked by; seconds_per_sample leaves the step out.
+  [[nodiscard]] double full_seconds_per_sample() const noexcept {
+    if (accumulation.global_batch < 1) return seconds_per_sample;
+    return seconds_per_sample + optimizer_seconds_per_step * static_cast<double>(data_parallel) /
+                                    static_cast<double>(accumulation.global_batch);
+  }
   [[nodiscard]] bool fits_memory() const noexcept {
     return supported && max_microbatch >= 1 && host_shortfall_bytes == 0;
   }
@@ -70,6 +83,7 @@ struct plan_result {
   std::optional<plan_candidate> runner_up{};
   std::optional<plan_candidate> fastest_verified{};  // fastest fitting one whose quality is fp32 or a parity PASS
   double efficiency = 0.0;                           // used (given, or calibrated from a measurement)
+  std::optional<plan_candidate> calibrated_on{};     // with a measured throughput: the measured configuration
   std::vector<std::string> failures{};               // when nothing fits: which constraint, by how much
   std::vector<std::string> remedies{};               // when nothing fits in memory: what would
 };
@@ -133,6 +147,14 @@ inline state_options device_states(const workload& w, state_options s) {
   return s;
 }
 
+/// Whether the target global batch can be planned over `replicas` data-parallel replicas under the user's rounding
+/// rule: --rounding exact keeps the batch exactly and needs it to be a multiple of the replicas (accumulation_for
+/// throws otherwise). Suggestions over other device counts skip a count that fails this instead of aborting the plan.
+inline bool batch_splits_over(const workload& w, const planner_options& o, std::uint64_t replicas) {
+  return w.global_batch <= 0 || o.rounding != accumulation_rounding::exact_divisor ||
+         static_cast<std::uint64_t>(w.global_batch) % replicas == 0;
+}
+
 /// Devices `replicas` data-parallel replicas occupy: replicas x t under tensor parallelism (each replica is one
 /// tensor-parallel group of t devices), replicas otherwise.
 inline std::uint64_t devices_in_all(const workload& w, std::uint64_t replicas) {
@@ -188,6 +210,7 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   c.policy = p.policy;
   c.mode = mode;
   c.states = states;
+  c.data_parallel = data_parallel;
   c.quality = quality_of(o, p.policy);
   for (const format_spec f : {p.policy.format_for(op_class::matmul), other_matmul_format(p.policy)}) {
     if (c.supported && !(peak_flops_for(o.device, f) > 0.0)) {
@@ -267,17 +290,21 @@ inline plan_candidate evaluate(const workload& w, const planner_options& o, cons
   for (std::size_t i = 0; i < 3; ++i) c.phase_peak_bytes[i] = c.needs[i].bytes_at(micro);
   c.headroom_bytes = phase_headroom_bytes(c.needs, {.available_bytes = pool, .microbatch = micro});
   if (!c.supported) return c;
-  c.seconds_per_sample =
-      seconds_per_sample(w, o.device, p.policy, mode, c.accumulation.microbatch, efficiency, adapters);
-  c.attainable_flops = c.flops_per_sample / (c.seconds_per_sample * efficiency);
+  // The time model: total = samples x (roofline / efficiency + fetches) / replicas + optimizer steps. Its terms are
+  // kept apart so that a measured throughput can be solved for the efficiency (calibrated_efficiency, planner.hpp).
+  c.roofline_seconds_per_sample =
+      seconds_per_sample(w, o.device, p.policy, mode, c.accumulation.microbatch, 1.0, adapters);
+  c.attainable_flops = c.flops_per_sample / c.roofline_seconds_per_sample;
   if (states.offload_parameters) {  // each microbatch fetches every layer twice over PCIe
-    c.seconds_per_sample += parameter_fetch_seconds(parameters, p.policy, o.link) /
-                            static_cast<double>(c.accumulation.microbatch) / static_cast<double>(data_parallel);
+    c.fetch_seconds_per_sample = parameter_fetch_seconds(parameters, p.policy, o.link) /
+                                 static_cast<double>(c.accumulation.microbatch) / static_cast<double>(data_parallel);
   }
-  const double optimizer_steps = std::ceil(w.samples / static_cast<double>(c.accumulation.global_batch));
-  c.total_seconds = w.samples * c.seconds_per_sample / static_cast<double>(data_parallel) +
-                    optimizer_steps * optimizer_update_seconds(parameters, p.policy, rank_states, o.device, o.link) /
-                        static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);
+  c.seconds_per_sample = c.roofline_seconds_per_sample / efficiency + c.fetch_seconds_per_sample;
+  c.optimizer_seconds_per_step = optimizer_update_seconds(parameters, p.policy, rank_states, o.device, o.link) /
+                                 static_cast<double>(stage == zero_stage::none ? 1 : data_parallel);
+  c.optimizer_seconds =
+      std::ceil(w.samples / static_cast<double>(c.accumulation.global_batch)) * c.optimizer_seconds_per_step;
+  c.total_seconds = w.samples * c.seconds_per_sample / static_cast<double>(data_parallel) + c.optimizer_seconds;
   if (!std::isfinite(c.total_seconds) || !(c.seconds_per_sample > 0.0)) {  // never a verdict from an overflow
     throw error("step time of " + c.policy_name, std::to_string(c.seconds_per_sample) + " s per sample",
                 "a finite time > 0 (check --efficiency, --measured-sps, --samples and the device's figures)");

@@ -43,9 +43,14 @@ struct planner_options {
   memory_budget budget{};       // device_bytes (0: the device's capacity), reserve, context, workspace, fragmentation
   double window_seconds = 0.0;  // completion window
   double efficiency = 0.4;      // fraction of the roofline bound reached (MFU-like); 40% is typical of tuned training
-  double measured_samples_per_second =
-      0.0;  // if > 0: replaces `efficiency` (calibrated on `measured_policy`, no recompute)
-  std::string_view measured_policy = "bf16-mixed";
+  /// If > 0: a measured throughput that replaces `efficiency`: samples per second of the whole job (every
+  /// data-parallel replica together, optimizer steps included) running the measured configuration: `measured_policy`
+  /// with `measured_recompute` and the planned states, stage, replicas and accumulation (its candidate, at the
+  /// microbatch the planner gives it). calibrated_efficiency solves for the efficiency at which that candidate takes
+  /// exactly 1 / measured seconds per sample.
+  double measured_samples_per_second = 0.0;
+  named_policy measured_policy{"bf16-mixed", presets::bf16_mixed};
+  recompute measured_recompute = recompute::none;
   std::vector<named_policy> policies{policy_presets.begin(), policy_presets.end()};
   std::vector<recompute> recompute_modes{recompute::none, recompute::selective, recompute::full};
   state_options states{};

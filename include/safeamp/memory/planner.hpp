@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "safeamp/error.hpp"
 #include "safeamp/memory/plan_candidate.hpp"
 #include "safeamp/memory/remedies.hpp"
+#include "safeamp/quoted_input.hpp"
 
 namespace safeamp {
 
@@ -74,28 +76,85 @@ inline void check_options(const planner_options& o) {
   }
 }
 
-/// Efficiency implied by a measured throughput of `measured_policy` without recomputation. A value above the
-/// roofline (efficiency > 1 + tolerance) is an impossible measurement and is rejected, not used as a speedup.
-inline double calibrated_efficiency(const workload& w, const planner_options& o) {
-  const precision_policy p = preset_by_name(o.measured_policy);
-  const double peak = peak_flops_for(o.device, p.format_for(op_class::matmul));
-  if (!(peak > 0.0)) throw error("measured policy", std::string(o.measured_policy), "a policy the device supports");
-  const double flops = device_flops_per_sample(w, recompute::none, 0);  // one tensor-parallel rank's share
-  const plausibility check =
-      check_throughput({.measured_flops = o.measured_samples_per_second * flops, .bound_flops = peak});
-  if (!check.plausible)
-    throw error("measured samples per second", std::to_string(o.measured_samples_per_second), check.diagnosis);
-  if (!(check.ratio >= min_efficiency)) {  // a throughput this low would plan with a meaningless efficiency
-    char floor[32];
-    std::snprintf(floor, sizeof floor, "%.4g", min_efficiency * peak / flops);
-    throw error("measured samples per second", std::to_string(o.measured_samples_per_second),
-                std::string(">= ") + floor + " samples/s for this model on the " + std::string(o.device.name) +
-                    " (0.1% of the roofline bound)");
+/// The efficiency a measured throughput implies, and the measured configuration at it.
+struct throughput_calibration {
+  double efficiency = 0.0;
+  plan_candidate measured{};  // measured_policy with measured_recompute, as planned, at `efficiency`
+};
+
+/// Solves for the efficiency at which the measured configuration (planner_options::measured_policy with
+/// measured_recompute and the planned states, stage, replicas and accumulation, at the microbatch the planner gives
+/// it) takes exactly 1 / measured seconds per sample. Only its compute scales with the efficiency e:
+///   total(e) = samples x (roofline / e + fetches) / replicas + optimizer steps = samples / measured
+///   e = samples x roofline / replicas / (samples / measured - samples x fetches / replicas - optimizer steps)
+/// so the planned rate of the measured configuration is the measurement, whatever its FLOPs (fp8's bf16 share, LoRA,
+/// recomputation), its microbatch (a memory-bound GEMM) or its optimizer step (offloaded or not). A measurement
+/// faster than that configuration's roofline bound (e > 1 + default_plausibility_tolerance: datasheet peaks are at
+/// the boost clock) or than its optimizer steps and fetches alone is impossible and refused, naming the bound; one
+/// that needs e < min_efficiency too. An e in (1, 1.1] is used as it is, not clamped.
+inline throughput_calibration calibrated_efficiency(const workload& w, const planner_options& o) {
+  const double measured = o.measured_samples_per_second;
+  const named_policy& p = o.measured_policy;
+  const recompute mode = o.measured_recompute;
+  const plan_candidate c = evaluate(w, o, p, mode, 1.0, o.states, o.stage, o.data_parallel);
+  const std::string device(o.device.name);
+  if (!c.supported) {
+    throw error(
+        "measured policy", quoted_input(p.name),
+        "a policy the " + device + " has math units for (it has none for " + format_name(c.unsupported_format) + ")");
   }
-  return std::min(1.0, check.ratio);
+  const std::string what = std::string(p.name) + ", recompute " + std::string(to_string(mode));
+  if (!c.fits_memory()) {
+    throw error("measured policy", quoted_input(what),
+                "a configuration that fits memory on the " + device +
+                    " (the throughput is calibrated on the measured configuration as planned)");
+  }
+  const double replicas = static_cast<double>(o.data_parallel);
+  const double compute = w.samples * c.roofline_seconds_per_sample / replicas;  // at e = 1
+  const double fixed = w.samples * c.fetch_seconds_per_sample / replicas + c.optimizer_seconds;
+  const double measured_seconds = w.samples / measured;
+  const double e = compute / (measured_seconds - fixed);
+  const auto rate = [&](double efficiency) { return w.samples / (compute / efficiency + fixed); };
+  const auto number = [](const char* format, double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, format, v);
+    return std::string(buf);
+  };
+  // Built as strings: a policy string has no length bound that a fixed buffer could hold.
+  const std::string config = what + ", microbatch " + std::to_string(c.accumulation.microbatch) + " x " +
+                             std::to_string(c.accumulation.steps) + " steps on " + std::to_string(o.data_parallel) +
+                             " replica(s) of the " + device;
+  const std::string value = rate_text(measured) + " samples/s";
+  const double tolerance = default_plausibility_tolerance;
+  if (!(measured_seconds > fixed) || e > 1.0 + tolerance) {
+    throw error("measured samples per second", value,
+                "at most " + number("%.5g", rate(1.0 + tolerance)) + " samples/s for " + config +
+                    ": its roofline bound is " + number("%.5g", rate(1.0)) + " samples/s (" +
+                    number("%.4g", fixed / w.samples) + " s of optimizer steps and fetches per sample included), +" +
+                    number("%.0f", 100.0 * tolerance) +
+                    "% on the compute for boost clocks; a faster measurement is impossible (typical causes: the timer "
+                    "stopped before the device finished, or the rate counts tokens, or one replica of a "
+                    "data-parallel job instead of the whole job)");
+  }
+  if (!(e >= min_efficiency)) {  // a throughput this low would plan with a meaningless efficiency
+    throw error(
+        "measured samples per second", value,
+        ">= " + number("%.4g", rate(min_efficiency)) + " samples/s for " + config + " (0.1% of the roofline bound)");
+  }
+  return {.efficiency = e, .measured = evaluate(w, o, p, mode, e, o.states, o.stage, o.data_parallel)};
 }
 
-/// Every (policy, recompute) candidate, fitting ones first, fastest first; ties keep the listed order.
+/// Times within this relative distance rank as equal: the same figure reached along different floating-point paths
+/// (bf16-mixed and fp16-mixed run at the same peak). Among equal times the better-known quality goes first.
+inline constexpr double equal_time_tolerance = 1e-9;
+
+/// fp32 and a parity PASS first, then unverified, then a parity FAIL.
+inline int quality_rank(quality_status q) noexcept {
+  return q == quality_status::reference || q == quality_status::verified ? 0 : q == quality_status::unverified ? 1 : 2;
+}
+
+/// Every (policy, recompute) candidate, fitting ones first, fastest first; among equally fast ones (within
+/// equal_time_tolerance of the fastest of them) verified quality first; other ties keep the listed order.
 inline std::vector<plan_candidate> ranked_candidates(const workload& w, const planner_options& o, double efficiency) {
   std::vector<plan_candidate> out;
   for (const named_policy& p : o.policies) {
@@ -111,6 +170,20 @@ inline std::vector<plan_candidate> ranked_candidates(const workload& w, const pl
     if (a.fits_memory()) return a.total_seconds < b.total_seconds;
     return a.missing_bytes() < b.missing_bytes();
   });
+  // Runs of equal times (anchored at each run's fastest, so the grouping is well defined), verified first.
+  for (auto first = out.begin(); first != out.end();) {
+    auto last = first + 1;
+    if (first->fits_memory()) {
+      while (last != out.end() && last->fits() == first->fits() && last->fits_memory() &&
+             last->total_seconds <= first->total_seconds * (1.0 + equal_time_tolerance)) {
+        ++last;
+      }
+      std::stable_sort(first, last, [](const plan_candidate& a, const plan_candidate& b) {
+        return quality_rank(a.quality) < quality_rank(b.quality);
+      });
+    }
+    first = last;
+  }
   return out;
 }
 
@@ -133,8 +206,18 @@ inline std::vector<std::string> window_remedies(const workload& w, const planner
   }
   out.emplace_back(buf);
   // More of the same card, data parallel: the smallest power of two that finishes (labelled with what it needs: under
-  // tensor parallelism every replica is t devices).
+  // tensor parallelism every replica is t devices). Under --rounding exact only counts that divide the global batch
+  // are tried; once one does not, no larger one does (each is twice the last), and a line says so.
   for (std::uint64_t n = o.data_parallel * 2; n <= 1024; n *= 2) {
+    if (!batch_splits_over(w, o, n)) {
+      out.push_back("data parallel over " + devices_text(w, n) + " or more: NOT EVALUATED: --rounding exact keeps " +
+                    "the global batch of " + std::to_string(w.global_batch) + " only over a data-parallel size " +
+                    "that divides it" +
+                    (n > o.data_parallel * 2 ? " (up to " + devices_text(w, n / 2) + " none finishes in time)" : "") +
+                    "; a global batch that " + std::to_string(n) + " divides, or --rounding exact-or-ceil, would " +
+                    "let more devices be tried");
+      break;
+    }
     const plan_candidate more = evaluate(w, o, {c.policy_name, c.policy}, c.mode, efficiency, c.states, o.stage, n);
     if (more.fits()) {
       out.push_back("data parallel over " + devices_text(w, n) + " (NEEDS " + std::to_string(devices_in_all(w, n)) +
@@ -176,13 +259,7 @@ inline std::vector<std::string> planner_memory_remedies(const workload& w, const
       if (m.result.fits_memory() && m.devices == 1) fitting.push_back(m);
     }
   }
-  std::stable_sort(fitting.begin(), fitting.end(), [](const remedy& a, const remedy& b) {
-    if (a.intrusiveness != b.intrusiveness) return a.intrusiveness < b.intrusiveness;
-    if (a.result.seconds_per_sample != b.result.seconds_per_sample) {
-      return a.result.seconds_per_sample < b.result.seconds_per_sample;
-    }
-    return a.changes.size() < b.changes.size();
-  });
+  std::stable_sort(fitting.begin(), fitting.end(), detail::remedy_before);
   std::vector<std::string> out;
   std::vector<std::vector<std::string>> listed;
   for (const remedy& m : fitting) {
@@ -214,7 +291,12 @@ inline std::vector<std::string> planner_memory_remedies(const workload& w, const
   validate(o.budget);
 
   plan_result r;
-  r.efficiency = o.measured_samples_per_second > 0.0 ? detail::calibrated_efficiency(w, o) : o.efficiency;
+  r.efficiency = o.efficiency;
+  if (o.measured_samples_per_second > 0.0) {
+    detail::throughput_calibration t = detail::calibrated_efficiency(w, o);
+    r.efficiency = t.efficiency;
+    r.calibrated_on = std::move(t.measured);
+  }
   r.candidates = detail::ranked_candidates(w, o, r.efficiency);
   if (!r.candidates.empty() && r.candidates[0].fits()) r.chosen = r.candidates[0];
   if (r.candidates.size() > 1 && r.candidates[1].fits()) r.runner_up = r.candidates[1];

@@ -44,6 +44,10 @@ struct remedy {
   }
 };
 
+/// A change that saves less than this share of the time per sample is not worth listing on top of a fitting
+/// combination without it: below the step-time model's resolution (one efficiency for the whole step).
+inline constexpr double remedy_time_tolerance = 0.01;
+
 /// LoRA rank tried as a remedy (QLoRA's and most recipes' value is 8 to 64; 16 is a common default).
 inline constexpr std::uint64_t lora_rank_lever = 16;
 
@@ -65,10 +69,21 @@ inline std::string percent_text(double fraction) {
   return buf;
 }
 
+/// One replica's time per sample with its share of the optimizer steps (plan_candidate::full_seconds_per_sample).
 inline std::string ms_text(double seconds) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.3g ms/sample", 1e3 * seconds);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g ms/sample with the optimizer step", 1e3 * seconds);
   return buf;
+}
+
+/// The order of fitting remedies: least intrusive first, then the shorter time per sample with the optimizer step
+/// (full_seconds_per_sample: a smaller microbatch without a target batch means more steps a sample, and an offloaded
+/// step counts), then fewer changes.
+inline bool remedy_before(const remedy& a, const remedy& b) {
+  if (a.intrusiveness != b.intrusiveness) return a.intrusiveness < b.intrusiveness;
+  const double ta = a.result.full_seconds_per_sample(), tb = b.result.full_seconds_per_sample();
+  if (ta != tb) return ta < tb;
+  return a.changes.size() < b.changes.size();
 }
 
 /// Changes (and their time cost) from `from` to a candidate with recomputation `mode` and optimizer `states`.
@@ -137,7 +152,7 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
     r.intrusiveness = 5;
   }
   if (r.result.fits_memory() && r.result.seconds_per_sample > 0.0)
-    cost += (cost.empty() ? "" : "; ") + ms_text(r.result.seconds_per_sample);
+    cost += (cost.empty() ? "" : "; ") + ms_text(r.result.full_seconds_per_sample());
   r.time_cost = cost;
   return r;
 }
@@ -152,13 +167,16 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
 /// when the policy stores wider weights, lora_base_format) is evaluated; an offloading combination fits only when
 /// the host memory holds it (planner_options::host_memory_bytes). The fitting ones are sorted by their most intrusive
 /// change (recomputation < fused < 8-bit < LoRA < QLoRA < optimizer offload < parameter offload: the order,
-/// cheapest first), then by time per sample, then by the number of changes; a combination that adds changes to one
-/// already listed is dropped. At most `limit` are returned. When none fits on the planned devices, the closest
-/// combination (device and host shortfall together) is listed and tried with ZeRO stage 3 over 2, 4, ... 4096
-/// data-parallel replicas and returned labelled with the device count (never silently; under tensor parallelism
-/// replicas x t devices). ZeRO stage 3 gathers the largest layer (gathered_layer_bytes): without a shape or
-/// workload::largest_layer_parameters its size is unknown, and instead of a fallback that leaves it out (and may call
-/// fitting what does not fit) a line says that the fallback was not evaluated and what it needs (evaluated = false).
+/// cheapest first), then by time per sample with the optimizer steps (plan_candidate::full_seconds_per_sample: an
+/// offloaded step counts), then by the number of changes; a combination that adds changes to one already listed, or
+/// to a fitting one it is less than remedy_time_tolerance faster than, is dropped. At most `limit` are returned. When
+/// none fits on the planned devices, the closest combination (device and host shortfall together) is listed and
+/// tried with ZeRO stage 3 over 2, 4, ... 4096 data-parallel replicas and returned labelled with the device count
+/// (never silently; under tensor parallelism replicas x t devices); under --rounding exact only over counts that
+/// divide the global batch (the first that does not is named, NOT EVALUATED, and the plan goes on). ZeRO stage 3
+/// gathers the largest layer (gathered_layer_bytes): without a shape or workload::largest_layer_parameters its size is
+/// unknown, and instead of a fallback that leaves it out (and may call fitting what does not fit) a line says that the
+/// fallback was not evaluated and what it needs (evaluated = false).
 [[nodiscard]] inline std::vector<remedy> memory_remedies(const workload& w, const planner_options& o,
                                                          const plan_candidate& from, double efficiency,
                                                          std::size_t limit = 3) {
@@ -247,21 +265,24 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
       }
     }
   }
-  std::stable_sort(fitting.begin(), fitting.end(), [](const remedy& a, const remedy& b) {
-    if (a.intrusiveness != b.intrusiveness) return a.intrusiveness < b.intrusiveness;
-    if (a.result.seconds_per_sample != b.result.seconds_per_sample) {
-      return a.result.seconds_per_sample < b.result.seconds_per_sample;
-    }
-    return a.changes.size() < b.changes.size();
-  });
+  std::stable_sort(fitting.begin(), fitting.end(), detail::remedy_before);
+  const auto part_of = [](const remedy& part, const remedy& whole) {  // every change of `part` is one of `whole`'s
+    return std::all_of(part.changes.begin(), part.changes.end(), [&](const std::string& c) {
+      return std::find(whole.changes.begin(), whole.changes.end(), c) != whole.changes.end();
+    });
+  };
   std::vector<remedy> out;
   for (const remedy& r : fitting) {
-    const bool adds_to_listed = std::any_of(out.begin(), out.end(), [&](const remedy& kept) {
-      return std::all_of(kept.changes.begin(), kept.changes.end(), [&](const std::string& c) {
-        return std::find(r.changes.begin(), r.changes.end(), c) != r.changes.end();
-      });
+    const bool adds_to_listed =
+        std::any_of(out.begin(), out.end(), [&](const remedy& kept) { return part_of(kept, r); });
+    // A combination that adds changes to a fitting one and saves less than remedy_time_tolerance of its time (8-bit
+    // AdamW on LoRA's adapters: a shorter optimizer pass) is not worth the extra change, whichever is listed first.
+    const bool needless = std::any_of(fitting.begin(), fitting.end(), [&](const remedy& fewer) {
+      return fewer.changes.size() < r.changes.size() && part_of(fewer, r) &&
+             fewer.result.full_seconds_per_sample() <=
+                 r.result.full_seconds_per_sample() * (1.0 + remedy_time_tolerance);
     });
-    if (!adds_to_listed && out.size() < limit) out.push_back(r);
+    if (!adds_to_listed && !needless && out.size() < limit) out.push_back(r);
   }
   if (!out.empty() || strongest.changes.empty()) return out;
   out.push_back(strongest);  // the best one device can do, still short
@@ -279,16 +300,35 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
   }
   const recompute m = strongest.result.mode;
   const state_options s = strongest.result.states;
+  const auto zero3_over = [&](std::uint64_t n, const plan_candidate& c) {
+    remedy r = detail::describe(w, from, m, s, c);
+    r.devices = detail::devices_in_all(w, n);
+    r.changes.push_back("ZeRO stage 3 over " + detail::devices_text(w, n) + " (NEEDS " + std::to_string(r.devices) +
+                        " devices; planned for " + std::to_string(detail::devices_in_all(w, o.data_parallel)) + ")");
+    return r;
+  };
+  std::optional<remedy> last_short;  // the largest count tried, still short
   for (std::uint64_t n = std::max<std::uint64_t>(2, o.data_parallel * 2); n <= 4096; n *= 2) {
+    // --rounding exact keeps the global batch only over a count that divides it; once one does not, no larger one
+    // does (each is twice the last): the counts left are named, not evaluated (the plan is never aborted).
+    if (!detail::batch_splits_over(w, o, n)) {
+      if (last_short) out.push_back(*last_short);
+      remedy blocked;
+      blocked.evaluated = false;
+      blocked.changes.push_back(
+          "ZeRO stage 3 over " + detail::devices_text(w, n) +
+          " or more (with the closest combination above): NOT EVALUATED: --rounding exact keeps the global batch of " +
+          std::to_string(w.global_batch) + " only over a data-parallel size that divides it; a global batch that " +
+          std::to_string(n) + " divides, or --rounding exact-or-ceil, would let it be tried");
+      out.push_back(blocked);
+      return out;
+    }
     const plan_candidate c = detail::evaluate(w, o, p, m, efficiency, s, zero_stage::parameters, n);
     if (c.fits_memory() || n == 4096) {
-      remedy r = detail::describe(w, from, m, s, c);
-      r.devices = detail::devices_in_all(w, n);
-      r.changes.push_back("ZeRO stage 3 over " + detail::devices_text(w, n) + " (NEEDS " + std::to_string(r.devices) +
-                          " devices; planned for " + std::to_string(detail::devices_in_all(w, o.data_parallel)) + ")");
-      out.push_back(r);
-      break;
+      out.push_back(zero3_over(n, c));
+      return out;
     }
+    last_short = zero3_over(n, c);
   }
   return out;
 }

@@ -132,6 +132,34 @@ TEST_CASE("--verified-by: a policy passes when any of its candidates passed, fai
              Catch::Contains("candidate 0") && Catch::Contains("a summary.json written by safeamp sim"));
 }
 
+TEST_CASE("--verified-by: candidates run with injected faults neither verify nor exclude their policy") {
+  using safeamp::tool::parse_parity_summary;
+  // As safeamp sim writes them: "faults" is the faults' description, empty without any. The bf16-mixed run with
+  // injected NaN gradients failed as the scenario expected ("expect": "any"); the simulator calls the faults, not the
+  // policy, the cause. Until 2026-12 that FAIL excluded bf16-mixed from the plan.
+  const nlohmann::json j = nlohmann::json::parse(R"({"candidates": [
+      {"name": "bf16-mixed with injected NaN", "policy": "bf16-mixed", "verdict": "FAIL",
+       "faults": "gradient-nan in head.weight at steps 5,6,7"},
+      {"name": "fp16-mixed dynamic", "policy": "fp16-mixed", "verdict": "PASS", "faults": ""},
+      {"name": "fp16 faulted pass", "policy": "fp16-pure-master", "verdict": "PASS", "faults": ["gradient_inf"]},
+      {"policy": "tf32", "verdict": "FAIL", "faults": null}]})");
+  const safeamp::tool::parity_results r = parse_parity_summary(j, "s.json");
+  REQUIRE(r.passed.size() == 1);  // fp16-mixed; the faulted PASS of fp16-pure-master is no evidence either
+  CHECK(r.passed[0] == safeamp::presets::fp16_mixed);
+  REQUIRE(r.failed.size() == 1);  // tf32 (null: no faults); not bf16-mixed
+  CHECK(r.failed[0] == safeamp::presets::tf32);
+  REQUIRE(r.faulted.size() == 2);
+  CHECK(r.faulted[0] == "bf16-mixed with injected NaN");
+  CHECK(r.faulted[1] == "fp16 faulted pass");
+  CHECK_THAT(message_of([] {
+               (void)parse_parity_summary(
+                   nlohmann::json::parse(R"({"candidates": [{"policy": "fp32", "verdict": "PASS", "faults": 3}]})"),
+                   "s.json");
+             }),
+             Catch::StartsWith("verified-by is 's.json' candidate 0 (faults ") &&
+                 Catch::Contains("a description (empty: none) or a list"));
+}
+
 TEST_CASE("--policy takes anything the policy grammar takes") {
   CHECK(safeamp::tool::parse_policy_arg("policy", "bf16-mixed") == safeamp::presets::bf16_mixed);
   const safeamp::precision_policy bare = safeamp::tool::parse_policy_arg("policy", "bf16");
