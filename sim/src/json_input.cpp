@@ -92,6 +92,19 @@ class parse_state {
   std::vector<frame> frames_{};
 };
 
+}  // namespace
+
+bool is_valid_utf8(std::string_view text) {
+  try {
+    (void)json(std::string(text)).dump();  // the writer's own check, so the two cannot disagree
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
+}
+
+namespace {
+
 std::string quoted_string(std::string_view s, std::size_t max_chars) {
   const bool cut = s.size() > max_chars;
   // The replace handler keeps dump() from throwing on invalid UTF-8 (or on a character cut in half).

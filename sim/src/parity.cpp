@@ -362,6 +362,14 @@ void curve_check(parity_result& r, const locked_reference& ref, const run_result
   const double trivial = trivial_sum / static_cast<double>(a.size());
   undecidable undecided = too_wide(limit.limit, trivial,
                                    "a run whose loss stayed halfway between its first value and the reference's curve");
+  if (n == 0) {
+    // Not a gap of infinite size but no curve at all: say why rather than "mean over 0 steps".
+    add_check(r, "loss-curve gap (mean rel.)", gap, limit,
+              "no candidate step with a finite loss to compare (" + std::to_string(skipped) + " of " +
+                  std::to_string(steps) + " steps skipped, " + std::to_string(nonfinite_applied) +
+                  " applied with a non-finite loss)");
+    return;
+  }
   add_check(r, "loss-curve gap (mean rel.)", gap, limit,
             "mean over " + std::to_string(n) + " steps, moving average of " + std::to_string(w) +
                 (skipped > 0 ? ", " + std::to_string(skipped) + " skipped steps left out" : ""),

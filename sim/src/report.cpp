@@ -30,6 +30,16 @@ json accuracy_json(const eval_metrics& e, double accuracy) {
   return e.regression ? json("nan") : number_or_text(accuracy);
 }
 
+// A slice's loss and accuracy: "nan" for a slice without held-out samples, whose trainer's 0 / 0 means nothing
+// (it was written as loss 0 and accuracy 0, a perfect loss and a total miss; the gate calls its checks n/a).
+json slice_json(const eval_metrics& e, const slice_metrics& sl) {
+  const bool empty = sl.count == 0;
+  return {{"name", sl.name},
+          {"count", sl.count},
+          {"loss", empty ? json("nan") : number_or_text(sl.loss)},
+          {"accuracy", empty ? json("nan") : accuracy_json(e, sl.accuracy)}};
+}
+
 const parity_check* find_check(const parity_result& p, std::string_view prefix) {
   for (const parity_check& c : p.checks) {
     if (c.name.rfind(prefix, 0) == 0) return &c;
@@ -88,7 +98,18 @@ std::string file_slug(std::string_view label) {
     }
   }
   while (!out.empty() && out.back() == '-') out.pop_back();
-  return out.empty() ? "run" : out;
+  if (out.empty()) return "run";
+  // A file name's bytes are bounded (255 on Linux file systems, with ".ckpt.tmp-<pid>-<n>" to come): a longer slug
+  // keeps its first 100 characters and adds the whole label's hash, so distinct labels stay distinct. The
+  // reference's label carries its policy text, which no bound limits (a 259-character policy failed the first
+  // checkpoint write).
+  if (out.size() > max_slug_bytes) {
+    out.resize(100);
+    while (out.back() == '-') out.pop_back();
+    out += '-';
+    out += hex64(fnv1a64(label));
+  }
+  return out;
 }
 
 std::string step_json_line(const step_record& s) {
@@ -229,12 +250,7 @@ std::string render_summary_json(const sim_summary& s) {
                         {"undecided", k.undecided}});
     }
     json slices = json::array();
-    for (const slice_metrics& sl : c.run.final_eval.slices) {
-      slices.push_back({{"name", sl.name},
-                        {"count", sl.count},
-                        {"loss", number_or_text(sl.loss)},
-                        {"accuracy", accuracy_json(c.run.final_eval, sl.accuracy)}});
-    }
+    for (const slice_metrics& sl : c.run.final_eval.slices) slices.push_back(slice_json(c.run.final_eval, sl));
     const run_diagnosis d = diagnose(c);
     json worst = json::array();
     for (const layer_underflow& l : d.worst_layers) {
@@ -294,12 +310,7 @@ std::string render_summary_json(const sim_summary& s) {
   }
   const locked_reference& r = s.reference;
   json ref_slices = json::array();
-  for (const slice_metrics& sl : r.final_eval.slices) {
-    ref_slices.push_back({{"name", sl.name},
-                          {"count", sl.count},
-                          {"loss", sl.loss},
-                          {"accuracy", accuracy_json(r.final_eval, sl.accuracy)}});
-  }
+  for (const slice_metrics& sl : r.final_eval.slices) ref_slices.push_back(slice_json(r.final_eval, sl));
   const policy_decision decision = decide_policy(s);
   json rows = json::array();
   for (const decision_row& row : decision.rows) {

@@ -226,8 +226,10 @@ std::string section_slices(const sim_summary& s) {
       const slice_metrics& ref = s.reference.final_eval.slices[g];
       const auto it =
           std::find_if(e.slices.begin(), e.slices.end(), [&ref](const slice_metrics& m) { return m.name == ref.name; });
-      a.push_back(it == e.slices.end() ? std::nan("") : it->accuracy);
-      l.push_back(it == e.slices.end() ? std::nan("") : it->loss);
+      // A slice without held-out samples has no loss or accuracy (its 0 / 0 is no bar and "n/a" in the table).
+      const bool none = it == e.slices.end() || it->count == 0;
+      a.push_back(none ? std::nan("") : it->accuracy);
+      l.push_back(none ? std::nan("") : it->loss);
       a_lim.push_back(k != nullptr ? slice_limit(*k, s.reference, g, true) : std::nan(""));
       l_lim.push_back(k != nullptr ? slice_limit(*k, s.reference, g, false) : std::nan(""));
     }
@@ -254,6 +256,10 @@ std::string section_slices(const sim_summary& s) {
                                                         : ""));
     for (std::size_t b = 0; b < acc.bars.size(); ++b) {
       // %.4g: a regression's losses sit near 0 (1.85e-10 printed 0.0000), as the terminal prints them.
+      if (n == 0) {  // every run evaluates the same held-out rows
+        out += td("n/a (no samples)");
+        continue;
+      }
       out += td(fmt(held_out_loss_format(s), loss.values[b][g]) +
                 (regression ? "" : " / " + fmt("%.4f", acc.values[b][g])));
     }

@@ -233,12 +233,20 @@ std::vector<manifest_setting> run_settings(const run_config& c) {
   return v;
 }
 
-std::uint64_t run_fingerprint(const run_config& c) {
+std::uint64_t run_fingerprint(const run_config& c) { return run_fingerprint(c, current_environment()); }
+
+std::uint64_t run_fingerprint(const run_config& c, const build_environment& build) {
   std::string text;
   for (const manifest_setting& s : run_settings(c)) text.append(s.field).append("=").append(s.value).append("|");
   text += "training.seed=" + std::to_string(c.seed) + "|data.seed=" + std::to_string(c.data.seed) +
           "|training.steps=" + std::to_string(c.steps) + "|training.batch_size=" + std::to_string(c.batch_size) +
           "|policy=" + to_string(c.policy) + "|master_weights_kept=" + (keeps_master_weights(c) ? "1" : "0");
+  // The build's bit-changing fields of the manifest too (a reference's checkpoint from a -ffast-math build, or
+  // another version, was resumed by this one and locked as if one build had trained it).
+  text.append("|library_version=")
+      .append(build.library_version)
+      .append("|build.float_flags=")
+      .append(build.float_flags);
   return fnv1a64(text);
 }
 

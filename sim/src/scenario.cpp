@@ -62,6 +62,30 @@ class object_reader {
     return s;
   }
 
+  /// A string shown on terminals and in the reports (a name, a description): at most `max_bytes` bytes and no
+  /// control characters (an ESC reached terminals and report.html raw, a NUL cut the printed summary short), but
+  /// line breaks and tabs where `line_breaks` (a description's paragraphs). `what` says where the text goes.
+  [[nodiscard]] std::string display_text(const char* key, std::string fallback, std::size_t max_bytes, bool line_breaks,
+                                         const std::string& what, bool non_empty = true) const {
+    std::string s = text(key, std::move(fallback), non_empty);
+    if (s.size() > max_bytes) {
+      throw error(where(key), "'" + bounded_text(s, 40) + "' (" + std::to_string(s.size()) + " bytes)",
+                  "at most " + std::to_string(max_bytes) + " bytes (" + what + ")");
+    }
+    const auto control = [line_breaks](char ch) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (line_breaks && (c == '\n' || c == '\t')) return false;
+      return c < 0x20U || c == 0x7fU;
+    };
+    if (std::any_of(s.begin(), s.end(), control)) {
+      throw error(where(key), summarize_json(at(key)),
+                  std::string(line_breaks ? "text without control characters other than line breaks and tabs"
+                                          : "a name without control characters") +
+                      " (" + what + ")");
+    }
+    return s;
+  }
+
   [[nodiscard]] double number(const char* key, double fallback, double lo, double hi, const char* accepted) const {
     if (!has(key)) return fallback;
     const json& v = at(key);
@@ -131,7 +155,9 @@ class object_reader {
 constexpr std::int64_t max_steps = 1'000'000;
 constexpr std::int64_t max_dimension = 1 << 16;
 constexpr double huge = std::numeric_limits<double>::max();
-constexpr std::size_t max_candidate_name_bytes = 128;
+constexpr std::size_t max_name_bytes = 128;               // a candidate's, a layer's
+constexpr std::size_t max_scenario_name_bytes = 256;      // the report's title
+constexpr std::size_t max_description_bytes = 64 * 1024;  // paragraphs of the report's header
 
 tolerance_overrides parse_tolerances(const json& j, const std::string& path) {
   const object_reader r(j, path,
@@ -207,7 +233,8 @@ std::vector<layer_spec> parse_layers(const json& j) {
              : type == t::block      ? layer_kind::transformer_block
                                      : layer_kind::activation;
     l.activation = type == t::relu ? activation_kind::relu : activation_kind::gelu;
-    l.name = r.text("name", "");
+    l.name = r.display_text("name", "", max_name_bytes, false,
+                            "its parameters are named after it in the reports and in fault targets");
     const bool head = i + 1 == j.size();
     const auto only = [&](const char* key, bool allowed) {
       if (r.has(key) && !allowed)
@@ -273,7 +300,15 @@ void parse_model(const json& j, run_config& c) {
 std::string scenario_path(const object_reader& r, const char* key, const std::filesystem::path& base) {
   const std::string p = r.text(key, "");
   if (p.empty() || std::filesystem::path(p).is_absolute()) return p;
-  return (base / p).lexically_normal().string();
+  std::string joined = (base / p).lexically_normal().string();
+  // The JSON text is UTF-8, the scenario's folder need not be: the path enters every run's manifest (summary.json,
+  // reference.json), whose writer refused it with an internal error after the reference had trained.
+  if (!is_valid_utf8(joined)) {
+    throw error(r.where(key), summarize_json(json(joined), 120) + " (not UTF-8: the scenario's folder)",
+                "a path in UTF-8, which the JSON reports can hold: move the scenario and its files to a folder "
+                "whose name is UTF-8");
+  }
+  return joined;
 }
 
 void parse_data(const json& j, run_config& c, const std::filesystem::path& base) {
@@ -478,19 +513,10 @@ candidate_spec parse_candidate(const json& j, const std::string& path, std::int6
   const object_reader r(j, path, {"name", "policy", "scaler", "master_weights", "faults", "expect", "tolerances"});
   candidate_spec c;
   if (!r.has("name")) throw error(path + ".name", "missing", "a non-empty string");
-  c.name = r.text("name", "");
   // The name names files (telemetry/<slug>.jsonl, checkpoints/<slug>.ckpt and their temporaries, within a file
   // system's 255-byte names) and is printed on terminals: a 5000-character name used to train the reference and
   // then fail writing the first candidate's checkpoint.
-  if (c.name.size() > max_candidate_name_bytes) {
-    throw error(path + ".name", "'" + bounded_text(c.name, 40) + "' (" + std::to_string(c.name.size()) + " bytes)",
-                "a name of at most " + std::to_string(max_candidate_name_bytes) +
-                    " bytes (telemetry and checkpoint files are named after it)");
-  }
-  if (std::any_of(c.name.begin(), c.name.end(),
-                  [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; })) {
-    throw error(path + ".name", summarize_json(j.at("name")), "a name without control characters");
-  }
+  c.name = r.display_text("name", "", max_name_bytes, false, "telemetry and checkpoint files are named after it");
   if (!r.has("policy")) throw error(path + ".policy", "missing", "a preset name or a policy string");
   c.policy_text = r.text("policy", "");
   c.policy = parse_policy_field(c.policy_text, r.where("policy"));
@@ -540,8 +566,9 @@ scenario parse_scenario(std::string_view text, std::string_view source) {
                          "baselines", "cost", "data_parallel"});
   scenario s;
   s.base.model = model_kind::transformer;
-  s.name = r.text("name", s.name);
-  s.description = r.text("description", "", false);
+  s.name = r.display_text("name", s.name, max_scenario_name_bytes, false, "the report's title and the terminal's");
+  s.description =
+      r.display_text("description", "", max_description_bytes, true, "the report's header and summary.json", false);
   if (r.has("model")) parse_model(r.at("model"), s.base);
   // Files a scenario names are relative to its folder (the embedded default names none).
   const std::filesystem::path base =

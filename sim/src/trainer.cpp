@@ -347,6 +347,10 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
           part_result total;
           if (exchange == nullptr) {
             total = run_part(b, true);
+            // The optimizer's casts take the keys they take in a data-parallel run, so one micro-batch on one rank
+            // is this run bit for bit with stochastic write-back too (its keys followed the backward's before
+            // 2026-12-06, and that run differed).
+            ctx.cast_site = optimizer_cast_sites;
           } else {
             // Data parallel: this rank's parts, each with its own cast-site range so stochastic rounding
             // bits depend on the part, not on which rank computes it; then the reduction across ranks.

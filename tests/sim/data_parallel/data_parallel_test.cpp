@@ -85,6 +85,23 @@ TEST_CASE("one rank, one micro-batch: the exchange changes no bit of a run", "[d
   CHECK(plain.steps[2].skipped);
 }
 
+TEST_CASE("one rank, one micro-batch: the same bits with stochastic write-back into fp16 parameters",
+          "[data_parallel]") {
+  // The write-back is the optimizer's one stochastic cast: its keys must not depend on whether an exchange ran.
+  run_config cfg = tiny_run();
+  cfg.policy = safeamp::parse_policy("p=fp16");
+  cfg.optimizer.master_weights = master_weights_mode::off;
+  cfg.optimizer.stochastic_write_back = true;
+  const run_result plain = train(cfg);
+  const std::vector<run_result> dp = train_on(1, cfg, data_parallel_config{.micro_batches = 1});
+  CHECK(dp[0].weights_hash == plain.weights_hash);
+  REQUIRE(dp[0].steps.size() == plain.steps.size());
+  for (std::size_t i = 0; i < plain.steps.size(); ++i) CHECK(dp[0].steps[i].loss == plain.steps[i].loss);
+  // Not a test that cannot fail: the write-back's bits reach the weights (nearest rounding trains others).
+  cfg.optimizer.stochastic_write_back = false;
+  CHECK(train(cfg).weights_hash != plain.weights_hash);
+}
+
 TEST_CASE("canonical fp32 reduction: the same bits for N = 1, 2 and 4 ranks", "[data_parallel]") {
   const run_config cfg = tiny_run();
   const data_parallel_config dp{.micro_batches = 4};

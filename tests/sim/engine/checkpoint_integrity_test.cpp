@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "safeamp/error.hpp"
+#include "safeamp/sim/reference.hpp"
 #include "safeamp/sim/trainer.hpp"
 #include "sim/engine/sim_test_util.hpp"
 
@@ -379,4 +379,22 @@ TEST_CASE("a resume with a changed optimizer hyper-parameter or clip or step cou
   }));
   CHECK_FALSE(refused([](run_config& c) { c.label = "renamed"; }));
   std::filesystem::remove_all(s.dir);
+}
+
+TEST_CASE("the fingerprint carries the build's bit-changing flags and library version, not its machine") {
+  // A -ffast-math build's checkpoint of a reference was resumed by an IEEE build, which then locked the result.
+  const run_config cfg = adamw_config();
+  const build_environment here = current_environment();
+  CHECK(run_fingerprint(cfg) == run_fingerprint(cfg, here));
+  build_environment other = here;
+  other.float_flags = "-ffast-math";
+  CHECK(run_fingerprint(cfg, other) != run_fingerprint(cfg, here));
+  other = here;
+  other.library_version += ".1";
+  CHECK(run_fingerprint(cfg, other) != run_fingerprint(cfg, here));
+  other = here;  // what changes no bit: the compiler, its ISA flags, the CPU
+  other.compiler = "another compiler";
+  other.compiler_flags = "-O1";
+  other.hardware = "another CPU";
+  CHECK(run_fingerprint(cfg, other) == run_fingerprint(cfg, here));
 }

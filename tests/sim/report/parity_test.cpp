@@ -353,6 +353,19 @@ TEST_CASE("non-finite losses fail on applied steps, not on skipped ones; skips a
   CHECK(has_reason(evaluate_parity(reference(), cand, fp16_gate()), "non-finite loss"));
 }
 
+TEST_CASE("a run whose every step was skipped has no loss curve to compare, and says so") {
+  run_result cand = fixtures::make_run("all skipped", 40, 1.0, 0.0, safeamp::presets::fp16_mixed);
+  for (step_record& s : cand.steps) s.skipped = true;
+  const parity_result r = evaluate_parity(reference(), cand, fp16_gate());
+  CHECK(r.outcome == verdict::fail);
+  const parity_check& gap = check(r, "loss-curve gap");
+  CHECK(gap.status == verdict::fail);
+  CHECK(gap.detail ==
+        "no candidate step with a finite loss to compare (40 of 40 steps skipped, 0 applied with a "
+        "non-finite loss)");
+  CHECK(check(r, "skipped steps").value == 1.0);
+}
+
 TEST_CASE("golden logits: max abs error over rms and the elementwise relative error") {
   run_result cand = fixtures::make_run("logits", 40, 1.0, 0.0, safeamp::presets::bf16_mixed);
   // Reference logits cycle -2,-1,0,1,2: rms = sqrt((4+1+0+1+4)/5) = sqrt(2). Element 2 (value 0) moves by 0.5.

@@ -12,6 +12,7 @@
 
 #include "report_fixtures.hpp"
 #include "safeamp/sim/progress.hpp"
+#include "safeamp/sim/report_files.hpp"
 #include "safeamp/sim/report_svg.hpp"
 
 using namespace safeamp::sim;
@@ -99,6 +100,17 @@ TEST_CASE("cost, underflow fraction, slugs and peak memory") {
   CHECK(underflow_fraction({"w", 0, 0, 0, 0, 0}) == 0.0);
   CHECK(file_slug("fp16-mixed Dynamic (x2)") == "fp16-mixed-dynamic-x2");
   CHECK(file_slug("///") == "run");
+  // At most 128 bytes: a candidate's longest name keeps its slug; a reference labelled with a 259-character policy
+  // string used to name a checkpoint past the file system's 255 bytes. A longer slug is its first 100 characters
+  // and the label's hash, so two labels that differ only at the end still name two files.
+  CHECK(file_slug(std::string(128, 'a')) == std::string(128, 'a'));
+  const std::string label = "reference preset=fp16-pure-master," + std::string(200, 'x');
+  const std::string slug = file_slug(label);
+  CHECK(slug.size() == 117);
+  CHECK(slug == "reference-preset-fp16-pure-master-" + std::string(66, 'x') + "-" + hex64(fnv1a64(label)));
+  CHECK(file_slug(label + "y") != slug);
+  const std::string dashes = std::string(99, 'a') + "-------" + std::string(200, 'b');  // no "--" at the cut
+  CHECK(file_slug(dashes) == std::string(99, 'a') + "-" + hex64(fnv1a64(dashes)));
   // Touch 64 MiB: the high-water mark of resident memory must reach at least that.
   std::vector<char> block(64u << 20, 1);
   for (std::size_t i = 0; i < block.size(); i += 4096) block[i] = static_cast<char>(i);
@@ -129,6 +141,26 @@ TEST_CASE("summary JSON carries verdicts, reasons, fallbacks and cost") {
   CHECK(j["candidates"][1]["skipped_steps"] == std::vector<int>{5});
   CHECK(j["candidates"][1]["cost_per_sample_dollars"].get<double>() == Approx(3.6 / 3600.0 / 320.0));
   CHECK(j["reference"]["id"] == s.reference.reference_id);
+}
+
+TEST_CASE("a slice without held-out samples has no loss or accuracy in the summary, the table or the charts") {
+  sim_summary s = fixtures::make_summary();
+  // The trainer's metrics of a slice that the held-out rows never show: count 0, and 0 / 0 stored as 0.
+  const auto empty_last = [](eval_metrics& e) { e.slices.back() = {e.slices.back().name, 0, 0.0, 0.0}; };
+  empty_last(s.reference.final_eval);
+  for (candidate_outcome& c : s.candidates) empty_last(c.run.final_eval);
+  const auto j = nlohmann::json::parse(render_summary_json(s));
+  CHECK(j["reference"]["slices"][3]["count"] == 0);
+  CHECK(j["reference"]["slices"][3]["loss"] == "nan");
+  CHECK(j["reference"]["slices"][3]["accuracy"] == "nan");
+  CHECK(j["candidates"][1]["slices"][3]["loss"] == "nan");
+  CHECK(j["candidates"][1]["slices"][3]["accuracy"] == "nan");
+  CHECK(j["candidates"][1]["slices"][2]["loss"].is_number());  // the others keep their numbers
+  const std::string h = render_html_report(s);
+  CHECK(count_of(h, "<td>n/a (no samples)</td>") == 3);  // the reference and two candidates
+  // No bar for d (a bar's title reads "run / d: value", a limit mark's "run / d: gate limit ...").
+  CHECK(count_of(h, " / d: ") == count_of(h, " / d: gate limit"));
+  CHECK(count_of(h, " / c: ") > count_of(h, " / c: gate limit"));
 }
 
 TEST_CASE("the HTML report is self-contained and shows every section") {

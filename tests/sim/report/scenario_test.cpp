@@ -9,6 +9,7 @@
 #include "safeamp/policy/policy_presets.hpp"
 #include "safeamp/policy/policy_string.hpp"
 #include "safeamp/sim/did_you_mean.hpp"
+#include "safeamp/sim/json_input.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 using namespace safeamp::sim;
@@ -91,6 +92,52 @@ TEST_CASE("data.corpus_path is relative to the scenario's folder, as its .npy fi
   CHECK(absolute.base.data.corpus_path == "/srv/corpus.txt");
   // Without the key the default corpus, an absolute path, stays as it is.
   CHECK(parse_scenario(with(R"("name": "n")"), "runs/s.json").base.data.corpus_path == data_config{}.corpus_path);
+}
+
+TEST_CASE("text shown on terminals and in the reports: names and descriptions without control characters") {
+  // A NUL in the scenario's name cut the printed summary after "scenario 'quick"; an ESC reached terminals and
+  // report.html raw. Names take no control character, a description its line breaks and tabs only.
+  CHECK_THAT(error_of(with(R"("name": "quick\u0000hidden")")),
+             Catch::Contains("name") && Catch::Contains("without control characters"));
+  CHECK_THAT(error_of(with(R"("name": "\u001b[2Jquick")")), Catch::Contains("without control characters"));
+  CHECK(parse_scenario(with(R"("name": "quick \u00e9t\u00e9")"), "t").name == "quick \xc3\xa9t\xc3\xa9");
+  CHECK(parse_scenario(with(R"("description": "line one\n\tline two")"), "t").description == "line one\n\tline two");
+  CHECK_THAT(error_of(with(R"("description": "one\u001b[31m two")")),
+             Catch::Contains("description") && Catch::Contains("other than line breaks and tabs"));
+  CHECK_THAT(error_of(with(R"("name": ")" + std::string(257, 'n') + "\"")),
+             Catch::Contains("(257 bytes)") && Catch::Contains("at most 256 bytes"));
+  CHECK(parse_scenario(with(R"("name": ")" + std::string(256, 'n') + "\""), "t").name.size() == 256);
+  const auto layer_named = [](const std::string& name) {
+    return R"({"model": {"kind": "stack", "layers": [{"type": "linear", "out": 4, "name": ")" + name +
+           R"("}, {"type": "linear"}]}, "candidates": [{"name": "b", "policy": "bf16-mixed"}]})";
+  };
+  CHECK(parse_scenario(layer_named("enc"), "t").base.stack.layers.at(0).name == "enc");
+  CHECK_THAT(error_of(layer_named(R"(enc\u0007)")),
+             Catch::Contains("model.layers[0].name") && Catch::Contains("without control characters"));
+  CHECK_THAT(error_of(layer_named(std::string(129, 'l'))),
+             Catch::Contains("model.layers[0].name") && Catch::Contains("at most 128 bytes"));
+}
+
+TEST_CASE("a data path under a folder whose name is not UTF-8 is refused before anything trains") {
+  // The path enters every run's manifest, which the JSON writer refused after the reference had trained.
+  const std::string body = R"({"model": {"kind": "stack", "layers": [{"type": "linear"}]},
+      "data": {"inputs": "x.npy", "targets": "y.npy"}, )" +
+                           minimal_candidates + "}";
+  CHECK(parse_scenario(body, "runs/s.json").base.data.inputs_path == "runs/x.npy");
+  const std::string e = [&] {
+    try {
+      (void)parse_scenario(body,
+                           "bad\xff"
+                           "dir/s.json");
+    } catch (const safeamp::error& x) {
+      return std::string(x.what());
+    }
+    return std::string("(no error)");
+  }();
+  CHECK_THAT(e, Catch::Contains("data.inputs") && Catch::Contains("not UTF-8") && Catch::Contains("a path in UTF-8"));
+  CHECK(is_valid_utf8("d\xc3\xa9j\xc3\xa0"));
+  CHECK_FALSE(is_valid_utf8("bad\xff"));
+  CHECK_FALSE(is_valid_utf8("\xc3"));  // a character cut in half
 }
 
 TEST_CASE("malformed JSON and unknown keys are named, with a suggestion") {

@@ -45,4 +45,8 @@ struct json_input_limits {
 /// bytes at a UTF-8 character boundary with "..." appended when longer, control characters written as \xNN.
 [[nodiscard]] std::string bounded_text(std::string_view text, std::size_t max_chars = 200);
 
+/// True when `text` is valid UTF-8 as the JSON writer requires (nlohmann::json's dump throws on anything else):
+/// text that reaches summary.json or a manifest from outside JSON (a file system path) is checked with it first.
+[[nodiscard]] bool is_valid_utf8(std::string_view text);
+
 }  // namespace safeamp::sim

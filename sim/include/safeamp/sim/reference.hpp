@@ -54,7 +54,8 @@ struct manifest_setting {
 [[nodiscard]] std::vector<manifest_setting> run_settings(const run_config& c);
 
 /// FNV-1a over run_settings(c) plus the seeds, steps, batch size, policy and whether master weights are
-/// kept: a checkpoint resumes only a run whose fingerprint it carries.
+/// kept, and this build's library version and bit-changing flags (run_fingerprint(c, current_environment())): a
+/// checkpoint resumes only a run whose fingerprint it carries.
 [[nodiscard]] std::uint64_t run_fingerprint(const run_config& c);
 
 /// Canonical names used in run_settings (and in reports).
@@ -106,6 +107,9 @@ struct build_environment {
   std::string hardware;
 };
 [[nodiscard]] build_environment current_environment();
+
+/// The fingerprint of `c` trained by `build` (only its library_version and float_flags count).
+[[nodiscard]] std::uint64_t run_fingerprint(const run_config& c, const build_environment& build);
 
 /// One field that differs between two manifests.
 struct manifest_difference {

@@ -91,7 +91,11 @@ struct price_and_rate {
 /// Fraction of gradient elements of one layer that underflowed in one step (0 when it has no elements).
 [[nodiscard]] double underflow_fraction(const layer_counts& c) noexcept;
 
-/// "fp16-mixed dynamic" -> "fp16-mixed-dynamic": a file-name-safe form of a label.
+/// The longest file_slug: a longer one is cut to 100 characters and ends in "-" and the label's 16-hex-digit hash.
+inline constexpr std::size_t max_slug_bytes = 128;
+
+/// "fp16-mixed dynamic" -> "fp16-mixed-dynamic": a file-name-safe form of a label ([a-z0-9.-], at most
+/// max_slug_bytes).
 [[nodiscard]] std::string file_slug(std::string_view label);
 
 }  // namespace safeamp::sim
