@@ -2,6 +2,7 @@
 // with every default stated here and every bad value reported by key.
 #pragma once
 
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -212,6 +213,14 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   }
   if (r.window_seconds > 0.0) {
     if (r.samples <= 0.0) throw error("samples", "missing", "--samples or --tokens with --window");
+    // A global batch above the samples trained completes no optimizer step: the plan charged a fraction of one.
+    if (r.global_batch > 0 && static_cast<double>(r.global_batch) > r.samples) {
+      char samples[32];
+      std::snprintf(samples, sizeof samples, "%.15g", r.samples);
+      throw error("global-batch", quoted_input(std::to_string(r.global_batch)),
+                  std::string("at most the samples trained in the window (") + samples +
+                      "): a larger global batch never completes an optimizer step");
+    }
     if (!r.parameters)
       throw error("params", "missing", "--params (with --per-sample) or a transformer shape with --window");
     if (!r.shape && !per_sample)
