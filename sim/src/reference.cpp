@@ -424,9 +424,15 @@ bool shape_holds(std::int64_t rows, std::int64_t cols, std::size_t n) {
 
 }  // namespace
 
-build_environment current_environment() {
+build_environment bit_changing_environment() {
   build_environment e;
   e.library_version = SAFEAMP_VERSION_STRING;
+  e.float_flags = bit_changing_flags();
+  return e;
+}
+
+build_environment current_environment() {
+  build_environment e = bit_changing_environment();
 #if defined(__clang__)
   e.compiler = std::string("clang ") + __clang_version__;
 #elif defined(__GNUC__)
@@ -435,7 +441,6 @@ build_environment current_environment() {
   e.compiler = "unknown compiler";
 #endif
   e.compiler_flags = inferred_flags();
-  e.float_flags = bit_changing_flags();
   e.hardware = cpu_model_name() + ", " + std::to_string(std::thread::hardware_concurrency()) + " logical cores";
   return e;
 }

@@ -14,6 +14,7 @@
 #include <limits>
 #include <system_error>
 
+#include "posix_fd.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/scaling/scaler_checkpoint.hpp"
 
@@ -106,10 +107,7 @@ void read_input_pieces(const fs::path& path, std::string_view field, std::uintma
     const int e = errno;
     throw error(field, "'" + path.string() + "' (cannot be opened: " + std::strerror(e) + ")", accepted);
   }
-  struct fd_closer {
-    int fd;
-    ~fd_closer() { ::close(fd); }
-  } closer{fd};
+  const detail::fd_closer closer{fd};
   struct ::stat st {};
   if (::fstat(fd, &st) != 0) throw error(field, "'" + path.string() + "' (cannot be examined)", accepted);
   if (!S_ISREG(st.st_mode)) {
@@ -239,10 +237,7 @@ void append_file_durably(const fs::path& path, std::string_view text, std::strin
     const int e = errno;
     throw error(field, "'" + path.string() + "' (cannot be opened for appending: " + std::strerror(e) + ")", accepted);
   }
-  struct fd_closer {
-    int fd;
-    ~fd_closer() { ::close(fd); }
-  } closer{fd};
+  const detail::fd_closer closer{fd};
   struct ::stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     throw error(field, "'" + path.string() + "' (not a regular file)", accepted);

@@ -16,6 +16,7 @@
 #include <optional>
 #include <system_error>
 
+#include "posix_fd.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/sim/report_files.hpp"
 
@@ -295,10 +296,7 @@ std::size_t withdraw_decisions(const fs::path& out, const decisions_append& appe
   const fs::path file = out / decisions_file_name;
   const int fd = ::open(file.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return 0;  // nothing was appended (or the file is gone)
-  struct fd_closer {
-    int fd;
-    ~fd_closer() { ::close(fd); }
-  } closer{fd};
+  const detail::fd_closer closer{fd};
   struct ::stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
   const auto size = static_cast<std::uintmax_t>(st.st_size);

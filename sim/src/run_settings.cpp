@@ -233,7 +233,7 @@ std::vector<manifest_setting> run_settings(const run_config& c) {
   return v;
 }
 
-std::uint64_t run_fingerprint(const run_config& c) { return run_fingerprint(c, current_environment()); }
+std::uint64_t run_fingerprint(const run_config& c) { return run_fingerprint(c, bit_changing_environment()); }
 
 std::uint64_t run_fingerprint(const run_config& c, const build_environment& build) {
   std::string text;

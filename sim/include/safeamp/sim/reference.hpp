@@ -54,7 +54,7 @@ struct manifest_setting {
 [[nodiscard]] std::vector<manifest_setting> run_settings(const run_config& c);
 
 /// FNV-1a over run_settings(c) plus the seeds, steps, batch size, policy and whether master weights are
-/// kept, and this build's library version and bit-changing flags (run_fingerprint(c, current_environment())): a
+/// kept, and this build's library version and bit-changing flags (run_fingerprint(c, bit_changing_environment())): a
 /// checkpoint resumes only a run whose fingerprint it carries.
 [[nodiscard]] std::uint64_t run_fingerprint(const run_config& c);
 
@@ -107,6 +107,10 @@ struct build_environment {
   std::string hardware;
 };
 [[nodiscard]] build_environment current_environment();
+
+/// The fields of current_environment() that change bits, the others left empty: library_version and float_flags,
+/// without reading the CPU's model (run_fingerprint hashes them on every call, the scenario fuzz target's included).
+[[nodiscard]] build_environment bit_changing_environment();
 
 /// The fingerprint of `c` trained by `build` (only its library_version and float_flags count).
 [[nodiscard]] std::uint64_t run_fingerprint(const run_config& c, const build_environment& build);
