@@ -288,6 +288,42 @@ std::string faults_text(const std::vector<fault_spec>& faults) {
   return out;
 }
 
+// The folders an accepted invocation creates (the output folder and its missing parents, then reference/,
+// telemetry/ and checkpoints/), so that one that fails before its folder changed (a disk that is full, a folder
+// changed meanwhile) takes them back and leaves the file system as it found it.
+class new_folders {
+ public:
+  // Creates `dir` and its missing parents, remembering those this call created, then checks it as
+  // prepare_output_folder does (a directory this user may write; its refusals name --out).
+  void create(const fs::path& dir) {
+    std::vector<fs::path> missing;  // `dir` first, then its missing parents
+    std::error_code ec;
+    for (fs::path p = dir.has_filename() ? dir : dir.parent_path();  // "out/" is "out"
+         !p.empty() && !fs::exists(fs::symlink_status(p, ec)); p = p.parent_path()) {
+      missing.push_back(p);
+      if (p == p.parent_path()) break;  // a root
+    }
+    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+      if (!fs::create_directory(*it, ec)) break;  // made meanwhile, or failed: prepare_output_folder says why
+      made_.push_back(*it);
+    }
+    prepare_output_folder(dir);
+  }
+
+  // Removes the folders it created, deepest first, each only while it is an empty folder (fs::remove is rmdir):
+  // nothing another process put there since is lost.
+  void remove_empty() noexcept {
+    for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
+      std::error_code ec;
+      if (fs::is_directory(fs::symlink_status(*it, ec))) fs::remove(*it, ec);
+    }
+    made_.clear();
+  }
+
+ private:
+  std::vector<fs::path> made_;  // in the order created
+};
+
 // Prints incomplete_note when the invocation leaves run_sim by an exception after it marked its folder, so the
 // error that follows is read with what the folder holds.
 class unfinished_note {
@@ -349,37 +385,22 @@ int run_sim(const sim_options& o) {
   std::error_code exists_ec;
   const preflight_record pre = preflight(o, runs, !o.relock && fs::exists(ref_file, exists_ec));
   // The folder is this invocation's from here to the end, or another's and refused before anything is read.
+  // Nothing is created or changed in it until every check has passed, so a refused invocation leaves the file
+  // system as it found it: a folder with a lock file is locked now, before anything in it is read; one without
+  // (new, or not yet used by safeamp sim) once its checks have passed, creating the file (below).
   std::optional<output_folder_lock> lock;
   if (writer) {
-    prepare_output_folder(out);
-    lock.emplace(out);
-    prepare_output_folder(out / "reference");
-    prepare_output_folder(out / "telemetry");
-    prepare_output_folder(out / "checkpoints");
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(out / lock_file_name, ec))) lock.emplace(out);
+    // The folders there are now must be directories this user may write (a probe file, removed at once); the
+    // missing ones are created once the invocation is accepted.
+    for (const fs::path& dir : {out, out / "reference", out / "telemetry", out / "checkpoints"}) {
+      if (fs::exists(dir, ec)) prepare_output_folder(dir);
+    }
     // decisions.jsonl is appended to after every run has trained: a directory or link there is refused now.
-    check_decisions_file(out / decisions_file_name);
+    if (fs::is_directory(out, ec)) check_decisions_file(out / decisions_file_name);
   }
   run_checkpoints checkpoints(out / "checkpoints", every, o.resume, ranks, runs);
-  // A killed writer's temporaries are removed when their file is written again; these folders may hold
-  // some whose file this run does not rewrite (a reused reference's telemetry), so sweep them now: those of the
-  // files safeamp sim writes there, and no other (a user's "notes.tmp-123" is not ours).
-  if (writer) {
-    const auto any_of_names = [](std::initializer_list<std::string_view> names) {
-      return [names = std::vector<std::string_view>(names)](std::string_view target) {
-        return std::find(names.begin(), names.end(), target) != names.end();
-      };
-    };
-    (void)remove_stale_temporaries_in(
-        out, any_of_names({"report.html", "summary.json", "data_parallel.json", "known_good.json", "decisions.jsonl",
-                           incomplete_marker_name, outputs_record_name}));
-    (void)remove_stale_temporaries_in(out / "reference", [](std::string_view target) {
-      return target == "reference.json" || (target.starts_with("reference-") && target.ends_with(".json"));
-    });
-    (void)remove_stale_temporaries_in(out / "telemetry",
-                                      [](std::string_view target) { return target.ends_with(".jsonl"); });
-    (void)remove_stale_temporaries_in(out / "checkpoints",
-                                      [&checkpoints](std::string_view target) { return checkpoints.owns(target); });
-  }
   const run_manifest ref_manifest = manifest_for(s, ref_cfg);
   const std::optional<known_good_record> last_good = read_known_good(out / "known_good.json");
 
@@ -430,14 +451,61 @@ int run_sim(const sim_options& o) {
                    file.string().c_str());
     }
   }
-  // The last check has passed: from here on the folder changes. The folder is checked (only files safeamp sim
-  // wrote are moved or removed), marked INCOMPLETE until all is written, the previous invocation's outputs move
-  // into previous/, and stale checkpoints of this scenario's runs go (unless resuming).
+  // The last check: only files safeamp sim wrote are ever moved or removed. Then the folder changes: the folders
+  // are created and locked, checked again (begin_invocation), marked INCOMPLETE until all is written, the previous
+  // invocation's outputs move into previous/, and stale checkpoints of this scenario's runs go (unless resuming).
   std::optional<unfinished_note> note;
   if (writer) {
-    const invocation_cleanup moved = begin_invocation(
-        out, {.scenario = s.name, .kept_telemetry = kept_telemetry, .kept_also_in_previous = !reuse_reference});
+    check_invocation(out);
+    new_folders made_out;  // the output folder and its missing parents
+    new_folders made_inside;
+    invocation_cleanup moved;
+    try {
+      made_out.create(out);
+      if (!lock) {
+        lock.emplace(out);
+        // The folder had no lock file when it was checked: another invocation that created one since may have
+        // changed what was checked (a lock file, once there, stays: see output_folder_lock).
+        if (!lock->created_file()) {
+          throw error("--out",
+                      "'" + out.string() +
+                          "' (another safeamp sim began writing into it while this one checked it; nothing here was "
+                          "changed)",
+                      "an output folder no other invocation is writing into: run again once that one has finished, "
+                      "or pass another --out");
+        }
+      }
+      for (const char* sub : {"reference", "telemetry", "checkpoints"}) made_inside.create(out / sub);
+      moved = begin_invocation(
+          out, {.scenario = s.name, .kept_telemetry = kept_telemetry, .kept_also_in_previous = !reuse_reference});
+    } catch (...) {
+      // Refused or failed before the folder changed (or with begin_invocation's first change): what this
+      // invocation created goes, the lock file only when it is alone in its folder (remove_if_alone), the folders
+      // only when empty. A folder begin_invocation did change keeps its marker and the lock file.
+      made_inside.remove_empty();
+      if (lock) (void)lock->remove_if_alone();
+      made_out.remove_empty();
+      throw;
+    }
     note.emplace(out);
+    // A killed writer's temporaries are removed when their file is written again; these folders may hold
+    // some whose file this run does not rewrite (a reused reference's telemetry), so sweep them now: those of the
+    // files safeamp sim writes there, and no other (a user's "notes.tmp-123" is not ours).
+    const auto any_of_names = [](std::initializer_list<std::string_view> names) {
+      return [names = std::vector<std::string_view>(names)](std::string_view target) {
+        return std::find(names.begin(), names.end(), target) != names.end();
+      };
+    };
+    (void)remove_stale_temporaries_in(
+        out, any_of_names({"report.html", "summary.json", "data_parallel.json", "known_good.json", "decisions.jsonl",
+                           incomplete_marker_name, outputs_record_name}));
+    (void)remove_stale_temporaries_in(out / "reference", [](std::string_view target) {
+      return target == "reference.json" || (target.starts_with("reference-") && target.ends_with(".json"));
+    });
+    (void)remove_stale_temporaries_in(out / "telemetry",
+                                      [](std::string_view target) { return target.ends_with(".jsonl"); });
+    (void)remove_stale_temporaries_in(out / "checkpoints",
+                                      [&checkpoints](std::string_view target) { return checkpoints.owns(target); });
     if (!o.resume) {
       if (const std::size_t stale = checkpoints.clear(); stale > 0) {
         std::fprintf(stderr,

@@ -371,25 +371,55 @@ bool looks_like_invocation_output(const fs::path& file, const fs::path& relative
   return true;
 }
 
-invocation_cleanup begin_invocation(const fs::path& out, const invocation_start& start) {
-  invocation_cleanup done;
+namespace {
+
+// What begin_invocation's checks found in an output folder: every file it may move or remove, verified.
+struct folder_survey {
+  bool was_incomplete = false;  // marked INCOMPLETE
+  std::optional<outputs_record> record;
+  std::vector<recorded_file> top;  // the outputs at the top
+  bool previous_exists = false;
+  bool staging_exists = false;
+  std::vector<recorded_file> in_previous;
+  std::vector<recorded_file> in_staging;
+};
+
+// begin_invocation's checks, changing nothing: refuses (naming it) anything safeamp sim cannot show it wrote.
+folder_survey survey_folder(const fs::path& out) {
+  folder_survey s;
   std::error_code ec;
-  // ---- checks: nothing changes until every file here is known to be safeamp sim's ----
   const fs::file_status marker_status = fs::symlink_status(out / marker_file, ec);
   if (fs::exists(marker_status)) {
     if (!fs::is_regular_file(marker_status) || !read_head(out / marker_file, 256).starts_with(marker_opening)) {
       refuse(out, out / marker_file, "not the marker safeamp sim writes there");
     }
-    done.was_incomplete = true;
+    s.was_incomplete = true;
   }
-  std::optional<outputs_record> record = read_record(out);
-  const std::vector<recorded_file> top = survey_top(out, record, done.was_incomplete);
-  bool previous_exists = false;
-  bool staging_exists = false;
+  s.record = read_record(out);
+  s.top = survey_top(out, s.record, s.was_incomplete);
+  s.in_previous = survey_moved(out, out / previous_folder, s.previous_exists);
+  s.in_staging = survey_moved(out, out / staging_name, s.staging_exists);
+  return s;
+}
+
+}  // namespace
+
+void check_invocation(const fs::path& out) { (void)survey_folder(out); }
+
+invocation_cleanup begin_invocation(const fs::path& out, const invocation_start& start) {
+  invocation_cleanup done;
+  std::error_code ec;
+  // ---- checks: nothing changes until every file here is known to be safeamp sim's ----
+  folder_survey survey = survey_folder(out);
+  done.was_incomplete = survey.was_incomplete;
+  std::optional<outputs_record>& record = survey.record;
+  const std::vector<recorded_file>& top = survey.top;
+  const bool previous_exists = survey.previous_exists;
+  const bool staging_exists = survey.staging_exists;
   const fs::path previous = out / previous_folder;
   const fs::path staging = out / staging_name;
-  const std::vector<recorded_file> in_previous = survey_moved(out, previous, previous_exists);
-  const std::vector<recorded_file> in_staging = survey_moved(out, staging, staging_exists);
+  const std::vector<recorded_file>& in_previous = survey.in_previous;
+  const std::vector<recorded_file>& in_staging = survey.in_staging;
   // The outputs move into previous.new/, which then replaces previous/: a kill while they move leaves previous/
   // as it was and every output either at its place or in previous.new/, never lost.
   const bool interrupted_move = done.was_incomplete && staging_exists;
@@ -521,48 +551,94 @@ bool reference_telemetry_matches(const fs::path& telemetry, const std::vector<do
   return !in.bad() && step == loss_curve.size();
 }
 
-output_folder_lock::output_folder_lock(const fs::path& out) {
-  const fs::path file = out / lock_file_name;
-  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw error(
-        "--out",
-        "'" + out.string() + "' (cannot open its lock file " + file.string() + ": " + std::strerror(errno) + ")",
-        "a writable directory");
-  }
-  struct flock whole {};
-  whole.l_type = F_WRLCK;
-  whole.l_whence = SEEK_SET;  // l_start 0 and l_len 0: the whole file
-  int rc = 0;
-  while ((rc = ::fcntl(fd, F_SETLK, &whole)) < 0 && errno == EINTR) {
-  }
-  if (rc == 0) {
-    fd_ = fd;
+namespace {
+
+// True when `fd` is still the file at `path`: not removed, not replaced by another.
+bool still_at_path(int fd, const fs::path& path) {
+  struct ::stat held {};
+  struct ::stat named {};
+  if (::fstat(fd, &held) != 0 || ::stat(path.c_str(), &named) != 0) return false;
+  return held.st_nlink > 0 && held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
+}  // namespace
+
+output_folder_lock::output_folder_lock(const fs::path& out) : file_(out / lock_file_name) {
+  // Each try opens the path again: the file locked was removed (remove_if_alone) or replaced after it was opened.
+  // A removal takes a refused invocation, so a few tries are plenty; the bound only keeps a loop finite.
+  constexpr int opens_tried = 100;
+  for (int attempt = 0; attempt < opens_tried; ++attempt) {
+    // O_EXCL first, to know whether this object created the file; an existing one (a link to one included) is
+    // opened as it always was.
+    int fd = ::open(file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    created_file_ = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = ::open(file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      const int e = errno;
+      throw error("--out",
+                  "'" + out.string() + "' (cannot open its lock file " + file_.string() + ": " + std::strerror(e) + ")",
+                  "a writable directory");
+    }
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;  // l_start 0 and l_len 0: the whole file
+    int rc = 0;
+    while ((rc = ::fcntl(fd, F_SETLK, &whole)) < 0 && errno == EINTR) {
+    }
+    if (rc == 0) {
+      if (still_at_path(fd, file_)) {
+        fd_ = fd;
+        return;
+      }
+      ::close(fd);  // the lock of a file no longer in the folder: another try
+      continue;
+    }
+    const int lock_errno = errno;
+    if (lock_errno == EACCES || lock_errno == EAGAIN) {
+      struct flock holder {};
+      holder.l_type = F_WRLCK;
+      holder.l_whence = SEEK_SET;
+      const bool named = ::fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK && holder.l_pid > 0;
+      ::close(fd);
+      const std::string who = named ? "process " + std::to_string(holder.l_pid) : "another process";
+      throw error("--out",
+                  "'" + out.string() + "' (another safeamp sim is writing into it: " + who + " holds " +
+                      file_.string() + "; nothing here was read or changed)",
+                  "an output folder no other invocation is writing into: wait for that one to finish, or pass "
+                  "another --out");
+    }
+    ::close(fd);
+    std::fprintf(stderr,
+                 "safeamp sim: warning: %s cannot be locked (%s): a second invocation writing into the same folder "
+                 "would not be refused\n",
+                 file_.c_str(), std::strerror(lock_errno));
     return;
   }
-  const int lock_errno = errno;
-  if (lock_errno == EACCES || lock_errno == EAGAIN) {
-    struct flock holder {};
-    holder.l_type = F_WRLCK;
-    holder.l_whence = SEEK_SET;
-    const bool named = ::fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK && holder.l_pid > 0;
-    ::close(fd);
-    const std::string who = named ? "process " + std::to_string(holder.l_pid) : "another process";
-    throw error("--out",
-                "'" + out.string() + "' (another safeamp sim is writing into it: " + who + " holds " + file.string() +
-                    "; nothing here was read or changed)",
-                "an output folder no other invocation is writing into: wait for that one to finish, or pass another "
-                "--out");
-  }
-  ::close(fd);
-  std::fprintf(stderr,
-               "safeamp sim: warning: %s cannot be locked (%s): a second invocation writing into the same folder "
-               "would not be refused\n",
-               file.c_str(), std::strerror(lock_errno));
+  throw error("--out",
+              "'" + out.string() + "' (its lock file " + file_.string() + " was removed or replaced each of " +
+                  std::to_string(opens_tried) + " times it was locked)",
+              "an output folder whose lock file stays while it is locked");
 }
 
 output_folder_lock::~output_folder_lock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+bool output_folder_lock::remove_if_alone() noexcept {
+  if (fd_ < 0 || !created_file_) return false;
+  // Only a file this object created goes, from a folder that holds nothing else: no output, checkpoint or
+  // reference of another invocation depends on it, and the folder is left as this invocation found it. It is
+  // removed while the lock is held: another invocation that opened it meanwhile is refused, or locks it only after
+  // this one released it, and then finds it gone (still_at_path) and opens the path anew. (A safeamp sim without
+  // that check, before 2026-12-06, started into the same folder in the same instant could still lock the removed
+  // file: the folder is one this invocation found empty, so no earlier job of it runs there.)
+  std::error_code ec;
+  std::size_t entries = 0;  // the lock file alone
+  for (fs::directory_iterator it(file_.parent_path(), ec), end; !ec && it != end; it.increment(ec)) ++entries;
+  if (ec || entries != 1 || ::unlink(file_.c_str()) != 0) return false;
+  ::close(fd_);  // releases the lock
+  fd_ = -1;
+  return true;
 }
 
 void finish_invocation(const fs::path& out) { remove_file(out / marker_file); }

@@ -17,6 +17,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "report_fixtures.hpp"
 #include "safeamp/error.hpp"
@@ -67,20 +68,35 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
   return files;
 }
 
-// begin_invocation must refuse `out` naming `file`, and leave every file as it was.
+// check_invocation, then begin_invocation, must refuse `out` naming `file`, and leave every file as it was.
 void check_refused(const fs::path& out, const std::string& file) {
   const auto before = snapshot(out);
-  try {
-    (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
-    FAIL("begin_invocation accepted a folder holding " << file);
-  } catch (const safeamp::error& e) {
-    const std::string what = e.what();
-    INFO(what);
-    CHECK(e.field() == "--out");
-    CHECK(what.find(file) != std::string::npos);
-    CHECK(what.find("an empty folder, or one safeamp sim wrote") != std::string::npos);
+  for (const bool begin : {false, true}) {
+    INFO((begin ? "begin_invocation" : "check_invocation"));
+    try {
+      if (begin) {
+        (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+      } else {
+        check_invocation(out);
+      }
+      FAIL("a folder holding " << file << " was accepted");
+    } catch (const safeamp::error& e) {
+      const std::string what = e.what();
+      INFO(what);
+      CHECK(e.field() == "--out");
+      CHECK(what.find(file) != std::string::npos);
+      CHECK(what.find("an empty folder, or one safeamp sim wrote") != std::string::npos);
+    }
+    CHECK(snapshot(out) == before);
   }
-  CHECK(snapshot(out) == before);
+}
+
+// Every entry under `dir`, folders and empty files included.
+std::vector<std::string> entries(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) names.push_back(fs::relative(e.path(), dir).string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace
@@ -353,4 +369,64 @@ TEST_CASE("a reference's telemetry belongs to it when its losses are the referen
   fs::create_symlink(out / "mine.jsonl", out / "link.jsonl");
   CHECK_FALSE(reference_telemetry_matches(out / "link.jsonl", ref.loss_curve));
   fs::remove_all(out.parent_path());
+}
+
+TEST_CASE("check_invocation accepts what begin_invocation accepts and changes nothing; a missing folder passes") {
+  const fs::path root = fresh("check_only");
+  fs::remove_all(root);
+  check_invocation(root / "absent");  // holds nothing
+  CHECK_FALSE(fs::exists(root / "absent"));
+  CHECK_FALSE(fs::exists(root));
+  const fs::path out = fresh("check_only_finished");
+  const rendered one = outputs_of(1);
+  write_invocation_output(out, "report.html", one.report);
+  write_invocation_output(out, "telemetry/a.jsonl", one.telemetry_a);
+  put(out / "notes.txt", "a user's notes");
+  const auto before = snapshot(out);
+  const auto names = entries(out);
+  check_invocation(out);
+  CHECK(snapshot(out) == before);
+  CHECK(entries(out) == names);
+  CHECK_NOTHROW(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}));
+}
+
+TEST_CASE("the lock file goes only with the invocation that created it, from a folder holding nothing else") {
+  const fs::path out = fresh("lock_file");
+  fs::remove_all(out / "telemetry");
+  const fs::path file = out / lock_file_name;
+  SECTION("created here, alone: removed, and the lock released") {
+    output_folder_lock lock(out);
+    REQUIRE(lock.held());
+    CHECK(lock.created_file());
+    CHECK(lock.remove_if_alone());
+    CHECK_FALSE(lock.held());
+    CHECK_FALSE(fs::exists(file));
+    CHECK(entries(out).empty());
+    output_folder_lock next(out);  // the next invocation creates it again
+    CHECK(next.held());
+    CHECK(next.created_file());
+    CHECK(fs::exists(file));
+  }
+  SECTION("created here, beside another file: stays, and the lock is held on") {
+    output_folder_lock lock(out);
+    put(out / "notes.txt", "a user's notes");
+    CHECK_FALSE(lock.remove_if_alone());
+    CHECK(lock.held());
+    CHECK(fs::exists(file));
+  }
+  SECTION("created here, beside an empty folder: stays") {
+    output_folder_lock lock(out);
+    fs::create_directories(out / "reference");
+    CHECK_FALSE(lock.remove_if_alone());
+    CHECK(fs::exists(file));
+  }
+  SECTION("there before: never removed") {
+    put(file, "");
+    output_folder_lock lock(out);
+    REQUIRE(lock.held());
+    CHECK_FALSE(lock.created_file());
+    CHECK_FALSE(lock.remove_if_alone());
+    CHECK(lock.held());
+    CHECK(fs::exists(file));
+  }
 }

@@ -58,25 +58,44 @@ inline constexpr std::string_view lock_file_name = ".safeamp-lock";
 /// reads or changes anything, rather than the two moving, replacing and removing each other's outputs and
 /// checkpoints. The lock is a POSIX record lock (fcntl F_SETLK) on `<out>/.safeamp-lock`, an empty file: the kernel
 /// releases it when the process ends however it ends (SIGKILL included), so no stale lock is ever left, and it
-/// names the process that holds it. The file is never removed (a third invocation could otherwise lock a new file
-/// while a second still holds the removed one). Record locks belong to the process: a second lock in the same
-/// process is not refused.
+/// names the process that holds it. Once the lock is taken, the file locked must still be the one at its path
+/// (not removed or replaced meanwhile), or it is opened and locked again: so no invocation goes on holding the lock
+/// of a removed file while another locks a new one. The file is never removed, but by remove_if_alone: by an
+/// invocation that created it and is refused before it changed anything in the folder. Record locks belong to the
+/// process: a second lock in the same process is not refused.
 class output_folder_lock {
  public:
-  /// Takes the lock. Throws safeamp::error naming --out, the folder and the process that holds it when another
-  /// process holds it, and when the lock file cannot be opened or created. On a file system that has no record
-  /// locks (ENOLCK, EINVAL, ENOTSUP), prints a warning on stderr that concurrent invocations go undetected and holds
-  /// nothing (held() is false).
+  /// Takes the lock, creating the lock file when there is none. Throws safeamp::error naming --out, the folder and
+  /// the process that holds it when another process holds it, and when the lock file cannot be opened or created.
+  /// On a file system that has no record locks (ENOLCK, EINVAL, ENOTSUP), prints a warning on stderr that
+  /// concurrent invocations go undetected and holds nothing (held() is false).
   explicit output_folder_lock(const std::filesystem::path& out);
   ~output_folder_lock();
   output_folder_lock(const output_folder_lock&) = delete;
   output_folder_lock& operator=(const output_folder_lock&) = delete;
 
   [[nodiscard]] bool held() const noexcept { return fd_ >= 0; }
+  /// True when this object created the lock file (it did not exist when the lock was taken).
+  [[nodiscard]] bool created_file() const noexcept { return created_file_; }
+
+  /// For an invocation refused before it changed anything in the folder: when the lock is held, this object
+  /// created the lock file and the folder holds nothing else, removes the file, then releases the lock, and returns
+  /// true (the folder is then as the invocation found it: empty). Otherwise changes nothing and returns false.
+  /// Safe while the lock is held: an invocation that opened the file before it was removed finds, once it holds the
+  /// lock, that the file is gone, and opens the path again.
+  bool remove_if_alone() noexcept;
 
  private:
+  std::filesystem::path file_;
   int fd_ = -1;
+  bool created_file_ = false;
 };
+
+/// begin_invocation's checks alone, changing nothing: throws what begin_invocation would throw before it changes
+/// anything (a file at an output's name that safeamp sim cannot show it wrote, a record that is not safeamp's...).
+/// A folder that does not exist passes (it holds nothing). How `safeamp sim` refuses a folder before it creates
+/// anything in it (the lock file, reference/, telemetry/, checkpoints/).
+void check_invocation(const std::filesystem::path& out);
 
 /// What begin_invocation found and did.
 struct invocation_cleanup {
