@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "plan_inference.hpp"
@@ -72,9 +73,11 @@ inline int report_all_devices(plan_values v, bool json) {
   nlohmann::json rows = nlohmann::json::array();
   int fitting = 0;
   bool night = false;
+  std::optional<parity_results> parity;  // --verified-by: the same for every card
   for (const device_spec& d : device_table()) {
     v["device"] = std::string(d.name);
     const plan_request r = resolve_request(v, d);
+    parity = r.parity;
     auto [w, o] = planner_inputs(r);
     nlohmann::json row = {{"device", std::string(d.name)},
                           {"capacity_bytes", d.capacity_bytes},
@@ -106,11 +109,16 @@ inline int report_all_devices(plan_values v, bool json) {
     rows.push_back(row);
   }
   if (json) {
-    std::printf("%s\n", nlohmann::json{{"devices", rows}}.dump(2).c_str());
+    nlohmann::json out{{"devices", rows}};
+    if (parity) out["parity"] = parity_json(*parity);
+    std::printf("%s\n", out.dump(2).c_str());
     return fitting > 0 ? exit_ok : exit_check_failed;
   }
   std::printf(
       "Every card of the table (capacities as listed: pass one --device with --capacity for your card's own)\n");
+  if (parity) {
+    for (const std::string& line : parity_notes(*parity)) std::printf("  %s\n", line.c_str());
+  }
   if (night) {
     std::printf("  %-14s %9s %9s  %-18s %-9s %6s %6s %8s %9s  %s\n", "device", "cap GB", "usable GB", "policy",
                 "recompute", "micro", "steps", "total h", "margin h", "quality");

@@ -65,6 +65,7 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
   std::optional<peak_calibration> calibration;
   std::optional<phase_fit> model_fit;
   if (r.measured_peak_bytes > 0) {  // the model's needs scaled to the measurement, then fitted again
+    // Measured with the one configuration planned: --policy (--measured-policy is the planner's, with --window).
     calibration =
         calibrate_peak(c.needs, {.measured_bytes = r.measured_peak_bytes, .microbatch = r.measured_microbatch});
     model_fit = phase_fit{
@@ -123,6 +124,7 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
       j["calibration"] = {{"measured_bytes", calibration->measured_bytes},
                           {"predicted_bytes", calibration->predicted_bytes},
                           {"measured_microbatch", r.measured_microbatch},
+                          {"measured_policy", r.measured_policy},
                           {"ratio", calibration->ratio},
                           {"model_max_microbatch", model_fit->max_microbatch}};
     }
@@ -152,12 +154,12 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
   print_pool(o.budget);
   if (calibration) {
     std::printf(
-        "Calibration: measured %s at microbatch %llu against the model's %s: every phase x %.4f (the model alone: "
-        "largest microbatch %lld)\n",
+        "Calibration: measured %s at microbatch %llu against the model's %s for %s: every phase x %.4f (the model "
+        "alone: largest microbatch %lld)\n",
         format_bytes(calibration->measured_bytes, byte_unit::gb, 3).c_str(),
         static_cast<unsigned long long>(r.measured_microbatch),
-        format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), calibration->ratio,
-        static_cast<long long>(model_fit->max_microbatch));
+        format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), r.measured_policy.c_str(),
+        calibration->ratio, static_cast<long long>(model_fit->max_microbatch));
   }
   print_phases(c.needs, micro, usable);
   if (c.host_bytes > 0) print_host_memory(r, c);

@@ -41,7 +41,7 @@ inline constexpr plan_key plan_keys[] = {
     {"fragmentation", "allocator fragmentation allowance, fraction of the pool after the reserve (default 0.05)"},
     {"states", "model-state bytes given directly (instead of --params)"},
     {"per-sample", "activation bytes per sample (instead of a transformer shape)"},
-    {"params", "parameter count, e.g. 7.5e9 or 7.5B (with a shape: overrides the shape's own count, which includes GQA, the MLP width, SwiGLU and untied embeddings)"},
+    {"params", "parameter count, e.g. 7.5e9 or 7.5B (with a shape: the model's own count, biases and norms included, for the memory; within 1% of the shape's count up to that plus its biases, norms and learned positions, which the FLOPs follow)"},
     {"policy", "precision policy: preset (fp32, tf32, bf16-mixed, fp16-mixed, fp16-pure-master, fp8-hybrid) or policy string; with --window the one policy to plan (--policies for several)"},
     {"weight-format", "block-scaled weight storage: mxfp8 (8.25 bits), mxfp8_e5m2, mxfp6, mxfp6_e3m2 (6.25), mxfp4 (4.25), nvfp4 (4.5 + an fp32 scale per tensor) or none (default: the policy's)"},
     {"gradient-format", "block-scaled gradient storage, as --weight-format (default: the policy's)"},
@@ -87,11 +87,11 @@ inline constexpr plan_key plan_keys[] = {
     {"tokens-per-sample", "tokens per sample without a transformer shape (default 1)"},
     {"efficiency", "with --window: fraction of the roofline bound reached (default 0.4; not with --measured-sps)"},
     {"measured-sps", "with --window: measured samples/s of the whole job (all --dp replicas together, optimizer steps included) running --measured-policy with --recompute as planned (its microbatch and accumulation): calibrates the efficiency so that the plan gives that configuration exactly this rate; above its roofline bound (+10%) it is refused"},
-    {"measured-policy", "with --measured-sps: the policy the measurement ran with, as --policy takes it (default: --policy, itself bf16-mixed by default)"},
-    {"measured-peak", "torch.cuda.max_memory_allocated() after one step of this configuration, e.g. 21.3GiB: calibrates the phases"},
+    {"measured-policy", "with --window and --measured-sps or --measured-peak: the policy the measurement ran with, as --policy takes it (default: the one policy planned, --policy or a --policies of one; needed when several are)"},
+    {"measured-peak", "torch.cuda.max_memory_allocated() after one step of the measured configuration (--measured-policy, --recompute as planned), e.g. 21.3GiB: calibrates the phases (with --window every candidate's)"},
     {"measured-microbatch", "microbatch the --measured-peak was taken at (default 1)"},
     {"policies", "with --window: comma-separated policies to try (default: all presets, or --policy)"},
-    {"verified-by", "with --window: a safeamp sim summary.json: policies whose parity verdict is PASS count as verified, FAIL are never chosen; candidates run with injected faults are ignored"},
+    {"verified-by", "with --window: a safeamp sim summary.json: policies whose parity verdict is PASS count as verified, FAIL are never chosen, when its model's parameter count is this plan's (within 1%); candidates of another model, or of none recorded, and those run with injected faults are ignored"},
     {"price-per-hour", "with --window: device price per hour, for the cost per sample"},
     {"gemm", "roofline of a GEMM MxNxK, e.g. 8192x8192x8192 (GEMV: 8192x1x8192)"},
     {"format", "roofline compute format (default fp16); output in the same format"},
@@ -255,80 +255,6 @@ inline precision_policy parse_policy_arg(std::string_view key, const std::string
         key, quoted_input(text) + " (" + bounded_input(reason, 160) + ")",
         std::string(policy_preset_names) + ", a format name (bf16, fp16, ...) or a policy string (key=format,...)");
   }
-}
-
-/// Policies judged by a `safeamp sim` parity gate, read from its summary.json.
-struct parity_results {
-  std::string source{};
-  std::vector<precision_policy> passed{};  // some candidate with this policy passed
-  std::vector<precision_policy> failed{};  // every candidate with this policy failed (none passed)
-  std::vector<std::string> faulted{};      // candidates run with injected faults: ignored, by name
-};
-
-/// Reads a summary.json written by `safeamp sim` through the checked reader (size cap, depth, duplicate keys):
-/// {"candidates": [{"policy": "<policy string>", "verdict": "PASS" | "FAIL" | "INCONCLUSIVE", ...}, ...]}.
-/// A policy counts as passed when any of its candidates passed (a policy can fail with one scaler and pass with
-/// another), as failed when candidates with it failed and none passed; INCONCLUSIVE decides nothing. A candidate run
-/// with injected faults (a non-empty "faults": the simulator writes their description, "gradient-nan in head.weight at
-/// steps 5,6", or an empty string) is a robustness test, not evidence for or against its policy (the simulator's own
-/// decision drops it): it neither verifies nor excludes, and is listed in `faulted`.
-inline parity_results parse_parity_summary(const nlohmann::json& j, const std::string& source) {
-  const std::string accepted = "a summary.json written by safeamp sim (candidates with policy and verdict)";
-  if (!j.is_object() || !j.contains("candidates") || !j["candidates"].is_array()) {
-    throw error("verified-by", "'" + sim::bounded_text(source) + "' (" + sim::summarize_json(j) + ")", accepted);
-  }
-  parity_results r;
-  r.source = source;
-  std::vector<precision_policy> failed;
-  std::size_t index = 0;
-  for (const nlohmann::json& c : j["candidates"]) {
-    // Appended piece by piece: GCC 12 warns a false -Wrestrict on "literal" + a temporary std::string.
-    std::string where = "'";
-    where += sim::bounded_text(source);
-    where += "' candidate ";
-    where += std::to_string(index++);
-    if (!c.is_object() || !c.contains("policy") || !c["policy"].is_string() || !c.contains("verdict") ||
-        !c["verdict"].is_string()) {
-      throw error("verified-by", where + " (" + sim::summarize_json(c) + ")", accepted);
-    }
-    precision_policy p;
-    try {
-      p = parse_policy(c["policy"].get<std::string>());
-    } catch (const error& e) {
-      throw error("verified-by", where + " (" + e.what() + ")", accepted);
-    }
-    const std::string verdict = c["verdict"].get<std::string>();
-    if (verdict != "PASS" && verdict != "FAIL" && verdict != "INCONCLUSIVE") {
-      throw error("verified-by", where + " (verdict '" + sim::bounded_text(verdict, 40) + "')",
-                  "PASS, FAIL or INCONCLUSIVE");
-    }
-    if (c.contains("faults")) {
-      const nlohmann::json& f = c["faults"];
-      if (!f.is_null() && !f.is_string() && !f.is_array()) {
-        throw error("verified-by", where + " (faults " + sim::summarize_json(f) + ")",
-                    "faults as the simulator writes them: a description (empty: none) or a list");
-      }
-      if (!f.empty() && !(f.is_string() && f.get<std::string>().empty())) {
-        r.faulted.push_back(c.contains("name") && c["name"].is_string()
-                                ? sim::bounded_text(c["name"].get<std::string>(), 60)
-                                : "candidate " + std::to_string(index - 1));
-        continue;
-      }
-    }
-    if (verdict == "PASS") {
-      r.passed.push_back(p);
-    } else if (verdict == "FAIL") {
-      failed.push_back(p);
-    }
-  }
-  for (const precision_policy& p : failed) {
-    if (std::find(r.passed.begin(), r.passed.end(), p) == r.passed.end()) r.failed.push_back(p);
-  }
-  return r;
-}
-
-inline parity_results read_parity_summary(const std::string& path) {
-  return parse_parity_summary(sim::read_json_input(path, "verified-by"), path);
 }
 
 }  // namespace safeamp::tool

@@ -141,9 +141,9 @@ inline nlohmann::json candidate_json(const plan_candidate& c) {
 inline int report_planner(const plan_request& r, nlohmann::json& out, bool json) {
   auto [w, o] = planner_inputs(r);
   std::optional<peak_calibration> calibration;
-  if (r.measured_peak_bytes > 0) {  // the ratio of the measured configuration (--policy, --recompute, ...) for all
-    const plan_candidate c =
-        detail::evaluate(w, o, {r.policy_name, r.policy}, r.mode, o.efficiency, o.states, o.stage, o.data_parallel);
+  if (r.measured_peak_bytes > 0) {  // the ratio of the measured configuration (--measured-policy, --recompute, ...)
+    const plan_candidate c = detail::evaluate(w, o, {r.measured_policy, r.measured_policy_value}, r.mode, o.efficiency,
+                                              o.states, o.stage, o.data_parallel);
     calibration =
         calibrate_peak(c.needs, {.measured_bytes = r.measured_peak_bytes, .microbatch = r.measured_microbatch});
     o.peak_calibration_ratio = calibration->ratio;
@@ -157,11 +157,15 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
                         {"window_seconds", o.window_seconds},
                         {"efficiency", p.efficiency},
                         {"peak_calibration_ratio", o.peak_calibration_ratio}};
+    if (calibration) j["peak_calibration_policy"] = r.measured_policy;
     if (p.calibrated_on) {
       j["calibrated_on"] = candidate_json(*p.calibrated_on);
       j["measured_samples_per_second"] = r.measured_sps;
     }
-    if (r.parity) j["parity_faulted_ignored"] = r.parity->faulted;
+    if (r.parity) {
+      j["parity_faulted_ignored"] = r.parity->faulted;
+      j["parity"] = parity_json(*r.parity);
+    }
     if (p.chosen) {
       j["device_seconds_per_sample"] =
           p.chosen->total_seconds * static_cast<double>(devices_in_all(r, o.data_parallel)) / w.samples;
@@ -193,13 +197,8 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
       w.samples, o.window_seconds / 3600.0, std::string(to_string(o.states.optimizer)).c_str(),
       std::string(to_string(o.states.impl)).c_str(), static_cast<int>(o.stage),
       static_cast<unsigned long long>(o.data_parallel), 100.0 * p.efficiency, calibrated.c_str());
-  if (r.parity && !r.parity->faulted.empty()) {
-    std::string names;
-    for (const std::string& n : r.parity->faulted) names += (names.empty() ? "" : ", ") + n;
-    std::printf(
-        "  Parity results: %zu candidate(s) of %s ran with injected faults and are ignored (a robustness test, no "
-        "evidence for or against their policy): %s\n",
-        r.parity->faulted.size(), sim::bounded_text(r.parity->source).c_str(), names.c_str());
+  if (r.parity) {
+    for (const std::string& line : parity_notes(*r.parity)) std::printf("  %s\n", line.c_str());
   }
   if (r.shape && r.shape->tensor_parallel > 1) {
     std::printf(
@@ -215,7 +214,7 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
         "candidate's phases x %.4f\n",
         format_bytes(calibration->measured_bytes, byte_unit::gb, 3).c_str(),
         static_cast<unsigned long long>(r.measured_microbatch),
-        format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), r.policy_name.c_str(),
+        format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), r.measured_policy.c_str(),
         std::string(to_string(r.mode)).c_str(), calibration->ratio);
   }
   std::printf("  %-18s %-9s %6s %6s %7s %9s %-9s %9s %9s %10s %8s %9s %s\n", "policy", "recompute", "micro", "steps",
@@ -268,9 +267,12 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
                 format_bytes(c.phase_peak_bytes[2], byte_unit::gb, 3).c_str());
     if (c.quality == quality_status::unverified) {
       std::printf(
-          "  QUALITY UNVERIFIED: no parity result for %s; run `safeamp sim` with it and pass --verified-by "
+          "  QUALITY UNVERIFIED: no parity result for %s%s; run `safeamp sim` with it and pass --verified-by "
           "<out>/summary.json%s\n",
           c.policy_name.c_str(),
+          r.parity && uncounted_result_for(*r.parity, c.policy)
+              ? " on this model (the one in --verified-by is not counted: see above)"
+              : "",
           required_scaling(c.policy) == gradient_scaling::per_tensor_scaling
               ? " (the simulator cannot run 8-bit gradients, which need per-tensor scaling)"
               : "");

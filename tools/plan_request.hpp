@@ -11,6 +11,38 @@
 
 namespace safeamp::tool {
 
+/// The policy --measured-sps and --measured-peak ran with: --measured-policy, or the one policy planned (--policy,
+/// bf16-mixed by default, without --window; with it --policy or a --policies of one). A planner of several policies
+/// (--policies, or every preset) does not know which one was measured: refused, naming them.
+inline void resolve_measured_policy(const plan_values& v, plan_request& r) {
+  const plan_value_reader in{v};
+  r.measured_policy = r.policy_name;
+  r.measured_policy_value = r.policy;
+  if (const std::string* s = in.get("measured-policy")) {
+    r.measured_policy_value = parse_policy_arg("measured-policy", *s);
+    r.measured_policy = *s;
+    return;
+  }
+  const char* key = r.measured_peak_bytes > 0 ? "measured-peak" : r.measured_sps > 0.0 ? "measured-sps" : nullptr;
+  if (key == nullptr || r.window_seconds <= 0.0 || r.policy_given) return;
+  if (r.policy_names.size() == 1) {
+    r.measured_policy = r.policy_names.front();
+    r.measured_policy_value = parse_policy_arg("policies", r.measured_policy);
+    return;
+  }
+  std::string planned = "every preset (no --policy or --policies)";
+  if (!r.policy_names.empty()) {
+    planned = std::to_string(r.policy_names.size()) + " policies (";
+    for (std::size_t i = 0; i < r.policy_names.size(); ++i) {
+      planned += (i > 0 ? ", " : "") + bounded_input(r.policy_names[i], 40);
+    }
+    planned += ")";
+  }
+  throw error(key, quoted_input(*in.get(key)) + " with " + planned + " planned",
+              "--measured-policy P, the policy the measurement ran with (it calibrates every candidate), or one "
+              "policy planned (--policy P or --policies P)");
+}
+
 inline plan_request resolve_request(const plan_values& v, const device_spec& device) {
   const plan_value_reader in{v};
   const auto get = [&in](const char* k) { return in.get(k); };
@@ -102,11 +134,16 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   if (auto* s = get("activation-format")) r.states.activation_blocks = parse_block_storage("activation-format", *s);
   if (r.shape) {
     r.states.weight_tensors = weight_matrices(*r.shape);
-    if (r.params_given && *r.parameters < r.states.weight_tensors) {  // named here, not as the ledger's tensor count
-      throw error("params", quoted_input(*get("params")),
-                  "at least the shape's " + std::to_string(r.states.weight_tensors) +
-                      " weight matrices (1 .. 1e15 parameters; the shape's own estimate is " +
-                      std::to_string(parameter_count(*r.shape)) + ")");
+    // --params beside a shape is the model's own count (its biases, norms and learned positions included): the memory
+    // takes it and the FLOPs the shape, so both must be of one model. A count the shape cannot have is refused (it
+    // was taken until 2026-12: --params 7e9 with GPT-2 small's shape planned 7B of memory and 124M of FLOPs).
+    const parameter_range shape = shape_parameter_range(*r.shape);
+    if (r.params_given && !agrees(shape, *r.parameters)) {
+      throw error("params",
+                  quoted_input(*get("params")) + " with a shape of " + std::to_string(shape.low) + " parameters",
+                  agreeing_text(shape) + ": " + shape.basis +
+                      " with 1% either side (the memory takes --params, the FLOPs the shape: one model for both); "
+                      "or leave --params out to plan the shape's count");
     }
   }
 
@@ -158,19 +195,20 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
     }
   }
   // With --window, --policy is the one policy to plan (as --recompute is the one mode); with --policies it would
-  // change nothing, unless it names the configuration a --measured-peak was taken with.
-  if (get("policy") && get("policies") && r.window_seconds > 0.0 && !get("measured-peak")) {
+  // change nothing. The policy a measurement ran with is --measured-policy's (until 2026-12 --policy named a
+  // --measured-peak's beside --policies, and without it the peak was taken as bf16-mixed's).
+  if (get("policy") && get("policies") && r.window_seconds > 0.0) {
     throw error("policy", quoted_input(*get("policy")) + " with --policies",
-                "either --policy (the one policy to plan) or --policies (several), not both (with --policies, "
-                "--policy names only the configuration of a --measured-peak)");
+                "either --policy (the one policy to plan) or --policies (several), not both (--measured-policy names "
+                "the policy of a --measured-peak or --measured-sps)");
   }
   if (get("efficiency") && get("measured-sps")) {
     throw error("efficiency", quoted_input(*get("efficiency")) + " with --measured-sps",
                 "either --efficiency or --measured-sps (which calibrates the efficiency), not both");
   }
-  if (get("measured-policy") && !get("measured-sps")) {
+  if (get("measured-policy") && !get("measured-sps") && !get("measured-peak")) {
     throw error("measured-policy", quoted_input(*get("measured-policy")),
-                "only with --measured-sps (the policy the measured throughput ran with)");
+                "only with --measured-sps or --measured-peak (the policy the measurement ran with)");
   }
   if (auto* s = get("samples")) r.samples = parse_real("samples", *s, 1.0, 1e15, false, "1 .. 1e15 samples");
   if (auto* s = get("tokens")) {
@@ -185,12 +223,6 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   if (auto* s = get("measured-sps")) {
     r.measured_sps = parse_real("measured-sps", *s, 1e-6, 1e15, false, "1e-6 .. 1e15 samples/s");
   }
-  r.measured_policy = r.policy_name;  // the measured configuration is the planned one: --policy by default
-  r.measured_policy_value = r.policy;
-  if (auto* s = get("measured-policy")) {
-    r.measured_policy_value = parse_policy_arg("measured-policy", *s);
-    r.measured_policy = *s;
-  }
   if (auto* s = get("price-per-hour")) r.price_per_hour = parse_real("price-per-hour", *s, 0.0, 1e9, false, ">= 0");
   if (auto* s = get("policies")) {
     std::stringstream ss(*s);
@@ -199,7 +231,6 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
       r.policy_names.push_back(item);
     }
   }
-  if (auto* s = get("verified-by")) r.parity = read_parity_summary(*s);
   if (auto* s = get("measured-peak")) {
     r.measured_peak_bytes = parse_bytes(*s, "measured-peak");
     if (r.measured_peak_bytes == 0)
@@ -225,6 +256,12 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
       throw error("params", "missing", "--params (with --per-sample) or a transformer shape with --window");
     if (!r.shape && !per_sample)
       throw error("per-sample", "missing", "--per-sample or a transformer shape with --window");
+  }
+  resolve_measured_policy(v, r);
+  // Parity evidence counts for the model it was measured on: the planned count, given or the shape's.
+  if (auto* s = get("verified-by")) {
+    r.parity = read_parity_summary(
+        *s, r.params_given || !r.shape ? given_parameter_range(*r.parameters) : shape_parameter_range(*r.shape));
   }
 
   if (auto* s = get("gemm")) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "plan_parity.hpp"
 #include "plan_shape.hpp"
 
 namespace safeamp::tool {
@@ -49,8 +50,9 @@ struct plan_request {
   double samples = 0.0;
   std::uint64_t tokens_per_sample = 1;
   double efficiency = 0.4;
-  double measured_sps = 0.0;                   // --measured-sps: the whole job's samples/s (every replica together)
-  std::string measured_policy = "bf16-mixed";  // --measured-policy, or --policy
+  double measured_sps = 0.0;  // --measured-sps: the whole job's samples/s (every replica together)
+  // The policy --measured-sps and --measured-peak ran with: --measured-policy, or the one policy planned.
+  std::string measured_policy = "bf16-mixed";
   precision_policy measured_policy_value = presets::bf16_mixed;
   std::vector<std::string> policy_names{};
   std::optional<parity_results> parity{};  // --verified-by

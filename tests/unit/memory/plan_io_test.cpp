@@ -5,14 +5,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "plan_inputs.hpp"
+#include "plan_parity.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/sim/json_input.hpp"
 #include "safeamp/sim/report_files.hpp"
@@ -48,6 +49,30 @@ long long dead_pid() {
   int status = 0;
   ::waitpid(child, &status, 0);
   return child;
+}
+
+/// A summary as safeamp sim writes it: every candidate's model in a decision row of its own, here one of
+/// `parameters` for all.
+nlohmann::json with_model(nlohmann::json summary, std::uint64_t parameters) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const nlohmann::json& c : summary["candidates"]) {
+    nlohmann::json row = {{"parameters", parameters}};
+    if (c.contains("name")) row["name"] = c["name"];
+    rows.push_back(row);
+  }
+  summary["decision"] = {{"candidates", rows}};
+  return summary;
+}
+
+/// GPT-2 small (Radford et al. 2019): s = 1024, h = 768, a = 12, L = 12, v = 50257, tied embeddings, f = 4h.
+safeamp::transformer_shape gpt2_small() {
+  safeamp::transformer_shape t;
+  t.sequence = 1024;
+  t.hidden = 768;
+  t.heads = 12;
+  t.layers = 12;
+  t.vocabulary = 50257;
+  return t;
 }
 
 }  // namespace
@@ -112,22 +137,25 @@ TEST_CASE("--verified-by: a policy passes when any of its candidates passed, fai
       {"policy": "fp16-mixed", "verdict": "FAIL"}, {"policy": "fp16-mixed", "verdict": "PASS"},
       {"policy": "fp16-pure-master", "verdict": "FAIL"}, {"policy": "fp16-pure-master", "verdict": "FAIL"},
       {"policy": "params=bf16,compute=bf16,output=bf16", "verdict": "INCONCLUSIVE"}]})");
-  const safeamp::tool::parity_results r = parse_parity_summary(j, "s.json");
+  const safeamp::tool::parity_results r =
+      parse_parity_summary(with_model(j, 1000), "s.json", safeamp::tool::given_parameter_range(1000));
   REQUIRE(r.passed.size() == 2);  // bf16-mixed, fp16-mixed (its FAIL is outweighed by its PASS)
   CHECK(r.passed[0] == safeamp::presets::bf16_mixed);
   CHECK(r.passed[1] == safeamp::presets::fp16_mixed);
   REQUIRE(r.failed.size() == 2);  // fp16-pure-master, listed once per failing candidate
   CHECK(r.failed[0] == safeamp::presets::fp16_pure_master);
   CHECK(std::find(r.failed.begin(), r.failed.end(), safeamp::presets::fp16_mixed) == r.failed.end());
-  CHECK_THAT(message_of([] { (void)parse_parity_summary(nlohmann::json::parse(R"({"candidates": 3})"), "s.json"); }),
-             Catch::StartsWith("verified-by is 's.json' (an object of 1 member"));
+  CHECK_THAT(
+      message_of([] { (void)parse_parity_summary(nlohmann::json::parse(R"({"candidates": 3})"), "s.json", {}); }),
+      Catch::StartsWith("verified-by is 's.json' (an object of 1 member"));
   CHECK_THAT(message_of([] {
-               (void)parse_parity_summary(nlohmann::json::parse(R"({"candidates": [{"policy": "fp9", "verdict": "PASS"}]})"),
-                                          "s.json");
+               (void)parse_parity_summary(
+                   nlohmann::json::parse(R"({"candidates": [{"policy": "fp9", "verdict": "PASS"}]})"), "s.json", {});
              }),
              Catch::StartsWith("verified-by is 's.json' candidate 0 (") && Catch::Contains("fp9"));
   CHECK_THAT(message_of([] {
-               (void)parse_parity_summary(nlohmann::json::parse(R"({"candidates": [{"policy": "fp32"}]})"), "s.json");
+               (void)parse_parity_summary(nlohmann::json::parse(R"({"candidates": [{"policy": "fp32"}]})"), "s.json",
+                                          {});
              }),
              Catch::Contains("candidate 0") && Catch::Contains("a summary.json written by safeamp sim"));
 }
@@ -143,7 +171,8 @@ TEST_CASE("--verified-by: candidates run with injected faults neither verify nor
       {"name": "fp16-mixed dynamic", "policy": "fp16-mixed", "verdict": "PASS", "faults": ""},
       {"name": "fp16 faulted pass", "policy": "fp16-pure-master", "verdict": "PASS", "faults": ["gradient_inf"]},
       {"policy": "tf32", "verdict": "FAIL", "faults": null}]})");
-  const safeamp::tool::parity_results r = parse_parity_summary(j, "s.json");
+  const safeamp::tool::parity_results r =
+      parse_parity_summary(with_model(j, 1000), "s.json", safeamp::tool::given_parameter_range(1000));
   REQUIRE(r.passed.size() == 1);  // fp16-mixed; the faulted PASS of fp16-pure-master is no evidence either
   CHECK(r.passed[0] == safeamp::presets::fp16_mixed);
   REQUIRE(r.failed.size() == 1);  // tf32 (null: no faults); not bf16-mixed
@@ -154,10 +183,106 @@ TEST_CASE("--verified-by: candidates run with injected faults neither verify nor
   CHECK_THAT(message_of([] {
                (void)parse_parity_summary(
                    nlohmann::json::parse(R"({"candidates": [{"policy": "fp32", "verdict": "PASS", "faults": 3}]})"),
-                   "s.json");
+                   "s.json", {});
              }),
              Catch::StartsWith("verified-by is 's.json' candidate 0 (faults ") &&
                  Catch::Contains("a description (empty: none) or a list"));
+}
+
+TEST_CASE(
+    "the planned model's parameter count: a shape's, up to its biases, norms and positions, with 1% either side") {
+  using namespace safeamp::tool;
+  // GPT-2 small by hand: 12 x 12 x 768^2 + 50257 x 768 = 84,934,656 + 38,597,376 = 123,532,032; left out per layer
+  // 768 (Q) + 2 x 768 (K, V) + 768 (out) + 3072 + 768 (MLP) + 4 x 768 (two norms) = 9,984, then 2 x 768 (final norm)
+  // and 1024 x 768 = 786,432 positions: 119,808 + 1,536 + 786,432 = 907,776 (Hugging Face's gpt2: 124,439,808).
+  const safeamp::transformer_shape gpt2 = gpt2_small();
+  CHECK(neglected_parameters(gpt2) == 907'776);
+  const parameter_range r = shape_parameter_range(gpt2);
+  CHECK(r.low == 123'532'032);
+  CHECK(r.high == 124'439'808);
+  // 1%: 123,532,032 - 1,235,320 and 124,439,808 + 1,244,398.
+  CHECK(lowest_agreeing(r) == 122'296'712);
+  CHECK(highest_agreeing(r) == 125'684'206);
+  CHECK(agrees(r, 122'296'712));
+  CHECK_FALSE(agrees(r, 122'296'711));
+  CHECK(agrees(r, 125'684'206));
+  CHECK_FALSE(agrees(r, 125'684'207));
+  CHECK_FALSE(agrees(r, 676));
+  // Llama 2 7B (SwiGLU f = 11008, untied, s = 4096): per layer 4096 + 2 x 4096 + 4096 + 2 x 11008 + 4096 + 4 x 4096 =
+  // 58,880 left out; x 32 + 2 x 4096 + 4096 x 4096 + 32000 (the output layer's bias) = 18,701,568.
+  safeamp::transformer_shape llama = gpt2;
+  llama.sequence = 4096;
+  llama.hidden = 4096;
+  llama.heads = 32;
+  llama.layers = 32;
+  llama.vocabulary = 32000;
+  llama.ffn_hidden = 11008;
+  llama.gated_mlp = true;
+  llama.tied_embeddings = false;
+  CHECK(neglected_parameters(llama) == 18'701'568);
+  CHECK(shape_parameter_range(llama).low == 6'738'149'376);
+  CHECK_FALSE(agrees(shape_parameter_range(llama), 7'000'000'000));  // "7B" names it, does not count it
+  const parameter_range given = given_parameter_range(1'000'000'000);
+  CHECK(agreeing_text(given) == "990000000 .. 1010000000");
+  CHECK(given.basis == "--params 1000000000");
+}
+
+TEST_CASE("--verified-by: a parity result counts only for the model it was measured on") {
+  using namespace safeamp::tool;
+  const parameter_range planned = shape_parameter_range(gpt2_small());
+  // Three models: GPT-2 small's own count (counted), mlp-quick's 676 parameters (another model), and none recorded
+  // (0: the candidate recorded no step).
+  const nlohmann::json j = nlohmann::json::parse(R"({"scenario": "mixed", "decision": {"candidates": [
+      {"name": "a", "parameters": 124439808}, {"name": "b", "parameters": 676}, {"name": "c", "parameters": 0},
+      {"name": "d", "parameters": 676}]},
+      "candidates": [{"name": "a", "policy": "bf16-mixed", "verdict": "PASS"},
+                     {"name": "b", "policy": "fp16-pure-master", "verdict": "FAIL"},
+                     {"name": "c", "policy": "fp16-mixed", "verdict": "PASS"},
+                     {"name": "d", "policy": "tf32", "verdict": "PASS"}]})");
+  const parity_results r = parse_parity_summary(j, "s.json", planned);
+  REQUIRE(r.passed.size() == 1);
+  CHECK(r.passed[0] == safeamp::presets::bf16_mixed);
+  CHECK(r.failed.empty());  // fp16-pure-master failed on another model: not excluded here
+  CHECK(r.counted_parameters == 124'439'808);
+  REQUIRE(r.other_model.size() == 2);
+  CHECK(r.other_model[0].name == "b");
+  CHECK(r.other_model[0].parameters == 676);
+  CHECK(r.other_model[1].name == "d");
+  REQUIRE(r.model_unknown.size() == 1);
+  CHECK(r.model_unknown[0].name == "c");
+  CHECK(uncounted_result_for(r, safeamp::presets::fp16_mixed));
+  CHECK_FALSE(uncounted_result_for(r, safeamp::presets::bf16_mixed));
+  const std::vector<std::string> notes = parity_notes(r);
+  REQUIRE(notes.size() == 3);  // counted, another model, no model
+  CHECK_THAT(notes[0], Catch::Contains("counted: measured on a model of 124439808 parameters (scenario 'mixed')"));
+  CHECK_THAT(notes[1],
+             Catch::Contains("2 candidate(s) ran on another model, scenario 'mixed': 676 parameters: b (FAIL), "
+                             "d (PASS); this plan's model: the shape's 123532032 parameters (up to "
+                             "124439808 with biases, norms and learned positions), 122296712 .. 125684206"));
+  CHECK_THAT(notes[2], Catch::Contains("1 candidate(s) without a recorded model") && Catch::Contains("c (PASS)"));
+
+  // Without decision rows (a summary by hand, or before 2026-12) nothing can be compared, and nothing is assumed.
+  const parity_results none = parse_parity_summary(
+      nlohmann::json::parse(R"({"candidates": [{"policy": "bf16-mixed", "verdict": "PASS"}]})"), "s.json", planned);
+  CHECK(none.passed.empty());
+  CHECK(none.model_unknown.size() == 1);
+  CHECK(none.scenario.empty());
+
+  // Decision rows that are not safeamp sim's: refused, naming the place (exit 2), never read as some model.
+  const auto message_for = [&planned](const char* text) {
+    return message_of([&] { (void)parse_parity_summary(nlohmann::json::parse(text), "s.json", planned); });
+  };
+  CHECK_THAT(message_for(R"({"decision": {"candidates": []}, "candidates": [{"policy": "fp32", "verdict": "PASS"}]})"),
+             Catch::StartsWith("verified-by is 's.json' (decision ") && Catch::Contains("one row per candidate"));
+  CHECK_THAT(message_for(R"({"decision": {"candidates": [{"name": "x", "parameters": 5}]},
+                             "candidates": [{"name": "y", "policy": "fp32", "verdict": "PASS"}]})"),
+             Catch::StartsWith("verified-by is 's.json' decision row 0 ("));
+  CHECK_THAT(message_for(R"({"decision": {"candidates": [{"parameters": -5}]},
+                             "candidates": [{"policy": "fp32", "verdict": "PASS"}]})"),
+             Catch::StartsWith("verified-by is 's.json' decision row 0 ("));
+  CHECK_THAT(message_for(R"({"decision": {"candidates": [{"parameters": "124439808"}]},
+                             "candidates": [{"policy": "fp32", "verdict": "PASS"}]})"),
+             Catch::StartsWith("verified-by is 's.json' decision row 0 ("));
 }
 
 TEST_CASE("--policy takes anything the policy grammar takes") {
