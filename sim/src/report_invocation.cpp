@@ -603,7 +603,7 @@ output_folder_lock::output_folder_lock(const fs::path& out) : file_(out / lock_f
       const std::string who = named ? "process " + std::to_string(holder.l_pid) : "another process";
       throw error("--out",
                   "'" + out.string() + "' (another safeamp sim is writing into it: " + who + " holds " +
-                      file_.string() + "; nothing here was read or changed)",
+                      file_.string() + "; nothing here was changed)",
                   "an output folder no other invocation is writing into: wait for that one to finish, or pass "
                   "another --out");
     }
