@@ -65,7 +65,8 @@ int report_phases(const plan_request& r, nlohmann::json& out, bool json) {
   std::optional<peak_calibration> calibration;
   std::optional<phase_fit> model_fit;
   if (r.measured_peak_bytes > 0) {  // the model's needs scaled to the measurement, then fitted again
-    // Measured with the one configuration planned: --policy (--measured-policy is the planner's, with --window).
+    // Measured with the one configuration planned: --policy and --recompute (--measured-policy and
+    // --measured-recompute are the planner's, with --window).
     calibration =
         calibrate_peak(c.needs, {.measured_bytes = r.measured_peak_bytes, .microbatch = r.measured_microbatch});
     model_fit = phase_fit{

@@ -294,7 +294,7 @@ inline std::pair<workload, planner_options> planner_inputs(const plan_request& r
   o.efficiency = r.efficiency;
   o.measured_samples_per_second = r.measured_sps;
   o.measured_policy = {r.measured_policy, r.measured_policy_value};
-  o.measured_recompute = r.mode;  // --recompute, none by default: the measured run's, as it limits the planner's
+  o.measured_recompute = r.measured_recompute;  // --measured-recompute, or --recompute (none when not given)
   if (!r.policy_names.empty()) {
     o.policies.clear();
     for (const std::string& n : r.policy_names) o.policies.push_back({n, parse_policy_arg("policies", n)});

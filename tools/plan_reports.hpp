@@ -141,9 +141,10 @@ inline nlohmann::json candidate_json(const plan_candidate& c) {
 inline int report_planner(const plan_request& r, nlohmann::json& out, bool json) {
   auto [w, o] = planner_inputs(r);
   std::optional<peak_calibration> calibration;
-  if (r.measured_peak_bytes > 0) {  // the ratio of the measured configuration (--measured-policy, --recompute, ...)
-    const plan_candidate c = detail::evaluate(w, o, {r.measured_policy, r.measured_policy_value}, r.mode, o.efficiency,
-                                              o.states, o.stage, o.data_parallel);
+  // The ratio of the measured configuration (--measured-policy, --measured-recompute, the planned states, ...).
+  if (r.measured_peak_bytes > 0) {
+    const plan_candidate c = detail::evaluate(w, o, {r.measured_policy, r.measured_policy_value}, r.measured_recompute,
+                                              o.efficiency, o.states, o.stage, o.data_parallel);
     calibration =
         calibrate_peak(c.needs, {.measured_bytes = r.measured_peak_bytes, .microbatch = r.measured_microbatch});
     o.peak_calibration_ratio = calibration->ratio;
@@ -157,7 +158,10 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
                         {"window_seconds", o.window_seconds},
                         {"efficiency", p.efficiency},
                         {"peak_calibration_ratio", o.peak_calibration_ratio}};
-    if (calibration) j["peak_calibration_policy"] = r.measured_policy;
+    if (calibration) {
+      j["peak_calibration_policy"] = r.measured_policy;
+      j["peak_calibration_recompute"] = std::string(to_string(r.measured_recompute));
+    }
     if (p.calibrated_on) {
       j["calibrated_on"] = candidate_json(*p.calibrated_on);
       j["measured_samples_per_second"] = r.measured_sps;
@@ -215,7 +219,7 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
         format_bytes(calibration->measured_bytes, byte_unit::gb, 3).c_str(),
         static_cast<unsigned long long>(r.measured_microbatch),
         format_bytes(calibration->predicted_bytes, byte_unit::gb, 3).c_str(), r.measured_policy.c_str(),
-        std::string(to_string(r.mode)).c_str(), calibration->ratio);
+        std::string(to_string(r.measured_recompute)).c_str(), calibration->ratio);
   }
   std::printf("  %-18s %-9s %6s %6s %7s %9s %-9s %9s %9s %10s %8s %9s %s\n", "policy", "recompute", "micro", "steps",
               "batch", "peak GB", "limit", "headrm GB", "TFLOP/s", "ms/sample", "total h", "margin h", "");

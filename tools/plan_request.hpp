@@ -7,41 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "plan_measured.hpp"
 #include "plan_training_states.hpp"
 
 namespace safeamp::tool {
-
-/// The policy --measured-sps and --measured-peak ran with: --measured-policy, or the one policy planned (--policy,
-/// bf16-mixed by default, without --window; with it --policy or a --policies of one). A planner of several policies
-/// (--policies, or every preset) does not know which one was measured: refused, naming them.
-inline void resolve_measured_policy(const plan_values& v, plan_request& r) {
-  const plan_value_reader in{v};
-  r.measured_policy = r.policy_name;
-  r.measured_policy_value = r.policy;
-  if (const std::string* s = in.get("measured-policy")) {
-    r.measured_policy_value = parse_policy_arg("measured-policy", *s);
-    r.measured_policy = *s;
-    return;
-  }
-  const char* key = r.measured_peak_bytes > 0 ? "measured-peak" : r.measured_sps > 0.0 ? "measured-sps" : nullptr;
-  if (key == nullptr || r.window_seconds <= 0.0 || r.policy_given) return;
-  if (r.policy_names.size() == 1) {
-    r.measured_policy = r.policy_names.front();
-    r.measured_policy_value = parse_policy_arg("policies", r.measured_policy);
-    return;
-  }
-  std::string planned = "every preset (no --policy or --policies)";
-  if (!r.policy_names.empty()) {
-    planned = std::to_string(r.policy_names.size()) + " policies (";
-    for (std::size_t i = 0; i < r.policy_names.size(); ++i) {
-      planned += (i > 0 ? ", " : "") + bounded_input(r.policy_names[i], 40);
-    }
-    planned += ")";
-  }
-  throw error(key, quoted_input(*in.get(key)) + " with " + planned + " planned",
-              "--measured-policy P, the policy the measurement ran with (it calibrates every candidate), or one "
-              "policy planned (--policy P or --policies P)");
-}
 
 inline plan_request resolve_request(const plan_values& v, const device_spec& device) {
   const plan_value_reader in{v};
@@ -190,7 +159,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
   // Keys only the nightly planner reads: refused without --window rather than ignored.
   if (r.window_seconds <= 0.0) {
     for (const char* k : {"samples", "tokens", "price-per-hour", "efficiency", "measured-sps", "measured-policy",
-                          "policies", "verified-by"}) {
+                          "measured-recompute", "policies", "verified-by"}) {
       if (auto* s = get(k)) throw error(k, quoted_input(*s), "only with --window (the nightly planner)");
     }
   }
@@ -258,6 +227,7 @@ inline plan_request resolve_request(const plan_values& v, const device_spec& dev
       throw error("per-sample", "missing", "--per-sample or a transformer shape with --window");
   }
   resolve_measured_policy(v, r);
+  resolve_measured_recompute(v, r);
   // Parity evidence counts for the model it was measured on: the planned count, given or the shape's.
   if (auto* s = get("verified-by")) {
     r.parity = read_parity_summary(

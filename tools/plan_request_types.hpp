@@ -54,6 +54,7 @@ struct plan_request {
   // The policy --measured-sps and --measured-peak ran with: --measured-policy, or the one policy planned.
   std::string measured_policy = "bf16-mixed";
   precision_policy measured_policy_value = presets::bf16_mixed;
+  recompute measured_recompute = recompute::none;  // --measured-recompute, or --recompute (none when not given)
   std::vector<std::string> policy_names{};
   std::optional<parity_results> parity{};  // --verified-by
   std::uint64_t measured_peak_bytes = 0;   // --measured-peak (0: none)

@@ -39,7 +39,7 @@ inline constexpr value_name_entry value_names[] = {
     {"measured-seconds", "SECONDS"},
     // names
     {"measured-policy", "POLICY"}, {"policies", "POLICY,..."}, {"optimizer-states", "FORMAT"}, {"base-format", "FORMAT"}, {"gemm", "MxNxK"},
-    {"sp", "BOOL"},
+    {"measured-recompute", "RECOMPUTE"}, {"sp", "BOOL"},
 };
 // clang-format on
 
