@@ -143,8 +143,8 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
   std::optional<peak_calibration> calibration;
   // The ratio of the measured configuration (--measured-policy, --measured-recompute, the planned states, ...).
   if (r.measured_peak_bytes > 0) {
-    const plan_candidate c = detail::evaluate(w, o, {r.measured_policy, r.measured_policy_value}, r.measured_recompute,
-                                              o.efficiency, o.states, o.stage, o.data_parallel);
+    const plan_candidate c = detail::evaluate(w, o, o.measured_policy, o.measured_recompute, o.efficiency, o.states,
+                                              o.stage, o.data_parallel);
     calibration =
         calibrate_peak(c.needs, {.measured_bytes = r.measured_peak_bytes, .microbatch = r.measured_microbatch});
     o.peak_calibration_ratio = calibration->ratio;
