@@ -158,6 +158,12 @@ inline void print_states_ledger(const plan_request& r) {
   if (m.host_bytes > 0) print_size_row("offloaded to CPU memory (not on the device)", m.host_bytes, " ");
 }
 
+/// Printed where `--recompute selective` meets flash attention (the ledger, the window plan): planned, not refused,
+/// since a trainer configured that way runs, but with none's figures (recomputes_attention_core).
+inline constexpr const char* selective_with_flash_note =
+    "recompute selective with flash attention: no s^2 attention core is stored, so there is nothing to drop or "
+    "recompute; the same bytes and FLOPs as recompute none";
+
 inline void print_activation_ledger(const transformer_shape& t, recompute mode, double element_bytes) {
   const activation_ledger l = activation_ledger_for(t, 1, mode, element_bytes);
   std::printf(
@@ -179,8 +185,10 @@ inline void print_activation_ledger(const transformer_shape& t, recompute mode, 
         static_cast<unsigned long long>(t.cross_entropy_chunks),
         static_cast<unsigned long long>((t.sequence + t.cross_entropy_chunks - 1) / t.cross_entropy_chunks));
   }
-  if (t.attention == attention_kernel::flash)
+  if (t.attention == attention_kernel::flash) {
     std::printf("  flash attention: no s^2 scores stored, 4as bytes of fp32 softmax statistics per layer instead\n");
+    if (mode == recompute::selective) std::printf("  %s\n", selective_with_flash_note);
+  }
   std::printf("  %-42s %12s %12s   %s\n", "block (bytes added)", "GB (10^9)", "GiB (2^30)", "held after, GB");
   for (std::size_t i = 0; i < l.entries.size(); ++i) {
     const activation_entry& e = l.entries[i];

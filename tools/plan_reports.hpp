@@ -3,6 +3,7 @@
 // verified one, or what fails by how much and what would make it fit).
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -203,6 +204,11 @@ inline int report_planner(const plan_request& r, nlohmann::json& out, bool json)
       static_cast<unsigned long long>(o.data_parallel), 100.0 * p.efficiency, calibrated.c_str());
   if (r.parity) {
     for (const std::string& line : parity_notes(*r.parity)) std::printf("  %s\n", line.c_str());
+  }
+  if (r.shape && r.shape->attention == attention_kernel::flash &&
+      std::any_of(p.candidates.begin(), p.candidates.end(),
+                  [](const plan_candidate& c) { return c.mode == recompute::selective; })) {
+    std::printf("  %s\n", selective_with_flash_note);
   }
   if (r.shape && r.shape->tensor_parallel > 1) {
     std::printf(

@@ -153,14 +153,26 @@ inline int quality_rank(quality_status q) noexcept {
   return q == quality_status::reference || q == quality_status::verified ? 0 : q == quality_status::unverified ? 1 : 2;
 }
 
+/// Whether the planner leaves `mode` out of `modes`: selective recomputation needs the attention shape (without one
+/// the step time knows only none and full), and with flash attention it drops nothing, so it would repeat none's
+/// figures. It is left out only where the list holds what replaces it (another mode; none, for flash). Asked for
+/// alone (`--recompute selective`) it is planned: refused without a shape (training_flops_per_sample says why), and
+/// with flash attention planned with none's figures, under its own name. Until 2026-12 it was left out even then, and
+/// the plan had no candidate at all ("No configuration fits:" over an empty list).
+inline bool left_out(const workload& w, const std::vector<recompute>& modes, recompute mode) noexcept {
+  if (mode != recompute::selective) return false;
+  const auto has = [&](recompute m) { return std::find(modes.begin(), modes.end(), m) != modes.end(); };
+  if (!w.shape) return has(recompute::none) || has(recompute::full);
+  return w.shape->attention == attention_kernel::flash && has(recompute::none);
+}
+
 /// Every (policy, recompute) candidate, fitting ones first, fastest first; among equally fast ones (within
 /// equal_time_tolerance of the fastest of them) verified quality first; other ties keep the listed order.
 inline std::vector<plan_candidate> ranked_candidates(const workload& w, const planner_options& o, double efficiency) {
   std::vector<plan_candidate> out;
   for (const named_policy& p : o.policies) {
     for (recompute mode : o.recompute_modes) {
-      // Selective recomputation needs the attention shape, and with flash attention there is no core left to drop.
-      if (mode == recompute::selective && (!w.shape || w.shape->attention == attention_kernel::flash)) continue;
+      if (left_out(w, o.recompute_modes, mode)) continue;
       out.push_back(evaluate(w, o, p, mode, efficiency, o.states, o.stage, o.data_parallel));
     }
   }

@@ -24,6 +24,13 @@ namespace safeamp {
   return 2.0 * static_cast<double>(t.layers) * s * s * static_cast<double>(t.hidden);
 }
 
+/// Whether `mode` recomputes the attention core in backward: selective recomputation (Korthikanti et al. 2022) drops
+/// the stored s^2 core and recomputes it; flash attention stores none, so with it selective recomputation has
+/// nothing to drop or recompute, in memory (activation_bytes_per_layer) and in FLOPs alike: none's figures.
+[[nodiscard]] constexpr bool recomputes_attention_core(const transformer_shape& t, recompute mode) noexcept {
+  return mode == recompute::selective && t.attention != attention_kernel::flash;
+}
+
 /// FLOPs a chunked cross-entropy adds per sample: its backward recomputes each chunk's logits, one more forward of
 /// the output layer, 2 s h v; 0 when the logits are stored.
 [[nodiscard]] inline double chunked_loss_recompute_flops(const transformer_shape& t) {
@@ -34,7 +41,9 @@ namespace safeamp {
 /// Training FLOPs per sample of a transformer (Korthikanti et al. 2022, Appendix A, per sample, B = 1), plus
 /// flash_recompute_flops with flash attention and chunked_loss_recompute_flops with a chunked cross-entropy:
 ///   model FLOPs  72 L s h^2 (1 + s/(6h) + v/(12 h L))
-///   selective    the attention core's forward again: + 72 L s h^2 s/(6h) = 12 L s^2 h (s/6h becomes s/3h)
+///   selective    the attention core's forward again: + 72 L s h^2 s/(6h) = 12 L s^2 h (s/6h becomes s/3h); with
+///                flash attention no core is stored, so selective recomputes nothing: none's count (until 2026-12 it
+///                added the 12 L s^2 h while its memory was none's)
 ///   full         the whole forward again: x 4/3 (forward is 1/3 of forward + backward)
 [[nodiscard]] inline double training_flops_per_sample(const transformer_shape& t, recompute mode,
                                                       std::uint64_t adapter_parameters = 0);
@@ -62,7 +71,7 @@ struct flops_split {
   const double l = static_cast<double>(t.layers), v = static_cast<double>(t.vocabulary);
   const bool full = mode == recompute::full;
   const double weight_passes = (adapter_parameters > 0 ? 2.0 : 3.0) + (full ? 1.0 : 0.0);
-  const double attention_passes = 3.0 * (full ? 4.0 / 3.0 : 1.0) + (mode == recompute::selective ? 3.0 : 0.0);
+  const double attention_passes = 3.0 * (full ? 4.0 / 3.0 : 1.0) + (recomputes_attention_core(t, mode) ? 3.0 : 0.0);
   flops_split f;
   // One forward pass of the layers' weight GEMMs is 2 s x their parameters: 24 L s h^2 for GPT's 12 h^2.
   f.linear = weight_passes * 2.0 * s * l * static_cast<double>(layer_parameters(t)) +
@@ -85,7 +94,7 @@ struct flops_split {
     case recompute::none:
       return model + flash;
     case recompute::selective:
-      return model + 12.0 * l * s * s * h + flash;
+      return model + (recomputes_attention_core(t, mode) ? 12.0 * l * s * s * h : 0.0) + flash;
     case recompute::full:
       return model * 4.0 / 3.0 + flash;
   }

@@ -131,6 +131,25 @@ TEST_CASE("flash attention stores no s^2 scores, only fp32 softmax statistics (D
   CHECK_THROWS_WITH(parse_attention_kernel("xformers"), Catch::Contains("attention") && Catch::Contains("flash"));
 }
 
+TEST_CASE("with flash attention selective recomputation adds no FLOPs: nothing is stored to recompute") {
+  // Eager: selective recomputes the attention core's forward, 12 L s^2 h per sample (Korthikanti Appendix A:
+  // 12 x 48 x 2048^2 x 6144 for the 22B model). With flash attention none's count, in the closed form (GPT) and in
+  // the split (a SwiGLU shape goes through it); until 2026-12 both added the 12 L s^2 h while the memory was none's.
+  transformer_shape t = model_22b;
+  CHECK(training_flops_per_sample(t, recompute::selective) - training_flops_per_sample(t, recompute::none) ==
+        Approx(12.0 * 48 * 2048.0 * 2048.0 * 6144).epsilon(1e-9));
+  t.attention = attention_kernel::flash;
+  CHECK(training_flops_per_sample(t, recompute::selective) == training_flops_per_sample(t, recompute::none));
+  transformer_shape gated = t;
+  gated.gated_mlp = true;
+  gated.ffn_hidden = 16384;
+  CHECK(training_flops_split(gated, recompute::selective).other == training_flops_split(gated, recompute::none).other);
+  CHECK(training_flops_per_sample(gated, recompute::selective) == training_flops_per_sample(gated, recompute::none));
+  gated.attention = attention_kernel::eager;
+  CHECK(training_flops_split(gated, recompute::selective).other - training_flops_split(gated, recompute::none).other ==
+        Approx(12.0 * 48 * 2048.0 * 2048.0 * 6144).epsilon(1e-9));
+}
+
 TEST_CASE("flash attention's backward recomputes QK^T: 2 s^2 h FLOPs per layer") {
   transformer_shape t = model_22b;
   const double eager = training_flops_per_sample(t, recompute::none);

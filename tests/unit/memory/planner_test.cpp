@@ -565,6 +565,53 @@ TEST_CASE("with flash attention the planner does not try selective recomputation
   CHECK(r.candidates.size() == 6);
 }
 
+TEST_CASE("selective recomputation asked for alone is planned: with flash attention as none, without a shape refused") {
+  // Until 2026-12 the planner left selective out even when it was the one mode asked for (--recompute selective
+  // under --window), and the plan had no candidate at all.
+  workload w{.shape = round_shape, .samples = 100};
+  w.shape->attention = attention_kernel::flash;
+  planner_options o = fp8_options();
+  o.recompute_modes = {recompute::selective};
+  const plan_result sel = plan(w, o);
+  o.recompute_modes = {recompute::none};
+  const plan_result none = plan(w, o);
+  REQUIRE(sel.candidates.size() == 3);  // one per policy
+  REQUIRE(none.candidates.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const plan_candidate& a = sel.candidates[i];
+    const plan_candidate& b = none.candidates[i];
+    CHECK(a.mode == recompute::selective);
+    CHECK(a.policy_name == b.policy_name);
+    // Nothing to drop or recompute: none's bytes and time, bit for bit.
+    CHECK(a.accumulation.microbatch == b.accumulation.microbatch);
+    CHECK(a.phase_peak_bytes == b.phase_peak_bytes);
+    CHECK(a.seconds_per_sample == b.seconds_per_sample);
+    CHECK(a.total_seconds == b.total_seconds);
+  }
+  // With eager attention selective is its own configuration: slower per sample than none (the core again).
+  w.shape->attention = attention_kernel::eager;
+  o.recompute_modes = {recompute::selective};
+  const plan_result eager_sel = plan(w, o);
+  o.recompute_modes = {recompute::none};
+  const plan_result eager_none = plan(w, o);
+  CHECK(find_candidate(eager_sel, "bf16-mixed").seconds_per_sample >
+        find_candidate(eager_none, "bf16-mixed").seconds_per_sample);
+  // Without a shape the step time knows only none and full: alone, selective is refused, naming why; beside
+  // another mode it is left out.
+  workload flat = toy_workload();
+  o.recompute_modes = {recompute::selective};
+  CHECK_THROWS_WITH(plan(flat, o), Catch::Contains("selective") && Catch::Contains("no transformer shape"));
+  o.recompute_modes = {recompute::selective, recompute::full};
+  const plan_result flat_r = plan(flat, o);
+  CHECK(flat_r.candidates.size() == 3);
+  CHECK(std::none_of(flat_r.candidates.begin(), flat_r.candidates.end(),
+                     [](const plan_candidate& c) { return c.mode == recompute::selective; }));
+  // With flash attention and full beside it (no none to stand for it) selective is planned too.
+  w.shape->attention = attention_kernel::flash;
+  o.recompute_modes = {recompute::selective, recompute::full};
+  CHECK(plan(w, o).candidates.size() == 6);
+}
+
 TEST_CASE("an offloading configuration fits only when the host memory holds its states x 1.5") {
   // Optimizer offload on the toy: 1e8 parameters x (4 fp32 parameters + 8 states + 4 fp32 gradients) = 1.6 GB to the
   // CPU; with DeepSpeed's buffer factor 1.5 that is 2.4 GB of host memory. 2.4 GB exactly fits, one byte less does not.
