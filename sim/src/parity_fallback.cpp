@@ -1,9 +1,12 @@
 // Fallback decisions of the parity gate and their persistence in the output folder.
 #include "safeamp/sim/parity_fallback.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "safeamp/error.hpp"
+#include "safeamp/policy/policy_string.hpp"
+#include "safeamp/quoted_input.hpp"
 #include "safeamp/sim/json_input.hpp"
 #include "safeamp/sim/report_files.hpp"
 
@@ -123,34 +126,80 @@ fallback_decision decide_fallback(const parity_result& result, const std::vector
   return d;
 }
 
+known_good_record known_good_from_json_text(std::string_view text, const std::string& source) {
+  const std::string accepted = "a known_good.json written by safeamp sim (delete it to start afresh)";
+  const json j = parse_json_input(text, "known-good record", source);
+  const auto bad = [&](const std::string& field, const std::string& why) {
+    return error("known-good record '" + bounded_text(source, 200) + "' " + field, why, accepted);
+  };
+  if (!j.is_object()) throw bad("(the file)", summarize_json(j) + ", not a JSON object");
+  // A string member: present unless optional, at most max_bytes, without control characters where `name_like`.
+  const auto field = [&](const char* key, std::size_t max_bytes, bool optional) -> std::string {
+    if (!j.contains(key)) {
+      if (optional) return {};
+      throw bad(key, "missing");
+    }
+    const json& v = j.at(key);
+    if (!v.is_string()) throw bad(key, summarize_json(v) + ", not a string");
+    std::string s = v.get<std::string>();
+    if (s.size() > max_bytes) {
+      throw bad(key, "'" + bounded_text(s, 40) + "' (" + std::to_string(s.size()) + " bytes, at most " +
+                         std::to_string(max_bytes) + ")");
+    }
+    const bool control = std::any_of(s.begin(), s.end(), [](char ch) {
+      const auto c = static_cast<unsigned char>(ch);
+      return c < 0x20U || c == 0x7fU;
+    });
+    if (control) throw bad(key, summarize_json(v) + ", which holds control characters");
+    if (s.empty() && !optional) throw bad(key, "\"\", empty");
+    return s;
+  };
+  known_good_record r;
+  r.candidate = field("candidate", 128, false);
+  r.policy = field("policy", 4096, false);
+  r.scaler = field("scaler", 512, true);
+  r.scenario = field("scenario", 256, false);
+  r.reference_id = field("reference_id", 16, false);
+  r.recorded_utc = field("recorded_utc", 20, false);
+  try {
+    (void)parse_policy(r.policy);
+  } catch (const error& e) {
+    throw bad("policy", quoted_input(r.policy) + " (" + e.what() + "), not a preset or a policy string");
+  }
+  const auto digits = [](std::string_view s, std::string_view set) {
+    return !s.empty() && s.find_first_not_of(set) == std::string_view::npos;
+  };
+  if (r.reference_id.size() != 16 || !digits(r.reference_id, "0123456789abcdef")) {
+    throw bad("reference_id", quoted_input(r.reference_id) + ", not 16 lowercase hex digits");
+  }
+  // YYYY-MM-DDTHH:MM:SSZ, as utc_now_iso8601 writes it.
+  const std::string_view t = r.recorded_utc;
+  const bool utc = t.size() == 20 && t[4] == '-' && t[7] == '-' && t[10] == 'T' && t[13] == ':' && t[16] == ':' &&
+                   t[19] == 'Z' && digits(t.substr(0, 4), "0123456789") && digits(t.substr(5, 2), "0123456789") &&
+                   digits(t.substr(8, 2), "0123456789") && digits(t.substr(11, 2), "0123456789") &&
+                   digits(t.substr(14, 2), "0123456789") && digits(t.substr(17, 2), "0123456789");
+  if (!utc) throw bad("recorded_utc", quoted_input(r.recorded_utc) + ", not a UTC time YYYY-MM-DDTHH:MM:SSZ");
+  return r;
+}
+
 std::optional<known_good_record> read_known_good(const std::filesystem::path& file) {
   std::error_code ec;
   if (!std::filesystem::exists(file, ec)) return std::nullopt;
-  json j;
-  try {
-    j = parse_json_input(read_input_file(file, "known-good record"), "known-good record", file.string());
-    known_good_record r;
-    r.candidate = j.at("candidate").get<std::string>();
-    r.policy = j.at("policy").get<std::string>();
-    r.scenario = j.at("scenario").get<std::string>();
-    r.reference_id = j.at("reference_id").get<std::string>();
-    r.recorded_utc = j.at("recorded_utc").get<std::string>();
-    if (j.contains("scaler")) r.scaler = j.at("scaler").get<std::string>();
-    return r;
-  } catch (const json::exception& e) {
-    throw error("known-good record", "'" + file.string() + "' (" + e.what() + ")",
-                "a known_good.json written by safeamp sim (delete it to start afresh)");
-  }
+  return known_good_from_json_text(read_input_file(file, "known-good record"), file.string());
 }
 
-void write_known_good(const std::filesystem::path& file, const known_good_record& r) {
+std::string known_good_json_text(const known_good_record& r) {
   const json j{{"candidate", r.candidate},
                {"policy", r.policy},
                {"scaler", r.scaler},
                {"scenario", r.scenario},
                {"reference_id", r.reference_id},
                {"recorded_utc", r.recorded_utc}};
-  write_file_atomically(file, j.dump(1) + "\n");
+  return j.dump(1) + "\n";
+}
+
+void write_known_good(const std::filesystem::path& file, const known_good_record& r) {
+  write_file_atomically(file, known_good_json_text(r));
 }
 
 std::string decision_json_line(const fallback_decision& d) {

@@ -5,7 +5,7 @@ cmake_minimum_required(VERSION 3.20)
 # and a new folder). On the real tool, one case per CTest test:
 #   cmake -DTOOL=<safeamp> -DDATA=<tests/sim/report/data> -DWORK=<scratch folder> -DCASE=<case> -P sim_refused.cmake
 # Cases: bad_values_new_folder, bad_scenario_empty_folder, user_file, decisions_directory, reference_mismatch,
-# bad_checkpoint_resume, file_size_limit. Each compares a listing of the folder (every entry, hidden ones included,
+# known_good_tampered, bad_checkpoint_resume, file_size_limit. Each compares a listing of the folder (every entry, hidden ones included,
 # with each file's SHA-256) before and after.
 if(NOT WORK OR NOT CASE)
   message(FATAL_ERROR "sim_refused: -DWORK=<a folder of this test's own> and -DCASE=<case> are required")
@@ -122,6 +122,17 @@ elseif(CASE STREQUAL "reference_mismatch")
   refused("training\\.seed: reference '3', now '5'.*--relock" --scenario "${tiny}" --out "${out}" --seed 5)
   expect_listing("${out}" "${before}")
   refused("training\\.seed: reference '3', now '5'.*--relock" --scenario "${tiny}" --out "${out}" --seed 5 --resume)
+  expect_listing("${out}" "${before}")
+
+elseif(CASE STREQUAL "known_good_tampered")
+  # A known_good.json whose candidate holds an ESC (it would reach the terminal and report.html as "run instead"):
+  # refused, naming the file and the field; nothing added. Until 2026-12-07 any strings were taken from it.
+  set(out "${WORK}/out")
+  file(WRITE "${out}/known_good.json" "{\"candidate\": \"x\\u001b[2J\", \"policy\": \"fp32\", \"scenario\": \"s\", \
+\"reference_id\": \"0a30c632d0cfd3e8\", \"recorded_utc\": \"2025-01-31T12:00:00Z\"}\n")
+  listing("${out}" before)
+  refused("known-good record '[^\n]*known_good\\.json' candidate .*control characters" --scenario "${tiny}"
+          --out "${out}")
   expect_listing("${out}" "${before}")
 
 elseif(CASE STREQUAL "bad_checkpoint_resume")

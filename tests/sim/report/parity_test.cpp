@@ -1,19 +1,22 @@
 // The parity gate on hand-built runs: limits from the unit roundoff and the sample count (hand-derived
 // values), each check failing on its own, the INCONCLUSIVE rules, the curve's definition, and fallbacks.
+#include "safeamp/sim/parity.hpp"
+
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
-#include <unistd.h>
 
 #include "report_fixtures.hpp"
 #include "safeamp/error.hpp"
-#include "safeamp/sim/parity.hpp"
-#include "safeamp/sim/parity_fallback.hpp"
-#include "safeamp/sim/report_files.hpp"
 #include "safeamp/format/format_names.hpp"
 #include "safeamp/policy/policy_string.hpp"
+#include "safeamp/sim/parity_fallback.hpp"
+#include "safeamp/sim/report_files.hpp"
 
 using namespace safeamp::sim;
 namespace fs = std::filesystem;
@@ -508,18 +511,68 @@ TEST_CASE("fallback by policy name: not the failing candidate's own policy, not 
   CHECK(d.source.find("PASS in this run as fp16-mixed injected overflows, scaler dynamic") != std::string::npos);
 }
 
+TEST_CASE("a known-good record is checked as safeamp sim writes it: what it names reaches terminals and reports") {
+  const known_good_record good{"fp16 run",
+                               "params=fp32,compute=fp16,output=fp16",
+                               "dynamic (init 65536)",
+                               "scn",
+                               "e216af836a523c4b",
+                               "2026-12-07T03:30:00Z"};
+  CHECK(known_good_from_json_text(known_good_json_text(good), "k.json") == good);
+  const auto with = [&good](const char* key, const nlohmann::json& value) {
+    nlohmann::json j = nlohmann::json::parse(known_good_json_text(good));
+    if (value.is_discarded()) {
+      j.erase(key);
+    } else {
+      j[key] = value;
+    }
+    return j.dump();
+  };
+  const nlohmann::json missing = nlohmann::json::value_t::discarded;
+  const auto refused = [](const std::string& text, const std::string& field, const std::string& why) {
+    try {
+      (void)known_good_from_json_text(text, "out/known_good.json");
+      FAIL_CHECK("accepted: " << text);
+    } catch (const safeamp::error& e) {
+      const std::string m = e.what();
+      CHECK_THAT(m, Catch::Contains("known-good record 'out/known_good.json' " + field) && Catch::Contains(why) &&
+                        Catch::Contains("a known_good.json written by safeamp sim (delete it to start afresh)"));
+    }
+  };
+  refused(with("candidate", missing), "candidate", "missing");
+  refused(with("candidate", ""), "candidate", "empty");
+  refused(with("candidate", 7), "candidate", "not a string");
+  refused(with("candidate", "run\x1b[2J"), "candidate", "control characters");
+  refused(with("candidate", std::string(129, 'c')), "candidate", "129 bytes, at most 128");
+  CHECK(known_good_from_json_text(with("candidate", std::string(128, 'c')), "k").candidate.size() == 128);
+  refused(with("policy", "fp17-mixed"), "policy", "not a preset or a policy string");
+  refused(with("policy", missing), "policy", "missing");
+  refused(with("scaler", "dynamic\n"), "scaler", "control characters");
+  CHECK(known_good_from_json_text(with("scaler", missing), "k").scaler.empty());  // records before 2026-12-06
+  refused(with("scenario", std::string(257, 's')), "scenario", "257 bytes, at most 256");
+  refused(with("reference_id", "E216AF836A523C4B"), "reference_id", "not 16 lowercase hex digits");
+  refused(with("reference_id", "e216af836a523c4"), "reference_id", "not 16 lowercase hex digits");
+  refused(with("reference_id", "e216af836a523c4g"), "reference_id", "not 16 lowercase hex digits");
+  refused(with("recorded_utc", "2026-12-07 03:30:00Z"), "recorded_utc", "not a UTC time");
+  refused(with("recorded_utc", "2026-12-07T03:30:0xZ"), "recorded_utc", "not a UTC time");
+  refused(with("recorded_utc", "2026-12-07T03:30:00+"), "recorded_utc", "not a UTC time");
+  refused("[1, 2]", "(the file)", "not a JSON object");
+  CHECK_THROWS_WITH(known_good_from_json_text("{", "k"), Catch::Contains("known-good record"));
+}
+
 TEST_CASE("known-good records and decisions persist in the output folder") {
   const fs::path dir = fs::temp_directory_path() / ("safeamp-fallback-test-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   prepare_output_folder(dir);
   CHECK_FALSE(read_known_good(dir / "known_good.json").has_value());
-  const known_good_record good{"bf16 run", "bf16-mixed", "none", "scn", "0123", "2024-05-01T10:00:00Z"};
+  const known_good_record good{"bf16 run", "bf16-mixed", "none", "scn", "e216af836a523c4b", "2024-05-01T10:00:00Z"};
   write_known_good(dir / "known_good.json", good);
   const auto back = read_known_good(dir / "known_good.json");
   REQUIRE(back.has_value());
   CHECK(*back == good);
   // A record written before it carried the scaler reads with an empty one.
-  write_file_atomically(dir / "old.json", R"({"candidate": "a", "policy": "fp32", "scenario": "s", "reference_id": "1",
+  write_file_atomically(dir / "old.json", R"({"candidate": "a", "policy": "fp32", "scenario": "s",
+                                              "reference_id": "0a30c632d0cfd3e8",
                                               "recorded_utc": "2024-05-01T10:00:00Z"})");
   CHECK(read_known_good(dir / "old.json")->scaler.empty());
   write_file_atomically(dir / "broken.json", "{\"candidate\": 1}");

@@ -52,9 +52,19 @@ struct fallback_decision {
                                                 std::string_view reference_policy, std::string_view reference_id = {});
 
 /// <out>/known_good.json: the most recent PASS (nullopt when the file does not exist; safeamp::error when
-/// it exists but is corrupt).
+/// it exists but is corrupt: known_good_from_json_text's checks).
 [[nodiscard]] std::optional<known_good_record> read_known_good(const std::filesystem::path& file);
 void write_known_good(const std::filesystem::path& file, const known_good_record& record);
+/// The text write_known_good writes: a JSON object with the record's six strings.
+[[nodiscard]] std::string known_good_json_text(const known_good_record& record);
+/// Reads a known-good record (`source` names the file in errors) and checks it as safeamp sim writes one, since
+/// its candidate and policy reach the terminal, report.html and decisions.jsonl as "run instead": candidate,
+/// policy, scenario, reference_id and recorded_utc present, scaler optional (records before 2026-12-06 have none);
+/// candidate (at most 128 bytes), scenario (256) and scaler (512) without control characters; the policy one that
+/// parse_policy reads (a preset or a policy string); reference_id 16 lowercase hex digits; recorded_utc
+/// YYYY-MM-DDTHH:MM:SSZ. Anything else is a safeamp::error naming the file and the field. Until 2026-12-07 any
+/// strings were taken, so a hand-edited file could name an unparseable policy or put an ESC on the terminal.
+[[nodiscard]] known_good_record known_good_from_json_text(std::string_view text, const std::string& source);
 
 /// One JSON line per decision, appended to <out>/decisions.jsonl.
 [[nodiscard]] std::string decision_json_line(const fallback_decision& d);
