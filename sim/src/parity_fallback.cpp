@@ -133,7 +133,8 @@ known_good_record known_good_from_json_text(std::string_view text, const std::st
     return error("known-good record '" + bounded_text(source, 200) + "' " + field, why, accepted);
   };
   if (!j.is_object()) throw bad("(the file)", summarize_json(j) + ", not a JSON object");
-  // A string member: present unless optional, at most max_bytes, without control characters where `name_like`.
+  // A string member: present unless optional (then empty when absent), non-empty, at most max_bytes, no control
+  // characters.
   const auto field = [&](const char* key, std::size_t max_bytes, bool optional) -> std::string {
     if (!j.contains(key)) {
       if (optional) return {};
