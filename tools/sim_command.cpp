@@ -392,10 +392,11 @@ int run_sim(const sim_options& o) {
   if (writer) {
     std::error_code ec;
     if (fs::exists(fs::symlink_status(out / lock_file_name, ec))) lock.emplace(out);
-    // The folders there are now must be directories this user may write (a probe file, removed at once); the
-    // missing ones are created once the invocation is accepted.
+    // The folders there are now must be directories this user may write (asked of the kernel, changing nothing:
+    // until 2026-12-07 a probe file, created and removed, changed the folder's modification time); the missing
+    // ones are created once the invocation is accepted.
     for (const fs::path& dir : {out, out / "reference", out / "telemetry", out / "checkpoints"}) {
-      if (fs::exists(dir, ec)) prepare_output_folder(dir);
+      if (fs::exists(dir, ec)) check_writable_folder(dir);
     }
     // decisions.jsonl is appended to after every run has trained: a directory or link there is refused now.
     if (fs::is_directory(out, ec)) check_decisions_file(out / decisions_file_name);

@@ -202,6 +202,19 @@ void prepare_output_folder(const fs::path& dir) {
               "a writable directory whose probe files can be created");
 }
 
+void check_writable_folder(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw error("--out",
+                "'" + dir.string() + "' (" + (fs::exists(dir, ec) ? "not a directory" : "does not exist") + ")",
+                "a writable directory");
+  }
+  if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
+    const int e = errno;
+    throw error("--out", "'" + dir.string() + "' (" + std::strerror(e) + ")", "a writable directory");
+  }
+}
+
 bool is_temporary_of(std::string_view file_name, std::string_view target_name) {
   return temporary_owner(file_name, target_name) >= 0;
 }

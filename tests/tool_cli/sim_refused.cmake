@@ -5,8 +5,8 @@ cmake_minimum_required(VERSION 3.20)
 # and a new folder). On the real tool, one case per CTest test:
 #   cmake -DTOOL=<safeamp> -DDATA=<tests/sim/report/data> -DWORK=<scratch folder> -DCASE=<case> -P sim_refused.cmake
 # Cases: bad_values_new_folder, bad_scenario_empty_folder, user_file, decisions_directory, reference_mismatch,
-# known_good_tampered, bad_checkpoint_resume, file_size_limit. Each compares a listing of the folder (every entry, hidden ones included,
-# with each file's SHA-256) before and after.
+# known_good_tampered, bad_checkpoint_resume, file_size_limit. Each compares a listing of the folder (every entry,
+# hidden ones included, with each file's SHA-256, and each folder's modification time) before and after.
 if(NOT WORK OR NOT CASE)
   message(FATAL_ERROR "sim_refused: -DWORK=<a folder of this test's own> and -DCASE=<case> are required")
 endif()
@@ -47,11 +47,46 @@ function(listing folder var)
   set(${var} "${l}" PARENT_SCOPE)
 endfunction()
 
-function(expect_listing folder want)
-  listing("${folder}" got)
+function(expect_same folder got want)
   if(NOT got STREQUAL want)
     fail("${folder} holds\n  ${got}\nexpected\n  ${want}")
   endif()
+endfunction()
+
+function(expect_listing folder want)
+  listing("${folder}" got)
+  expect_same("${folder}" "${got}" "${want}")
+endfunction()
+
+# snapshot(<folder> <var>): first gives every folder in <folder>, itself included, an old modification time (2017),
+# then lists it with each folder's modification time: a folder whose entries were created or removed again (a
+# probe file; until 2026-12-07 the refusal's writability check made one) shows, whatever the clock's resolution.
+function(snapshot folder var)
+  execute_process(COMMAND find "${folder}" -type d -exec touch -m -d @1500000000 {} + RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    fail("could not age the folders of ${folder}")
+  endif()
+  snapshot_now("${folder}" l)
+  set(${var} "${l}" PARENT_SCOPE)
+endfunction()
+
+function(snapshot_now folder var)
+  listing("${folder}" l)
+  file(GLOB_RECURSE dirs LIST_DIRECTORIES true RELATIVE "${folder}" "${folder}/*")
+  set(times "")
+  foreach(d "" ${dirs})
+    if(IS_DIRECTORY "${folder}/${d}")
+      file(TIMESTAMP "${folder}/${d}" t "%s" UTC)
+      list(APPEND times "${d}/ modified ${t}")
+    endif()
+  endforeach()
+  list(SORT times)
+  set(${var} "${l};${times}" PARENT_SCOPE)
+endfunction()
+
+function(expect_snapshot folder want)
+  snapshot_now("${folder}" got)
+  expect_same("${folder}" "${got}" "${want}")
 endfunction()
 
 function(expect_absent path)
@@ -89,24 +124,24 @@ elseif(CASE STREQUAL "user_file")
   file(WRITE "${out}/notes.txt" "a user's notes\n")
   file(WRITE "${out}/report.html.tmp-999999999-1" "a killed writer's temporary\n")
   file(MAKE_DIRECTORY "${out}/plots")
-  listing("${out}" before)
+  snapshot("${out}" before)
   refused("--out is '[^\n]*', which holds '[^\n]*summary\\.json'[^\n]*accepted: an empty folder, or one safeamp sim wrote"
           --scenario "${tiny}" --out "${out}")
-  expect_listing("${out}" "${before}")
+  expect_snapshot("${out}" "${before}")
   # Its telemetry/ only: the same (the user's file there is refused too).
   set(tel "${WORK}/telemetry_only")
   file(WRITE "${tel}/telemetry/experiment-42.jsonl" "{\"a\": 1}\n")
-  listing("${tel}" before)
+  snapshot("${tel}" before)
   refused("experiment-42\\.jsonl" --scenario "${tiny}" --out "${tel}" --resume)
-  expect_listing("${tel}" "${before}")
+  expect_snapshot("${tel}" "${before}")
 
 elseif(CASE STREQUAL "decisions_directory")
   # decisions.jsonl that cannot be appended to (a directory) is refused, and nothing is added beside it.
   set(out "${WORK}/out")
   file(MAKE_DIRECTORY "${out}/decisions.jsonl")
-  listing("${out}" before)
+  snapshot("${out}" before)
   refused("decisions\\.jsonl' \\(a directory\\)" --scenario "${tiny}" --out "${out}")
-  expect_listing("${out}" "${before}")
+  expect_snapshot("${out}" "${before}")
 
 elseif(CASE STREQUAL "reference_mismatch")
   # A folder holding a locked reference (copied from a finished invocation's folder) and a run with another seed:
@@ -118,11 +153,11 @@ elseif(CASE STREQUAL "reference_mismatch")
   endif()
   set(out "${WORK}/out")
   file(COPY "${WORK}/first/reference" DESTINATION "${out}")
-  listing("${out}" before)
+  snapshot("${out}" before)
   refused("training\\.seed: reference '3', now '5'.*--relock" --scenario "${tiny}" --out "${out}" --seed 5)
-  expect_listing("${out}" "${before}")
+  expect_snapshot("${out}" "${before}")
   refused("training\\.seed: reference '3', now '5'.*--relock" --scenario "${tiny}" --out "${out}" --seed 5 --resume)
-  expect_listing("${out}" "${before}")
+  expect_snapshot("${out}" "${before}")
 
 elseif(CASE STREQUAL "known_good_tampered")
   # A known_good.json whose candidate holds an ESC (it would reach the terminal and report.html as "run instead"):
@@ -130,18 +165,18 @@ elseif(CASE STREQUAL "known_good_tampered")
   set(out "${WORK}/out")
   file(WRITE "${out}/known_good.json" "{\"candidate\": \"x\\u001b[2J\", \"policy\": \"fp32\", \"scenario\": \"s\", \
 \"reference_id\": \"0a30c632d0cfd3e8\", \"recorded_utc\": \"2025-01-31T12:00:00Z\"}\n")
-  listing("${out}" before)
+  snapshot("${out}" before)
   refused("known-good record '[^\n]*known_good\\.json' candidate .*control characters" --scenario "${tiny}"
           --out "${out}")
-  expect_listing("${out}" "${before}")
+  expect_snapshot("${out}" "${before}")
 
 elseif(CASE STREQUAL "bad_checkpoint_resume")
   # --resume with a checkpoint that is not one (a folder holding only it): refused, nothing added.
   set(out "${WORK}/out")
   file(WRITE "${out}/checkpoints/reference-fp32.ckpt" "not a checkpoint\n")
-  listing("${out}" before)
+  snapshot("${out}" before)
   refused("checkpoint '[^\n]*reference-fp32\\.ckpt'" --scenario "${tiny}" --out "${out}" --resume)
-  expect_listing("${out}" "${before}")
+  expect_snapshot("${out}" "${before}")
 
 elseif(CASE STREQUAL "file_size_limit")
   # Accepted, then failing before the folder changed (no file may grow past 0 bytes: the INCOMPLETE marker cannot be

@@ -4,6 +4,8 @@
 // candidates that differ only in their own numerics, and keeping the previous reference on --relock.
 #include "safeamp/sim/reference.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -212,6 +214,34 @@ TEST_CASE("references are written atomically: a failed write leaves the old file
   // An output folder that is a file, or under /proc, is refused up front.
   CHECK_THROWS_WITH(prepare_output_folder(file), Catch::Contains("not a directory"));
   CHECK_THROWS_AS(prepare_output_folder("/proc/safeamp-cannot-exist"), safeamp::error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("check_writable_folder refuses what prepare_output_folder refuses and changes nothing") {
+  const fs::path dir = fs::temp_directory_path() / ("safeamp-writable-check-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // An old modification time, so that any change (a probe file created and removed) shows whatever the clock's
+  // resolution.
+  const struct ::timespec old_times[2] = {{1'500'000'000, 0}, {1'500'000'000, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, dir.c_str(), old_times, 0) == 0);
+  check_writable_folder(dir);
+  struct ::stat st {};
+  REQUIRE(::stat(dir.c_str(), &st) == 0);
+  CHECK(st.st_mtim.tv_sec == 1'500'000'000);
+  CHECK(fs::is_empty(dir));
+  // prepare_output_folder's probe does change it (what the check replaces before an invocation is accepted).
+  prepare_output_folder(dir);
+  REQUIRE(::stat(dir.c_str(), &st) == 0);
+  CHECK(st.st_mtim.tv_sec != 1'500'000'000);
+  const fs::path file = dir / "a-file";
+  write_file_atomically(file, "x");
+  CHECK_THROWS_WITH(check_writable_folder(file), Catch::Contains("--out") && Catch::Contains("not a directory"));
+  CHECK_THROWS_WITH(check_writable_folder(dir / "missing"), Catch::Contains("does not exist"));
+  // A directory no process may create files in (as root too: the kernel refuses writes into a process's /proc
+  // folder), named with the reason.
+  CHECK_THROWS_WITH(check_writable_folder("/proc/1"),
+                    Catch::Contains("'/proc/1' (") && Catch::Contains("a writable directory"));
   fs::remove_all(dir);
 }
 

@@ -59,6 +59,14 @@ struct file_digest {
 /// of any name is never opened.
 void prepare_output_folder(const std::filesystem::path& dir);
 
+/// Checks, changing nothing, that `dir` is an existing directory this process may create files in: write and search
+/// permission for its effective ids (faccessat with AT_EACCESS, which also reports a read-only mount or an immutable
+/// directory). The check `safeamp sim` makes before it accepts an invocation, when a refusal must leave the folder
+/// as it found it: prepare_output_folder's probe file changed the folder's modification time (until 2026-12-07).
+/// What access() cannot see (a full disk, a quota) shows at the invocation's first write, which is undone.
+/// Throws safeamp::error("--out") naming the folder and why.
+void check_writable_folder(const std::filesystem::path& dir);
+
 /// True when `file_name` is a temporary of `target_name` as write_file_atomically names them
 /// (`<target>.tmp-<pid>` or `<target>.tmp-<pid>-<n>`, digits only), whatever process wrote it.
 [[nodiscard]] bool is_temporary_of(std::string_view file_name, std::string_view target_name);
