@@ -11,6 +11,12 @@ namespace safeamp {
 /// Characters of a value that a message quotes before cutting it.
 inline constexpr std::size_t quoted_input_chars = 80;
 
+/// A control character as safeamp treats one in outside text (names, messages): a byte below 0x20, or 0x7f (DEL).
+[[nodiscard]] constexpr bool is_control_byte(char ch) noexcept {
+  const auto c = static_cast<unsigned char>(ch);
+  return c < 0x20U || c == 0x7fU;
+}
+
 /// `text` for a message, without quotes: control characters (bytes below 0x20, and 0x7f) written as \xNN, the
 /// result cut to at most `max_chars` bytes (escapes counted as written, so the bound holds for any input; never inside
 /// a UTF-8 character or an escape) followed by "..." when anything was cut.
@@ -21,7 +27,7 @@ inline constexpr std::size_t quoted_input_chars = 80;
   std::size_t i = 0;
   for (; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
-    const bool control = c < 0x20U || c == 0x7fU;
+    const bool control = is_control_byte(text[i]);
     if (out.size() + (control ? 4 : 1) > max_chars) break;
     if (control) {
       out += "\\x";

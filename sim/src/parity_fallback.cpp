@@ -147,11 +147,8 @@ known_good_record known_good_from_json_text(std::string_view text, const std::st
       throw bad(key, "'" + bounded_text(s, 40) + "' (" + std::to_string(s.size()) + " bytes, at most " +
                          std::to_string(max_bytes) + ")");
     }
-    const bool control = std::any_of(s.begin(), s.end(), [](char ch) {
-      const auto c = static_cast<unsigned char>(ch);
-      return c < 0x20U || c == 0x7fU;
-    });
-    if (control) throw bad(key, summarize_json(v) + ", which holds control characters");
+    if (std::any_of(s.begin(), s.end(), is_control_byte))
+      throw bad(key, summarize_json(v) + ", which holds control characters");
     if (s.empty() && !optional) throw bad(key, "\"\", empty");
     return s;
   };
@@ -167,19 +164,11 @@ known_good_record known_good_from_json_text(std::string_view text, const std::st
   } catch (const error& e) {
     throw bad("policy", quoted_input(r.policy) + " (" + e.what() + "), not a preset or a policy string");
   }
-  const auto digits = [](std::string_view s, std::string_view set) {
-    return !s.empty() && s.find_first_not_of(set) == std::string_view::npos;
-  };
-  if (r.reference_id.size() != 16 || !digits(r.reference_id, "0123456789abcdef")) {
+  if (!is_hex64(r.reference_id)) {
     throw bad("reference_id", quoted_input(r.reference_id) + ", not 16 lowercase hex digits");
   }
-  // YYYY-MM-DDTHH:MM:SSZ, as utc_now_iso8601 writes it.
-  const std::string_view t = r.recorded_utc;
-  const bool utc = t.size() == 20 && t[4] == '-' && t[7] == '-' && t[10] == 'T' && t[13] == ':' && t[16] == ':' &&
-                   t[19] == 'Z' && digits(t.substr(0, 4), "0123456789") && digits(t.substr(5, 2), "0123456789") &&
-                   digits(t.substr(8, 2), "0123456789") && digits(t.substr(11, 2), "0123456789") &&
-                   digits(t.substr(14, 2), "0123456789") && digits(t.substr(17, 2), "0123456789");
-  if (!utc) throw bad("recorded_utc", quoted_input(r.recorded_utc) + ", not a UTC time YYYY-MM-DDTHH:MM:SSZ");
+  if (!is_utc_iso8601(r.recorded_utc))
+    throw bad("recorded_utc", quoted_input(r.recorded_utc) + ", not a UTC time YYYY-MM-DDTHH:MM:SSZ");
   return r;
 }
 

@@ -298,6 +298,20 @@ std::string hex64(std::uint64_t v) {
   return buf;
 }
 
+bool is_hex64(std::string_view text) noexcept {
+  return text.size() == 16 && text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+bool is_utc_iso8601(std::string_view text) noexcept {
+  constexpr std::string_view pattern = "0000-00-00T00:00:00Z";  // 0: a digit; anything else: itself
+  if (text.size() != pattern.size()) return false;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    const bool ok = pattern[i] == '0' ? text[i] >= '0' && text[i] <= '9' : text[i] == pattern[i];
+    if (!ok) return false;
+  }
+  return true;
+}
+
 std::string utc_now_iso8601() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};

@@ -125,7 +125,7 @@ std::optional<outputs_record> read_record(const fs::path& dir) {
       if (!is_invocation_output_name(e.path)) throw bad("it lists '" + e.path + "', which is no output's name");
       e.bytes = f.at("bytes").get<std::uintmax_t>();
       const std::string hash = f.at("fnv1a64").get<std::string>();
-      if (hash.size() != 16 || hash.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      if (!is_hex64(hash)) {
         throw bad("the hash of '" + e.path + "' is not 16 hex digits");
       }
       e.fnv1a64 = std::stoull(hash, nullptr, 16);

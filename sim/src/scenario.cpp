@@ -73,9 +73,8 @@ class object_reader {
                   "at most " + std::to_string(max_bytes) + " bytes (" + what + ")");
     }
     const auto control = [line_breaks](char ch) {
-      const auto c = static_cast<unsigned char>(ch);
-      if (line_breaks && (c == '\n' || c == '\t')) return false;
-      return c < 0x20U || c == 0x7fU;
+      if (line_breaks && (ch == '\n' || ch == '\t')) return false;
+      return is_control_byte(ch);
     };
     if (std::any_of(s.begin(), s.end(), control)) {
       throw error(where(key), summarize_json(at(key)),

@@ -163,7 +163,7 @@ inline bool left_out(const workload& w, const std::vector<recompute>& modes, rec
   if (mode != recompute::selective) return false;
   const auto has = [&](recompute m) { return std::find(modes.begin(), modes.end(), m) != modes.end(); };
   if (!w.shape) return has(recompute::none) || has(recompute::full);
-  return w.shape->attention == attention_kernel::flash && has(recompute::none);
+  return !recomputes_attention_core(*w.shape, mode) && has(recompute::none);
 }
 
 /// Every (policy, recompute) candidate, fitting ones first, fastest first; among equally fast ones (within

@@ -184,7 +184,7 @@ inline remedy describe(const workload& w, const plan_candidate& from, recompute 
   std::vector<recompute> modes{from.mode};
   if (w.shape) {
     for (recompute r : {recompute::selective, recompute::full}) {
-      if (r == recompute::selective && w.shape->attention == attention_kernel::flash) continue;  // nothing to drop
+      if (r == recompute::selective && !recomputes_attention_core(*w.shape, r)) continue;  // nothing to drop
       if (static_cast<int>(r) > static_cast<int>(from.mode)) modes.push_back(r);
     }
   }

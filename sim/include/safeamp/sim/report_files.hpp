@@ -87,8 +87,12 @@ void append_file_durably(const std::filesystem::path& path, std::string_view tex
 /// 64-bit FNV-1a of bytes (data fingerprints, reference ids); as 16 lowercase hex digits.
 [[nodiscard]] std::uint64_t fnv1a64(std::string_view bytes) noexcept;
 [[nodiscard]] std::string hex64(std::uint64_t v);
+/// True for what hex64 writes: exactly 16 lowercase hex digits (how files that record a hash are read back).
+[[nodiscard]] bool is_hex64(std::string_view text) noexcept;
 
 /// Current UTC time as ISO 8601 ("2024-05-01T12:00:00Z").
 [[nodiscard]] std::string utc_now_iso8601();
+/// True for what utc_now_iso8601 writes: YYYY-MM-DDTHH:MM:SSZ, digits where it has digits.
+[[nodiscard]] bool is_utc_iso8601(std::string_view text) noexcept;
 
 }  // namespace safeamp::sim
