@@ -101,10 +101,13 @@ strided_view row_major_copy(format_spec f, bool round, const strided_view& v, st
 }
 
 // The smaller blocks of a GEMM run by several threads: 48 rows are whole tiles of every path (6, 8 and 4 rows),
-// 64 columns whole panels (64, 32, 16, 8); until each thread has this many blocks.
+// 64 columns whole panels (64, 32, 16, 8); until each thread has this many blocks. Tasks are taken in turn, so a
+// loop ends when its last block does, and the other threads wait for it: with 16 blocks a thread rather than 4, the
+// 4x wider peer shape (512-row GEMMs of 128, 384 and 512 columns) trained 1.5-2% faster on two threads of one
+// core (Intel model 207, 4 interleaved A/B runs of 6-8 rounds; docs/performance.md).
 constexpr std::int64_t parallel_min_row_block = 48;
 constexpr std::int64_t parallel_min_col_block = 64;
-constexpr std::int64_t parallel_blocks_per_thread = 4;
+constexpr std::int64_t parallel_blocks_per_thread = 16;
 
 // Rows of D above which op(B) is packed even when its rows are contiguous: packing costs K x N once, reading
 // op(B) in place costs a strided stream per tile, which pays off only for few row blocks.
@@ -133,8 +136,8 @@ void tiled_fp32(strided_view a, strided_view b, const output_view& d, format_spe
   if (packed) detail::pack_b(b, t.nr, buffers.packed_b, workers);
   const float* b_base = packed ? buffers.packed_b.data() : b.data;  // the caller's buffers, not the workers'
   const std::int64_t b_row_stride = packed ? t.nr : b.row_stride;
-  // With more than one thread the blocks shrink until each thread has a few (a 128 x 384 weight gradient is
-  // three 128 x 128 blocks, which two threads share 2:1); where a block ends changes no element's bits.
+  // With more than one thread the blocks shrink until each thread has several (a 128 x 384 weight gradient is
+  // three 128 x 128 blocks, which two threads would share 2:1); where a block ends changes no element's bits.
   std::int64_t row_block = gemm_row_block, col_block = gemm_col_block;
   const auto blocks = [&] { return ((m + row_block - 1) / row_block) * ((n + col_block - 1) / col_block); };
   if (workers > 1) {
@@ -149,8 +152,14 @@ void tiled_fp32(strided_view a, strided_view b, const output_view& d, format_spe
     const std::int64_t j_begin = task % col_blocks * col_block;
     const std::int64_t i_end = std::min(m, i_begin + row_block);
     const std::int64_t j_end = std::min(n, j_begin + col_block);
-    // Tiles stop at the block's edges (128 rows are no multiple of 6), so each element has one task.
-    for (std::int64_t i0 = i_begin; i0 < i_end; i0 += t.mr) {
+    // Tiles stop at the block's edges (128 rows are no multiple of 6), so each element has one task. The block's
+    // last rows, when more than one tile's but less than two, go to two tiles of about half each (8 rows of the
+    // 6-row tile: 4 + 4, not 6 + 2): a 2-row tile loads as much of op(B) per FMA as three times its rows would
+    // need, and ran at half the 6-row tile's speed (1-thread profile of the 4x wider peer shape, Intel model 207).
+    // The rows of a tile decide how many elements it computes at once, never how one is computed.
+    for (std::int64_t i0 = i_begin, rows = 0; i0 < i_end; i0 += rows) {
+      const std::int64_t left = i_end - i0;
+      rows = left > t.mr && left < 2 * t.mr ? (left + 1) / 2 : std::min(t.mr, left);
       for (std::int64_t j0 = j_begin; j0 < j_end; j0 += t.nr) {
         detail::run_tile(path, t,
                          {.a = a,
@@ -160,7 +169,7 @@ void tiled_fp32(strided_view a, strided_view b, const output_view& d, format_spe
                           .b_padded = packed,
                           .d = &d(i0, j0),
                           .d_row_stride = d.row_stride,
-                          .rows = std::min(t.mr, i_end - i0),
+                          .rows = rows,
                           .cols = std::min(t.nr, j_end - j0),
                           .alpha = alpha,
                           .beta = beta,

@@ -1,7 +1,9 @@
 // SGD with momentum and AdamW, with or without fp32 master weights (see optimizer.hpp).
 #include "safeamp/sim/optimizer.hpp"
 
+#include <atomic>
 #include <cmath>
+#include <cstring>
 
 #include "optimizer_kernels.hpp"
 #include "safeamp/sim/parallel.hpp"
@@ -12,6 +14,25 @@ namespace {
 
 // Elements of a parameter per task of the bulk AdamW update (five arrays of 8192 floats: 160 KiB, within L2).
 constexpr std::int64_t adamw_chunk = 8192;
+
+// Elements per task of the lost-update count (three arrays of 16384 floats: 192 KiB).
+constexpr std::int64_t lost_chunk = 16384;
+
+// How many elements with a nonzero gradient kept their stored value (now == before): updates lost to rounding.
+// Chunks on the step's threads; an integer count, so the order in which they add up does not matter.
+std::uint64_t count_lost_updates(int threads, const matrix& now, const matrix& before, const matrix& grad) {
+  std::atomic<std::uint64_t> total{0};
+  parallel_chunks(threads, now.size(), lost_chunk, [&](std::int64_t begin, std::int64_t end) {
+    const float* a = now.data();
+    const float* b = before.data();
+    const float* g = grad.data();
+    std::uint64_t lost = 0;
+    // Branch-free (& rather than &&) so that the compiler vectorises the count.
+    for (std::int64_t k = begin; k < end; ++k) lost += static_cast<std::uint64_t>((a[k] == b[k]) & (g[k] != 0.0f));
+    total.fetch_add(lost, std::memory_order_relaxed);
+  });
+  return total.load(std::memory_order_relaxed);
+}
 
 }  // namespace
 
@@ -85,6 +106,8 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
       // Each element's update reads and writes that element alone, so chunks on several threads give the bits of
       // one loop; the cut depends on n only.
       const cpu_path path = safeamp::detail::kernel_path();
+      // With fp32 master weights the chunk's results are also copied into the parameter while still in cache.
+      float* const param_copy = keeps_master() ? p.value.data() : nullptr;
       parallel_chunks(ctx.threads, n, adamw_chunk, [&](std::int64_t begin, std::int64_t end) {
         detail::adamw_fp32_args part = all;
         part.m += begin;
@@ -94,6 +117,9 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
         part.out += begin;
         part.n = end - begin;
         detail::adamw_fp32(path, part);
+        if (param_copy != nullptr) {
+          std::memcpy(param_copy + begin, part.out, static_cast<std::size_t>(part.n) * sizeof(float));
+        }
       });
     } else {
       detail::with_round(fu, [&](auto round_update) {
@@ -140,22 +166,17 @@ void optimizer::step(exec_context& ctx, parameter_list& params) {
       });
     }
     if (keeps_master()) {
-      weights = updated;  // fp32 master: the update is kept exactly as fp32 arithmetic gave it
-      p.value = weights;
+      // fp32 master: the update is kept exactly as fp32 arithmetic gave it (the buffers trade places: no copy).
+      weights.swap(updated);
+      if (!bulk_adamw) p.value = weights;  // the bulk loop copied it chunk by chunk
     } else {
       p.value.swap(updated);  // `updated` now holds the pre-update values, for counting lost updates
     }
-    (void)cast_in_place(p.value, pol_.param, write_back, ctx.next_key());
-    if (!keeps_master()) {
-      // Branch-free (& rather than &&) so that the compiler vectorises the count.
-      const float* now = p.value.data();
-      const float* before = updated.data();
-      std::uint64_t lost = 0;
-      for (Eigen::Index k = 0; k < p.value.size(); ++k) {
-        lost += static_cast<std::uint64_t>((now[k] == before[k]) & (g[k] != 0.0f));
-      }
-      lost_updates_ += lost;
-    }
+    // The write-back into the parameter's format, on the step's threads (cast_span: the same keys and bits on any
+    // thread count). Into fp32 it changes nothing (no flushing here), so only its key is taken.
+    const philox_key write_back_key = ctx.next_key();
+    if (pol_.param != fp32) (void)cast_span(ctx.threads, span_of(p.value), pol_.param, write_back, write_back_key);
+    if (!keeps_master()) lost_updates_ += count_lost_updates(ctx.threads, p.value, updated, p.grad);
   }
 }
 

@@ -180,11 +180,13 @@ TEST_CASE("every transpose, tile edge, block split and kernel path gives the doc
       // K = 230 = 3 x 64 + 38: pack_b transposes op(B) in blocks of 64 rows and a partial one; 230 x 150 is past
       // the size from which two threads pack its panels.
       {300, 150, 230, "K past the pack's row blocks, op(B) packed by two threads"},
-      // Edge tiles of every row count and vector count: up to 32 columns the AVX-512 tile is 8 x 32 (rows 1-8
-      // below: 13 = 8 + 5, 7, 6, 4, 2, 1; 5, 10, 20, 25 columns keep 1 or 2 vectors of 16), past it 6 x 64 (13 =
-      // 6 + 6 + 1, 7 = 6 + 1, 5, 4, 3, 2; the last panel of 70, 100, 120 columns keeps 1, 3, 4 vectors); AVX2's
-      // 6 x 16 tile ends in 1-5 rows (131 = 21 x 6 + 5). op(B) in place loads masked, packed panels read their zero
-      // padding. A transposed op(A) is copied row-major where D has 32 columns or more (8 x 8 blocks on the vector
+      // Edge tiles of every row count and vector count. A block's last rows, when more than one tile's and less
+      // than two, are two tiles of about half each (gemm.cpp). Up to 32 columns the AVX-512 tile is 8 x 32 (rows
+      // 1-8 below: 13 = 7 + 6, 8, 7, 6, 5, 4, 3, 2, 1; 5, 10, 20, 25 columns keep 1 or 2 vectors of 16), past it
+      // 6 x 64 (13 = 6 + 4 + 3, 8 = 4 + 4, 7 = 4 + 3, 5, 4, 3, 2, 1; the last panel of 70, 100, 120 columns keeps
+      // 1, 3, 4 vectors); AVX2's 6 x 16 tile ends in 1-5 rows (131 = 120 + 4 + 4 in the first block, 3 in the
+      // second; 5, 4, 3, 2, 1 rows below). op(B) in place loads masked, packed panels read their zero padding. A
+      // transposed op(A) is copied row-major where D has 32 columns or more (8 x 8 blocks on the vector
       // paths: 13, 131 and 300 rows and K = 33, 77, 230 end in partial blocks), read in place below that.
       {13, 5, 33, "edge tiles: 13 rows, 5 columns"},
       {7, 30, 33, "edge tiles: 7 rows, 30 columns"},
@@ -199,6 +201,11 @@ TEST_CASE("every transpose, tile edge, block split and kernel path gives the doc
       {2, 32, 33, "edge tiles: 2 rows, 32 columns"},
       {4, 10, 33, "edge tiles: 4 rows, 10 columns"},
       {6, 25, 33, "edge tiles: 6 rows, 25 columns"},
+      {8, 20, 33, "edge tiles: 8 rows, 20 columns"},
+      {5, 30, 33, "edge tiles: 5 rows, 30 columns"},
+      {3, 10, 33, "edge tiles: 3 rows, 10 columns"},
+      {8, 70, 33, "edge tiles: 8 rows, 70 columns (4 + 4)"},
+      {1, 64, 33, "edge tiles: 1 row, 64 columns"},
   };
   for (const shape_case& sc : shapes) {
     const matrix a = wide_range(sc.m, sc.k, 21);  // op(A) and op(B) as the oracle reads them

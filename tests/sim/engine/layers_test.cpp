@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "safeamp/error.hpp"
@@ -26,6 +27,8 @@ using namespace safeamp::sim;
 namespace {
 
 constexpr precision_policy fp32_policy = presets::fp32;
+
+std::uint64_t bits_of_double(double x) { return std::bit_cast<std::uint64_t>(x); }
 
 matrix random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint32_t stream, double std_dev = 1.0) {
   matrix m(rows, cols);
@@ -592,6 +595,66 @@ TEST_CASE("cross-entropy gradient matches finite differences and the hand-comput
   CHECK(d(0, 1) == 0.5f);
   CHECK_THROWS_AS(cross_entropy(ctx, fp32_policy, two, {2}, 1.0, nullptr), safeamp::error);
   CHECK_THROWS_AS(cross_entropy(ctx, fp32_policy, two, {0, 1}, 1.0, nullptr), safeamp::error);
+}
+
+TEST_CASE("cross-entropy on a large batch: rows on two threads give one thread's bits, each row its own value") {
+  // 300 x 77 logits: past the size from which rows take threads (tasks of 32 rows: 9 whole and one of 12). Row 5
+  // has a NaN (its loss NaN, no prediction), row 200 a logit of 70000 (inf in an fp16 loss, not in fp32); std dev 3
+  // so that the rows' maxima differ.
+  matrix logits = random_matrix(300, 77, 18, 3.0);
+  logits(5, 40) = std::numeric_limits<float>::quiet_NaN();
+  logits(200, 3) = 70000.0f;
+  std::vector<std::int32_t> targets(300);
+  for (std::size_t r = 0; r < targets.size(); ++r) targets[r] = static_cast<std::int32_t>((r * 31) % 77);
+  for (const precision_policy& pol : {fp32_policy, fp32_policy.with_op(op_class::loss, fp16)}) {
+    INFO("loss format " << format_name(pol.format_for(op_class::loss)));
+    exec_context one, two;
+    two.threads = 2;
+    matrix d1, d2;
+    const loss_result r1 = cross_entropy(one, pol, logits, targets, 8.0, &d1);
+    const loss_result r2 = cross_entropy(two, pol, logits, targets, 8.0, &d2);
+    CHECK(std::memcmp(r1.row_loss.data(), r2.row_loss.data(), r1.row_loss.size() * sizeof(float)) == 0);
+    CHECK(r1.predicted == r2.predicted);
+    CHECK(std::memcmp(d1.data(), d2.data(), static_cast<std::size_t>(d1.size()) * sizeof(float)) == 0);
+    CHECK(bits_of_double(r1.loss) == bits_of_double(r2.loss));
+    CHECK(r1.gradient_stats.elements == r2.gradient_stats.elements);
+    CHECK(r1.gradient_stats.nan == r2.gradient_stats.nan);
+    // The mean: the row losses summed in row order in the loss format (loss.hpp), then divided by the rows.
+    float total = 0.0f;
+    for (const float v : r2.row_loss) total = round_scalar(pol.format_for(op_class::loss), total + v);
+    CHECK(bits_of_double(r2.loss) ==
+          bits_of_double(static_cast<double>(round_scalar(pol.format_for(op_class::loss), total / 300.0f))));
+    CHECK(std::isnan(r2.row_loss[5]));
+    CHECK(r2.predicted[5] == -1);
+    CHECK(r2.predicted[200] == (pol.format_for(op_class::loss) == fp32 ? 3 : -1));
+  }
+  // In fp32, every finite row against its log-sum-exp in double, and its prediction the first largest logit.
+  exec_context ctx;
+  ctx.threads = 2;
+  const loss_result r = cross_entropy(ctx, fp32_policy, logits, targets, 1.0, nullptr);
+  for (Eigen::Index i = 0; i < logits.rows(); ++i) {
+    if (i == 5) continue;
+    INFO("row " << i);
+    double m = -std::numeric_limits<double>::infinity();
+    Eigen::Index arg = 0;
+    for (Eigen::Index j = 0; j < logits.cols(); ++j) {
+      if (logits(i, j) > m) {
+        m = logits(i, j);
+        arg = j;
+      }
+    }
+    double sum = 0.0;
+    for (Eigen::Index j = 0; j < logits.cols(); ++j) sum += std::exp(static_cast<double>(logits(i, j)) - m);
+    const double want = m + std::log(sum) - static_cast<double>(logits(i, targets[static_cast<std::size_t>(i)]));
+    CHECK(static_cast<double>(r.row_loss[static_cast<std::size_t>(i)]) == Approx(want).epsilon(1e-5).margin(1e-4));
+    CHECK(r.predicted[static_cast<std::size_t>(i)] == arg);
+  }
+  // The first bad target in row order is the one named, whichever task would have met another first.
+  std::vector<std::int32_t> bad = targets;
+  bad[250] = 99;
+  bad[40] = -7;
+  CHECK_THROWS_WITH(cross_entropy(ctx, fp32_policy, logits, bad, 1.0, nullptr),
+                    "cross_entropy target is -7; accepted: 0..76");
 }
 
 TEST_CASE("attention scores overflow when softmax runs in fp16, not under fp16-mixed (softmax in fp32)") {

@@ -110,3 +110,77 @@ TEST_CASE("AdamW's fp32 update has the documented per-element bits on every leng
     }
   }
 }
+
+TEST_CASE("with fp32 master weights the bulk update keeps the master and writes its fp16 rounding to the parameter") {
+  // fp16_pure_master: fp16 parameters, an fp32 master copy, an fp32 update (the bulk kernel). 3 x 8192 + 5 elements
+  // are four chunks, shared between two threads in step 2: each chunk's results are copied into the parameter by
+  // the thread that computed them.
+  INFO("kernel path " << cpu_path_name(active_cpu_path()));
+  const optimizer_config cfg{.kind = optimizer_kind::adamw, .learning_rate = 1e-3, .beta1 = 0.9, .beta2 = 0.999};
+  parameter_list params;
+  (void)add_parameter(params, "w", 1, 3 * 8192 + 5);
+  parameter& p = params.front();
+  std::uint64_t state = 777;
+  for (Eigen::Index k = 0; k < p.value.size(); ++k) p.value.data()[k] = round_to<fp16>(value(state, false));
+  optimizer opt(cfg, presets::fp16_pure_master, true, params);
+  REQUIRE(opt.keeps_master());
+  // The same updates without a master (fp32 parameters) give the master's expected values.
+  parameter_list plain = params;
+  optimizer reference(cfg, presets::fp32, false, plain);
+  exec_context ctx, ref_ctx;
+  for (int t = 1; t <= 3; ++t) {
+    for (Eigen::Index k = 0; k < p.grad.size(); ++k) p.grad.data()[k] = value(state, true);
+    plain.front().grad = p.grad;
+    ctx.begin_step(t);
+    ref_ctx.begin_step(t);
+    ctx.threads = t == 2 ? 2 : 1;
+    opt.step(ctx, params);
+    reference.step(ref_ctx, plain);
+    INFO("step " << t << " on " << ctx.threads << " threads");
+    const matrix& master = opt.state().master.front();
+    std::int64_t master_wrong = 0, param_wrong = 0;
+    for (Eigen::Index k = 0; k < p.value.size(); ++k) {
+      const float want = plain.front().value.data()[k];
+      if (bits_of(master.data()[k]) != bits_of(want) && ++master_wrong <= 3) {
+        UNSCOPED_INFO("master[" << k << "] = " << hex(master.data()[k]) << ", fp32 update " << hex(want));
+      }
+      if (bits_of(p.value.data()[k]) != bits_of(round_to<fp16>(want)) && ++param_wrong <= 3) {
+        UNSCOPED_INFO("w[" << k << "] = " << hex(p.value.data()[k]) << ", fp16 of the update "
+                           << hex(round_to<fp16>(want)));
+      }
+    }
+    CHECK(master_wrong == 0);
+    CHECK(param_wrong == 0);
+  }
+}
+
+TEST_CASE("lost updates are counted over every chunk of a parameter, on one thread and on two") {
+  // SGD on bf16 parameters without a master: w = 1 + k ulp-free values; a gradient of 1e-6 moves w = 1 by 1e-7 (lr
+  // 0.1), far below bf16's half ulp at 1 (2^-8), so the update is lost; a gradient of 1 moves it by 0.1, kept; a
+  // zero gradient is no lost update. 40000 elements: three chunks of the count (16384) on two threads.
+  const optimizer_config cfg{.kind = optimizer_kind::sgd_momentum, .learning_rate = 0.1, .momentum = 0.0};
+  precision_policy pol = presets::fp32;
+  pol.param = bf16;
+  constexpr Eigen::Index n = 40000;
+  for (const int threads : {1, 2}) {
+    INFO("threads " << threads);
+    parameter_list params;
+    (void)add_parameter(params, "w", 1, n);
+    parameter& p = params.front();
+    std::uint64_t expected = 0;
+    for (Eigen::Index k = 0; k < n; ++k) {
+      p.value.data()[k] = 1.0f;
+      const int kind = static_cast<int>((k * 7 + k / 1000) % 3);  // an uneven pattern across the chunks
+      p.grad.data()[k] = kind == 0 ? 1e-6f : (kind == 1 ? 1.0f : 0.0f);
+      expected += kind == 0 ? 1u : 0u;
+    }
+    optimizer opt(cfg, pol, false, params);
+    exec_context ctx;
+    ctx.begin_step(1);
+    ctx.threads = threads;
+    opt.step(ctx, params);
+    CHECK(opt.lost_updates() == expected);
+    // The kept updates did move their element: 1 - 0.1 in bf16.
+    CHECK(p.value.data()[1] == round_to<bf16>(0.9f));
+  }
+}

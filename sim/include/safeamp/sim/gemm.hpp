@@ -24,12 +24,11 @@
 // The fp32 path packs op(A) and op(B) once (rounding the packed copies to the compute format), computes tiles of
 // outputs with their accumulators in registers and vectorises over j (each lane does its column's scalar
 // operations, as separate multiplies and adds, or on AVX-512 as one fma where the compute format's products are
-// all exact in fp32, fp16 and the 8-, 6- and 4-bit formats at their usual bias: then fl32(acc + a b) is fl32(acc + fl32(a b)) and the
-// bits are the same); the tile kernel is chosen at run time for the CPU (portable,
-// AVX2 or AVX-512, as the rounding kernels: cpu_path.hpp, SAFEAMP_CPU_PATH), and every kernel gives the same
-// bits. D is cut into blocks of gemm_row_block x gemm_col_block elements (with several threads, down to 48 x 64
-// until each thread has four), the unit of parallel work, which only decides which thread computes an element,
-// never how.
+// all exact in fp32, fp16 and the 8-, 6- and 4-bit formats at their usual bias: then fl32(acc + a b) is fl32(acc +
+// fl32(a b)) and the bits are the same); the tile kernel is chosen at run time for the CPU (portable, AVX2 or AVX-512,
+// as the rounding kernels: cpu_path.hpp, SAFEAMP_CPU_PATH), and every kernel gives the same bits. D is cut into blocks
+// of gemm_row_block x gemm_col_block elements (with several threads, down to 48 x 64 until each thread has sixteen),
+// the unit of parallel work, which only decides which thread computes an element, never how.
 #pragma once
 
 #include <cstdint>
