@@ -403,7 +403,8 @@ int run_sim(const sim_options& o) {
   }
   run_checkpoints checkpoints(out / "checkpoints", every, o.resume, ranks, runs);
   const run_manifest ref_manifest = manifest_for(s, ref_cfg);
-  const std::optional<known_good_record> last_good = read_known_good(out / "known_good.json");
+  const fs::path known_good_file = out / known_good_file_name;
+  std::optional<known_good_record> last_good = read_known_good(known_good_file);
 
   sim_summary summary;
   summary.scenario = s.name;
@@ -498,8 +499,8 @@ int run_sim(const sim_options& o) {
       };
     };
     (void)remove_stale_temporaries_in(
-        out, any_of_names({"report.html", "summary.json", "data_parallel.json", "known_good.json", "decisions.jsonl",
-                           incomplete_marker_name, outputs_record_name}));
+        out, any_of_names({"report.html", "summary.json", "data_parallel.json", known_good_file_name,
+                           decisions_file_name, incomplete_marker_name, outputs_record_name}));
     (void)remove_stale_temporaries_in(out / "reference", [](std::string_view target) {
       return target == "reference.json" || (target.starts_with("reference-") && target.ends_with(".json"));
     });
@@ -527,6 +528,12 @@ int run_sim(const sim_options& o) {
     if (moved.withdrawn_decisions > 0) {
       std::fprintf(stderr, "safeamp sim: withdrew the %zu line(s) an invocation that did not finish appended to %s\n",
                    moved.withdrawn_decisions, (out / decisions_file_name).string().c_str());
+    }
+    if (moved.restored_known_good) {
+      // The record this invocation's decisions name is the one from before the unfinished invocation.
+      last_good = read_known_good(known_good_file);
+      std::fprintf(stderr, "safeamp sim: put %s back as it was before the invocation that did not finish replaced it\n",
+                   known_good_file.string().c_str());
     }
   }
   // Progress in steps over every run this invocation trains: a redrawn line on a terminal, plain lines otherwise.
@@ -626,12 +633,20 @@ int run_sim(const sim_options& o) {
   append_decisions(out / decisions_file_name, decisions, [&out](std::uintmax_t offset, std::string_view written) {
     record_decisions_append(out, offset, written);
   });
-  // A PASS with injected faults is no evidence for its policy: not recorded as known-good.
+  // A PASS with injected faults is no evidence for its policy: not recorded as known-good. The last candidate that
+  // passed is the record; what the file held before is recorded first, so that the next start puts it back if this
+  // invocation does not finish.
+  std::optional<known_good_record> good;
   for (const candidate_outcome& k : summary.candidates) {
     if (k.parity.outcome == verdict::pass && !k.parity.faulted) {
-      write_known_good(out / "known_good.json",
-                       {k.name, k.parity.policy, k.scaler, s.name, ref.reference_id, k.decision.decided_utc});
+      good = known_good_record{k.name, k.parity.policy, k.scaler, s.name, ref.reference_id, k.decision.decided_utc};
     }
+  }
+  if (good) {
+    std::optional<std::string> before;  // the file as it is, byte for byte (read and checked at the start)
+    if (last_good) before = read_input_file(known_good_file, "known-good record");
+    record_known_good_replacement(out, before, known_good_json_text(*good));
+    write_known_good(known_good_file, *good);
   }
   write_invocation_output(out, "summary.json", json_text);
   // Everything is written: the checkpoints of this invocation have served their purpose (and their folder,

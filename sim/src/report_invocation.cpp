@@ -18,6 +18,7 @@
 
 #include "posix_fd.hpp"
 #include "safeamp/error.hpp"
+#include "safeamp/sim/parity_fallback.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
@@ -30,6 +31,7 @@ using json = nlohmann::json;
 const fs::path marker_file(incomplete_marker_name);
 const fs::path previous_folder(previous_folder_name);
 const fs::path record_file(outputs_record_name);
+const fs::path known_good_file(known_good_file_name);
 const std::string staging_name = std::string(previous_folder_name) + ".new";
 constexpr std::string_view record_format = "safeamp sim outputs";
 constexpr int record_version = 1;
@@ -66,8 +68,8 @@ std::string marker_text(const fs::path& out, const invocation_start& start) {
          "- telemetry/*.jsonl: only the runs this invocation finished, and the locked reference's.\n"
          "- report.html, data_parallel.json, decisions, known_good.json, summary.json: written in this order "
          "once every run has trained, summary.json last; those of the last finished invocation, if any, are in "
-         "previous/. The next start removes this invocation's partial outputs and withdraws the decisions it "
-         "appended.\n"
+         "previous/. The next start removes this invocation's partial outputs, withdraws the decisions it "
+         "appended and puts back the known_good.json it replaced.\n"
          "A finished invocation removes this file.\n";
 }
 
@@ -84,9 +86,17 @@ struct decisions_append {
   std::string text;
 };
 
+// The last replacement of known_good.json: what it held before (nullopt: no file) and what replaced it.
+struct known_good_replacement {
+  std::optional<std::string> before;
+  std::uintmax_t bytes = 0;
+  std::uint64_t fnv1a64 = 0;
+};
+
 struct outputs_record {
   std::vector<recorded_file> files;
   std::optional<decisions_append> decisions;
+  std::optional<known_good_replacement> known_good;
 
   [[nodiscard]] const recorded_file* find(const std::string& path) const {
     for (const recorded_file& f : files) {
@@ -135,6 +145,20 @@ std::optional<outputs_record> read_record(const fs::path& dir) {
       r.decisions = decisions_append{.offset = j["decisions"].at("offset").get<std::uintmax_t>(),
                                      .text = j["decisions"].at("text").get<std::string>()};
     }
+    if (j.contains("known_good")) {
+      const json& k = j["known_good"];
+      known_good_replacement e;
+      if (!k.at("before").is_null()) {
+        e.before = k.at("before").get<std::string>();
+        // What the next start may put back must be a record safeamp sim reads (refused here, before any change).
+        (void)known_good_from_json_text(*e.before, file.string() + " (the known-good record kept to put back)");
+      }
+      e.bytes = k.at("bytes").get<std::uintmax_t>();
+      const std::string hash = k.at("fnv1a64").get<std::string>();
+      if (!is_hex64(hash)) throw bad("the hash of the known-good record's replacement is not 16 hex digits");
+      e.fnv1a64 = std::stoull(hash, nullptr, 16);
+      r.known_good = std::move(e);
+    }
   } catch (const json::exception& e) {
     throw bad(e.what());
   }
@@ -148,6 +172,11 @@ void write_record(const fs::path& dir, const outputs_record& r) {
   }
   json j = {{"format", record_format}, {"version", record_version}, {"files", files}};
   if (r.decisions) j["decisions"] = {{"offset", r.decisions->offset}, {"text", r.decisions->text}};
+  if (r.known_good) {
+    j["known_good"] = {{"before", r.known_good->before ? json(*r.known_good->before) : json(nullptr)},
+                       {"bytes", r.known_good->bytes},
+                       {"fnv1a64", hex64(r.known_good->fnv1a64)}};
+  }
   write_file_atomically(dir / record_file, j.dump(1) + "\n", "output record");
 }
 
@@ -320,6 +349,22 @@ std::size_t withdraw_decisions(const fs::path& out, const decisions_append& appe
   return static_cast<std::size_t>(std::count(tail.begin(), tail.end(), '\n'));
 }
 
+// Puts back the known_good.json an unfinished invocation replaced (removes it when there was none), when the file
+// still holds exactly what that invocation wrote; returns whether it did.
+bool restore_known_good(const fs::path& out, const known_good_replacement& replaced) {
+  const fs::path file = out / known_good_file;
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(file, ec))) return false;  // never written, or gone since
+  const file_digest now = digest_input_file(file, "known-good record");
+  if (now.bytes != replaced.bytes || now.fnv1a64 != replaced.fnv1a64) return false;  // not (or no longer) its text
+  if (replaced.before) {
+    write_file_atomically(file, *replaced.before, "known-good record");
+  } else {
+    remove_file(file);
+  }
+  return true;
+}
+
 }  // namespace
 
 bool is_invocation_output_name(const fs::path& relative) {
@@ -436,8 +481,9 @@ invocation_cleanup begin_invocation(const fs::path& out, const invocation_start&
   // ---- changes ----
   // A finished invocation's decisions stay: its record forgets them before the marker exists, so no later start
   // can take them for an unfinished invocation's.
-  if (!done.was_incomplete && record && record->decisions) {
+  if (!done.was_incomplete && record && (record->decisions || record->known_good)) {
     record->decisions.reset();
+    record->known_good.reset();
     write_record(out, *record);
   }
   // The marker first: from here on a kill leaves a marked folder.
@@ -446,6 +492,7 @@ invocation_cleanup begin_invocation(const fs::path& out, const invocation_start&
     // An invocation that trained and did not finish: what it left at the top are its partial outputs, and what
     // it appended to decisions.jsonl goes too.
     if (record && record->decisions) done.withdrawn_decisions = withdraw_decisions(out, *record->decisions);
+    if (record && record->known_good) done.restored_known_good = restore_known_good(out, *record->known_good);
     for (const recorded_file& f : outputs) {
       remove_file(out / f.path);
       done.removed.emplace_back(f.path);
@@ -522,6 +569,13 @@ void record_invocation_output(const fs::path& out, const fs::path& relative) {
 void record_decisions_append(const fs::path& out, std::uintmax_t offset, std::string_view written) {
   outputs_record r = read_record(out).value_or(outputs_record{});
   r.decisions = decisions_append{.offset = offset, .text = std::string(written)};
+  write_record(out, r);
+}
+
+void record_known_good_replacement(const fs::path& out, const std::optional<std::string>& before,
+                                   std::string_view written) {
+  outputs_record r = read_record(out).value_or(outputs_record{});
+  r.known_good = known_good_replacement{.before = before, .bytes = written.size(), .fnv1a64 = fnv1a64(written)};
   write_record(out, r);
 }
 

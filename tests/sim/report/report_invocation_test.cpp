@@ -355,6 +355,81 @@ TEST_CASE("the decisions an unfinished invocation appended are withdrawn once; a
   fs::remove_all(out.parent_path());
 }
 
+TEST_CASE("a known_good.json an unfinished invocation replaced is put back; a finished one's stays") {
+  const fs::path out = fresh("known_good");
+  const fs::path file = out / known_good_file_name;
+  const known_good_record old_record{
+      "bf16-mixed dynamic", "bf16-mixed",          "dynamic(65536, 2, 0.5, 2000, 2)", "s",
+      "0123456789abcdef",   "2026-12-01T00:00:00Z"};
+  known_good_record new_record = old_record;
+  new_record.candidate = "fp16-mixed dynamic";
+  new_record.policy = "fp16-mixed";
+  new_record.recorded_utc = "2026-12-07T06:00:00Z";
+  // The old record as a hand-formatted file (not byte for byte what write_known_good writes): put back as it was.
+  const std::string old_text =
+      "{\"candidate\": \"bf16-mixed dynamic\", \"policy\": \"bf16-mixed\", "
+      "\"scaler\": \"dynamic(65536, 2, 0.5, 2000, 2)\", \"scenario\": \"s\", "
+      "\"reference_id\": \"0123456789abcdef\", \"recorded_utc\": \"2026-12-01T00:00:00Z\"}\n";
+  put(file, old_text);
+  REQUIRE(read_known_good(file) == old_record);
+  const auto replace = [&](const std::optional<std::string>& before) {
+    record_known_good_replacement(out, before, known_good_json_text(new_record));
+    write_known_good(file, new_record);
+  };
+  (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  replace(old_text);  // and then the invocation fails before it finishes: the marker stays
+  REQUIRE(read_known_good(file) == new_record);
+  const invocation_cleanup resumed = begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  CHECK(resumed.was_incomplete);
+  CHECK(resumed.restored_known_good);
+  CHECK(text_of(file) == old_text);
+  // Once only: a second failed start finds nothing of that invocation's to put back.
+  const invocation_cleanup again = begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  CHECK_FALSE(again.restored_known_good);
+  CHECK(text_of(file) == old_text);
+  // Finished: the next start, and a start after that one failed, keep the finished invocation's record.
+  replace(old_text);
+  finish_invocation(out);
+  (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  const invocation_cleanup after_failure = begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  CHECK(after_failure.was_incomplete);
+  CHECK_FALSE(after_failure.restored_known_good);
+  CHECK(read_known_good(file) == new_record);
+  finish_invocation(out);
+
+  // No record before: the unfinished invocation's is removed.
+  fs::remove(file);
+  (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  replace(std::nullopt);
+  CHECK(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}).restored_known_good);
+  CHECK_FALSE(fs::exists(file));
+  // Recorded but never written (the invocation stopped between the two): the file is left as it is.
+  put(file, old_text);
+  record_known_good_replacement(out, old_text, known_good_json_text(new_record));
+  CHECK_FALSE(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}).restored_known_good);
+  CHECK(text_of(file) == old_text);
+  // Edited since the unfinished invocation wrote it: not its text, left as it is.
+  replace(old_text);
+  known_good_record edited = new_record;
+  edited.candidate = "fp16-mixed static";
+  write_known_good(file, edited);
+  CHECK_FALSE(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}).restored_known_good);
+  CHECK(read_known_good(file) == edited);
+  fs::remove_all(out.parent_path());
+}
+
+TEST_CASE("a record whose known-good text to put back is not a known-good record is refused before any change") {
+  const fs::path out = fresh("known_good_bad");
+  (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  record_known_good_replacement(out, std::string("{\"candidate\": \"x\\u001b[2J\"}"), "{}");
+  const auto before = snapshot(out);
+  CHECK_THROWS_WITH(check_invocation(out), Catch::Contains("the known-good record kept to put back"));
+  CHECK_THROWS_WITH(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}),
+                    Catch::Contains("the known-good record kept to put back"));
+  CHECK(snapshot(out) == before);
+  fs::remove_all(out.parent_path());
+}
+
 TEST_CASE("a reference's telemetry belongs to it when its losses are the reference's loss curve") {
   const fs::path out = fresh("belongs");
   const locked_reference ref =

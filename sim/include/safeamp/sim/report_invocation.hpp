@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,12 +21,17 @@ inline constexpr std::string_view incomplete_marker_name = "INCOMPLETE";
 inline constexpr std::string_view previous_folder_name = "previous";
 /// The record of the outputs safeamp sim wrote into a folder (and into previous/): a JSON object
 /// {"format": "safeamp sim outputs", "version": 1, "files": [{"path", "bytes", "fnv1a64"}...], "decisions":
-/// {"offset", "text"}}, each file relative to the folder with its size and FNV-1a 64 when written; "decisions",
-/// when present, is the last append to decisions.jsonl (its offset and bytes), withdrawn by the next start when the
-/// invocation that made it did not finish. Folders of safeamp before 2026-12-06 have none (see begin_invocation).
+/// {"offset", "text"}, "known_good": {"before", "bytes", "fnv1a64"}}, each file relative to the folder with its size
+/// and FNV-1a 64 when written; "decisions", when present, is the last append to decisions.jsonl (its offset and
+/// bytes), withdrawn by the next start when the invocation that made it did not finish; "known_good", when
+/// present, is the last replacement of known_good.json: what it held before (its text, or null when there was
+/// none) and the size and hash of what replaced it, put back by the next start when the invocation that replaced it
+/// did not finish. Folders of safeamp before 2026-12-06 have none (see begin_invocation).
 inline constexpr std::string_view outputs_record_name = ".safeamp-outputs";
 /// The decisions file of an output folder (parity_fallback.hpp appends to it).
 inline constexpr std::string_view decisions_file_name = "decisions.jsonl";
+/// The known-good record of an output folder (parity_fallback.hpp reads and writes it).
+inline constexpr std::string_view known_good_file_name = "known_good.json";
 
 /// The names of an invocation's outputs, relative to the output folder: report.html, summary.json,
 /// data_parallel.json and telemetry/<name>.jsonl. known_good.json and decisions.jsonl are records kept across
@@ -103,6 +109,7 @@ struct invocation_cleanup {
   std::vector<std::filesystem::path> moved;    // into previous/ (paths relative to the output folder)
   std::vector<std::filesystem::path> removed;  // partial outputs of an unfinished invocation
   std::size_t withdrawn_decisions = 0;         // lines of decisions.jsonl an unfinished invocation appended, removed
+  bool restored_known_good = false;  // known_good.json an unfinished invocation replaced was put back as it was
 };
 
 /// Checks `out` and marks it INCOMPLETE; call once every other check has passed, before the first run trains.
@@ -118,8 +125,9 @@ struct invocation_cleanup {
 /// start finds the marker and previous.new/ and completes the move. A folder that was already marked after
 /// training began has no finished outputs to keep: the unfinished invocation's partial outputs are removed, the
 /// decisions it appended are withdrawn (only when decisions.jsonl still ends with exactly those bytes) and
-/// previous/ is left as it is. Throws safeamp::error naming the path when a file cannot be moved, removed or
-/// written.
+/// previous/ is left as it is; a known_good.json it replaced is put back as it was (removed when there was none),
+/// only when the file still holds exactly what that invocation wrote. Throws safeamp::error naming the path when a
+/// file cannot be moved, removed or written.
 invocation_cleanup begin_invocation(const std::filesystem::path& out, const invocation_start& start);
 
 /// Writes `content` to out/relative (an invocation output name) atomically, then adds it to the folder's record
@@ -134,6 +142,13 @@ void record_invocation_output(const std::filesystem::path& out, const std::files
 /// Records, before they are written, the bytes about to be appended to decisions.jsonl at `offset` (the
 /// before_write of append_decisions), so that the next start withdraws them if this invocation does not finish.
 void record_decisions_append(const std::filesystem::path& out, std::uintmax_t offset, std::string_view written);
+
+/// Records, before known_good.json is replaced, what it holds now (`before`: its text, or nullopt when there is no
+/// such file) and the text about to replace it, so that the next start puts the old record back if this invocation
+/// does not finish: a candidate that passed in an invocation that did not finish is no record the next one's
+/// decisions may name. `before` must be a record known_good_from_json_text accepts (the one read at the start).
+void record_known_good_replacement(const std::filesystem::path& out, const std::optional<std::string>& before,
+                                   std::string_view written);
 
 /// True when `telemetry` is the telemetry of a run whose training loss per step was `loss_curve`: one line per
 /// step, each line's "loss" the curve's value ("nan", "inf", "-inf" for non-finite ones). How a locked reference
