@@ -74,10 +74,12 @@ inline int report_all_devices(plan_values v, bool json) {
   int fitting = 0;
   bool night = false;
   std::optional<parity_results> parity;  // --verified-by: the same for every card
+  bool selective_with_flash = false;     // a row recomputes selectively with flash attention: none's figures
   for (const device_spec& d : device_table()) {
     v["device"] = std::string(d.name);
     const plan_request r = resolve_request(v, d);
     parity = r.parity;
+    const bool flash = r.shape && r.shape->attention == attention_kernel::flash;
     auto [w, o] = planner_inputs(r);
     nlohmann::json row = {{"device", std::string(d.name)},
                           {"capacity_bytes", d.capacity_bytes},
@@ -85,6 +87,10 @@ inline int report_all_devices(plan_values v, bool json) {
     night = r.window_seconds > 0.0;
     if (night) {
       const plan_result p = plan(w, o);
+      selective_with_flash =
+          selective_with_flash ||
+          (flash && std::any_of(p.candidates.begin(), p.candidates.end(),
+                                [](const plan_candidate& c) { return c.mode == recompute::selective; }));
       row["fits"] = p.chosen.has_value();
       if (p.chosen) {
         row["plan"] = candidate_json(*p.chosen);
@@ -99,6 +105,7 @@ inline int report_all_devices(plan_values v, bool json) {
         row["failures"] = p.failures;
       }
     } else {
+      selective_with_flash = selective_with_flash || (flash && r.mode == recompute::selective);
       const plan_candidate c =
           detail::evaluate(w, o, {r.policy_name, r.policy}, r.mode, o.efficiency, o.states, o.stage, o.data_parallel);
       const bool fits = c.max_microbatch >= 1 && c.host_shortfall_bytes == 0;  // the device and, offloading, the host
@@ -119,6 +126,7 @@ inline int report_all_devices(plan_values v, bool json) {
   if (parity) {
     for (const std::string& line : parity_notes(*parity)) std::printf("  %s\n", line.c_str());
   }
+  if (selective_with_flash) std::printf("  %s\n", selective_with_flash_note);
   if (night) {
     std::printf("  %-14s %9s %9s  %-18s %-9s %6s %6s %8s %9s  %s\n", "device", "cap GB", "usable GB", "policy",
                 "recompute", "micro", "steps", "total h", "margin h", "quality");
