@@ -233,10 +233,10 @@ TEST_CASE("a described embedding + transformer_block stack trains to the transfo
 TEST_CASE("the user's shape: 3 linear layers, GELU and layer norm, mse regression from .npy files", "[stack][files]") {
   const fs::path dir = temp_dir();
   // y = sum of the first 4 inputs scaled by 0.5, a second column -x0; 128 rows of 6 features.
-  constexpr int rows = 128, in = 6;
+  constexpr std::size_t rows = 128, in = 6;
   std::vector<float> x(rows * in), y(rows * 2);
-  for (int r = 0; r < rows; ++r) {
-    for (int j = 0; j < in; ++j) x[r * in + j] = std::sin(0.37f * static_cast<float>(r * in + j + 1));
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t j = 0; j < in; ++j) x[r * in + j] = std::sin(0.37f * static_cast<float>(r * in + j + 1));
     y[r * 2] = 0.5f * (x[r * in] + x[r * in + 1] + x[r * in + 2] + x[r * in + 3]);
     y[r * 2 + 1] = -x[r * in];
   }
@@ -247,7 +247,7 @@ TEST_CASE("the user's shape: 3 linear layers, GELU and layer norm, mse regressio
   c.loss = loss_kind::mse;
   c.data.inputs_path = (dir / "x.npy").string();
   c.data.targets_path = (dir / "y.npy").string();
-  c.stack.input_dim = in;
+  c.stack.input_dim = static_cast<std::int64_t>(in);
   const auto add = [&c](layer_kind k, std::int64_t out) {
     layer_spec& l = c.stack.layers.emplace_back();
     l.kind = k;
