@@ -33,18 +33,45 @@ gemm_options gemm_opts(exec_context& ctx, float beta = 0.0f, transpose ta = tran
 constexpr Eigen::Index sum_cols_per_task = 64;
 constexpr Eigen::Index sum_parallel_min_elements = 32768;
 
+// Columns whose running sums a column sum keeps in a local block across the rows (registers, once the compiler has
+// unrolled the block's loop), stored once at the end. Summed in place instead, every row loaded, added and stored
+// each column's sum, a chain through memory from row to row: column_sums ran at 1.6 cycles an element, 3% of the
+// two-thread profile of the 4x wider peer shape (Intel model 207). The order of each column's additions is the same.
+constexpr Eigen::Index register_columns = 16;
+
+// For each column j of [j0, j1): sum[j] = add(sum[j], row i) over the rows in order, the column's running value
+// kept in a local block of register_columns; sum holds the start values and receives the results.
+template <class Add>
+void column_blocks(Eigen::Index rows, Eigen::Index j0, Eigen::Index j1, float* sum, const Add& add) {
+  for (Eigen::Index jb = j0; jb < j1; jb += register_columns) {
+    const Eigen::Index width = std::min(register_columns, j1 - jb);
+    float acc[register_columns];
+    std::copy(sum + jb, sum + jb + width, acc);
+    if (width == register_columns) {
+      for (Eigen::Index i = 0; i < rows; ++i) {
+        for (Eigen::Index k = 0; k < register_columns; ++k) acc[k] = add(acc[k], i, jb + k);
+      }
+    } else {
+      for (Eigen::Index i = 0; i < rows; ++i) {
+        for (Eigen::Index k = 0; k < width; ++k) acc[k] = add(acc[k], i, jb + k);
+      }
+    }
+    std::copy(acc, acc + width, sum + jb);
+  }
+}
+
 // out(0, j) = in(0, j) + in(1, j) + ... in row order, each addition rounded to f. Tasks own blocks of columns, so a
 // column's additions keep their order on any thread count.
 void column_sums(int threads, format_spec f, const matrix& in, matrix& out) {
   out.setZero(1, in.cols());
   float* sum = out.data();
   const int workers = in.size() >= sum_parallel_min_elements ? threads : 1;
+  const float* data = in.data();
+  const Eigen::Index cols = in.cols();
   detail::with_round(f, [&](auto round) {
-    parallel_chunks(workers, in.cols(), sum_cols_per_task, [&](std::int64_t j0, std::int64_t j1) {
-      for (Eigen::Index i = 0; i < in.rows(); ++i) {
-        const float* row = in.data() + i * in.cols();
-        for (Eigen::Index j = j0; j < j1; ++j) sum[j] = round(sum[j] + row[j]);
-      }
+    parallel_chunks(workers, cols, sum_cols_per_task, [&](std::int64_t j0, std::int64_t j1) {
+      column_blocks(in.rows(), j0, j1, sum,
+                    [&](float acc, Eigen::Index i, Eigen::Index j) { return round(acc + data[i * cols + j]); });
     });
   });
 }
@@ -327,14 +354,14 @@ cast_stats layer_norm_backward(exec_context& ctx, const precision_policy& pol, p
         for (; r < last; ++r) rows_of(std::integral_constant<int, 1>{}, r);
       };
       const auto parameter_columns = [&](Eigen::Index first, Eigen::Index last) {
-        for (Eigen::Index r = 0; r < rows; ++r) {
-          const float* dyr = dy.data() + r * width;
-          const float* nr = normalized.data() + r * width;
-          for (Eigen::Index j = first; j < last; ++j) {
-            gg[j] = rr(gg[j] + dyr[j] * nr[j]);
-            bg[j] = rr(bg[j] + dyr[j]);
-          }
-        }
+        // Two column sums over the rows in order, each column's running value kept in a local block (column_blocks).
+        const float* dyd = dy.data();
+        const float* nd = normalized.data();
+        column_blocks(rows, first, last, gg, [&](float acc, Eigen::Index r, Eigen::Index j) {
+          return rr(acc + dyd[r * width + j] * nd[r * width + j]);
+        });
+        column_blocks(rows, first, last, bg,
+                      [&](float acc, Eigen::Index r, Eigen::Index j) { return rr(acc + dyd[r * width + j]); });
       };
       parallel_for(norm_threads(ctx, dy), row_tasks + col_tasks, [&](std::int64_t task) {
         if (task < row_tasks) {

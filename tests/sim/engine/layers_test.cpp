@@ -242,6 +242,18 @@ TEST_CASE("linear bias on a large batch: y starts from b and db sums each column
           std::bit_cast<std::uint32_t>(params[l.bias].grad(0, j)) == std::bit_cast<std::uint32_t>(sum) ? 0 : 1;
     }
     CHECK(sums_wrong == 0);
+    // The same sums in an fp16 reduction format: every addition rounded to fp16, in row order (the columns' running
+    // values are kept in blocks of 16: 150 = 64 + 64 + 16 + 6, a partial block last).
+    const precision_policy fp16_sums = fp32_policy.with_op(op_class::reduction, fp16);
+    l.backward(ctx, fp16_sums, params, dy, nullptr);
+    std::int64_t fp16_wrong = 0;
+    for (Eigen::Index j = 0; j < out; ++j) {
+      float sum = 0.0f;
+      for (Eigen::Index i = 0; i < rows; ++i) sum = round_to<fp16>(sum + dy(i, j));
+      fp16_wrong +=
+          std::bit_cast<std::uint32_t>(params[l.bias].grad(0, j)) == std::bit_cast<std::uint32_t>(sum) ? 0 : 1;
+    }
+    CHECK(fp16_wrong == 0);
   }
   // A bias whose width is not the weight's is an error, not a read past its end.
   parameter_list params;
