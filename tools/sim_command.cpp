@@ -24,6 +24,7 @@
 #include "safeamp/memory/bytes.hpp"
 #include "safeamp/sim/datasets.hpp"
 #include "safeamp/sim/file_data.hpp"
+#include "safeamp/sim/kill_point.hpp"
 #include "safeamp/sim/parity.hpp"
 #include "safeamp/sim/parity_fallback.hpp"
 #include "safeamp/sim/preflight.hpp"
@@ -207,7 +208,10 @@ class run_checkpoints {
     std::size_t removed = 0;
     for (const fs::path& p : ours) {
       std::error_code rm;
-      if (fs::remove(p, rm)) ++removed;
+      if (fs::remove(p, rm)) {
+        ++removed;
+        kill_point("removed " + p.filename().string());
+      }
     }
     return removed;
   }
@@ -353,6 +357,7 @@ int run_sim(const sim_options& o) {
     return exit_ok;
   }
   const auto t0 = std::chrono::steady_clock::now();
+  kill_point("start");  // the crash-consistency hook's settings are read (and a malformed one refused) here
   // --seed and --dollars-per-hour before the scenario is read, so a typo is reported first (--checkpoint-every in
   // checkpoint_interval, before the preflight). The seed's range is the scenario's own (training.seed).
   const std::optional<std::int64_t> seed =
@@ -653,7 +658,7 @@ int run_sim(const sim_options& o) {
   // when nothing else is in it).
   (void)checkpoints.clear();
   std::error_code rm_ec;
-  fs::remove(out / "checkpoints", rm_ec);
+  if (fs::remove(out / "checkpoints", rm_ec)) kill_point("removed checkpoints");
   finish_invocation(out);  // the last step: a folder without the marker holds a whole invocation's outputs
   note->finished();
   if (o.resume && checkpoints.resumed() == 0) {

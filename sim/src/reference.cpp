@@ -17,6 +17,7 @@
 #include "safeamp/config.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/sim/json_input.hpp"
+#include "safeamp/sim/kill_point.hpp"
 #include "safeamp/sim/report_files.hpp"
 
 namespace safeamp::sim {
@@ -696,7 +697,10 @@ std::filesystem::path keep_previous_reference(const std::filesystem::path& path)
       ec.clear();
       fs::copy_file(path, kept, fs::copy_options::none, ec);
     }
-    if (!ec) return kept;
+    if (!ec) {
+      kill_point("linked " + kept.filename().string());
+      return kept;
+    }
     if (!fs::exists(kept)) {
       throw error("previous reference " + path.string(), "not kept as " + kept.string() + " (" + ec.message() + ")",
                   "a writable reference folder (the new reference was not written; the old one is unchanged)");

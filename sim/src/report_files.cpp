@@ -17,6 +17,7 @@
 #include "posix_fd.hpp"
 #include "safeamp/error.hpp"
 #include "safeamp/scaling/scaler_checkpoint.hpp"
+#include "safeamp/sim/kill_point.hpp"
 
 namespace safeamp::sim {
 
@@ -91,6 +92,7 @@ std::size_t remove_stale_temporaries_in(const fs::path& dir,
 void write_file_atomically(const fs::path& path, std::string_view content, std::string_view field) {
   remove_stale_temporaries(path);
   safeamp::write_file_atomically(path.string(), content, field);
+  kill_point("wrote " + path.filename().string());
 }
 
 namespace {
@@ -266,9 +268,13 @@ void append_file_durably(const fs::path& path, std::string_view text, std::strin
   if (last != '\n') written += '\n';
   written += text;
   if (before_write) before_write(size, written);
+  // Under the crash-consistency hook the text goes in two pieces with a kill point between: a torn append.
+  const std::size_t first_piece = kill_points_active() ? written.size() / 2 : written.size();
   std::size_t done = 0;
   while (done < written.size()) {
-    const ::ssize_t n = ::write(fd, written.data() + done, written.size() - done);
+    if (done == first_piece && done > 0) kill_point("appended part of " + path.filename().string());
+    const std::size_t piece = (done < first_piece ? first_piece : written.size()) - done;
+    const ::ssize_t n = ::write(fd, written.data() + done, piece);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int e = n < 0 ? errno : EIO;
@@ -288,6 +294,7 @@ void append_file_durably(const fs::path& path, std::string_view text, std::strin
       ::close(dfd);
     }
   }
+  kill_point("appended " + path.filename().string());
 }
 
 std::uint64_t fnv1a64(std::string_view bytes) noexcept { return fnv1a64_from(fnv_offset_basis, bytes); }

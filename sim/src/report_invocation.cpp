@@ -18,6 +18,7 @@
 
 #include "posix_fd.hpp"
 #include "safeamp/error.hpp"
+#include "safeamp/sim/kill_point.hpp"
 #include "safeamp/sim/parity_fallback.hpp"
 #include "safeamp/sim/report_files.hpp"
 
@@ -48,6 +49,7 @@ void move_file(const fs::path& from, const fs::path& to) {
   if (ec)
     throw error("output file '" + from.string() + "'", "not movable to '" + to.string() + "' (" + ec.message() + ")",
                 "an output folder whose files safeamp sim may move");
+  kill_point("moved " + from.filename().string());
 }
 
 void remove_file(const fs::path& p) {
@@ -56,6 +58,7 @@ void remove_file(const fs::path& p) {
   if (ec)
     throw error("output file '" + p.string() + "'", "not removable (" + ec.message() + ")",
                 "an output folder whose files safeamp sim may remove");
+  kill_point("removed " + p.filename().string());
 }
 
 std::string marker_text(const fs::path& out, const invocation_start& start) {
@@ -97,6 +100,9 @@ struct outputs_record {
   std::vector<recorded_file> files;
   std::optional<decisions_append> decisions;
   std::optional<known_good_replacement> known_good;
+  // The outputs at the top are a finished invocation's, on their way into previous/ (begin_invocation): a start
+  // into a marked folder moves them on instead of removing them as an unfinished invocation's partial outputs.
+  bool finished_at_top = false;
 
   [[nodiscard]] const recorded_file* find(const std::string& path) const {
     for (const recorded_file& f : files) {
@@ -159,6 +165,10 @@ std::optional<outputs_record> read_record(const fs::path& dir) {
       e.fnv1a64 = std::stoull(hash, nullptr, 16);
       r.known_good = std::move(e);
     }
+    if (j.contains("finished_outputs_at_top")) {
+      if (!j["finished_outputs_at_top"].is_boolean()) throw bad("finished_outputs_at_top is not true or false");
+      r.finished_at_top = j["finished_outputs_at_top"].get<bool>();
+    }
   } catch (const json::exception& e) {
     throw bad(e.what());
   }
@@ -177,6 +187,7 @@ void write_record(const fs::path& dir, const outputs_record& r) {
                        {"bytes", r.known_good->bytes},
                        {"fnv1a64", hex64(r.known_good->fnv1a64)}};
   }
+  if (r.finished_at_top) j["finished_outputs_at_top"] = true;
   write_file_atomically(dir / record_file, j.dump(1) + "\n", "output record");
 }
 
@@ -346,6 +357,7 @@ std::size_t withdraw_decisions(const fs::path& out, const decisions_append& appe
                 "'" + file.string() + "' (cannot withdraw the unfinished invocation's lines: " + std::strerror(e) + ")",
                 "a decisions.jsonl safeamp sim may truncate to where the unfinished invocation began appending");
   }
+  kill_point("withdrew " + file.filename().string());
   return static_cast<std::size_t>(std::count(tail.begin(), tail.end(), '\n'));
 }
 
@@ -375,7 +387,8 @@ bool is_invocation_output_name(const fs::path& relative) {
   const std::string folder = "telemetry/";
   if (p.size() <= folder.size() || p.compare(0, folder.size(), folder) != 0) return false;
   const std::string name = p.substr(folder.size());
-  // One file name ("<slug>.jsonl"; a slug may begin with a dot): no folder, so never ".." or a path elsewhere.
+  // One file name ("<slug>.jsonl"; a slug of safeamp before 2026-12-07 may begin with a dot): no folder, so never ".."
+  // or a path elsewhere.
   return name.find('/') == std::string::npos && name.size() > 6 && name.ends_with(".jsonl");
 }
 
@@ -466,8 +479,9 @@ invocation_cleanup begin_invocation(const fs::path& out, const invocation_start&
   const std::vector<recorded_file>& in_previous = survey.in_previous;
   const std::vector<recorded_file>& in_staging = survey.in_staging;
   // The outputs move into previous.new/, which then replaces previous/: a kill while they move leaves previous/
-  // as it was and every output either at its place or in previous.new/, never lost.
-  const bool interrupted_move = done.was_incomplete && staging_exists;
+  // as it was and every output either at its place or in previous.new/, never lost. A kill after the marker and
+  // before the first move leaves them all at the top, recorded as a finished invocation's (below).
+  const bool interrupted_move = done.was_incomplete && (staging_exists || (record && record->finished_at_top));
   outputs_record kept;
   std::vector<recorded_file> outputs;
   for (const recorded_file& f : top) {
@@ -479,12 +493,16 @@ invocation_cleanup begin_invocation(const fs::path& out, const invocation_start&
   }
 
   // ---- changes ----
-  // A finished invocation's decisions stay: its record forgets them before the marker exists, so no later start
-  // can take them for an unfinished invocation's.
-  if (!done.was_incomplete && record && (record->decisions || record->known_good)) {
-    record->decisions.reset();
-    record->known_good.reset();
-    write_record(out, *record);
+  // Before the marker exists: a finished invocation's outputs at the top are recorded as such (with their sizes
+  // and hashes, also where a folder of safeamp before 2026-12-06 had no record), so that a kill between the marker
+  // and their move into previous/ does not leave them to be removed as an unfinished invocation's partial outputs
+  // (until 2026-12-07 the next start did remove them). And its decisions and known-good record stay: the record
+  // forgets them, so no later start can take them for an unfinished invocation's.
+  if (!done.was_incomplete && (!outputs.empty() || (record && (record->decisions || record->known_good)))) {
+    outputs_record finished;
+    finished.files = top;
+    finished.finished_at_top = !outputs.empty();
+    write_record(out, finished);
   }
   // The marker first: from here on a kill leaves a marked folder.
   write_file_atomically(out / marker_file, marker_text(out, start), "the INCOMPLETE marker");
@@ -528,6 +546,7 @@ invocation_cleanup begin_invocation(const fs::path& out, const invocation_start&
                     "not linkable or copyable into '" + staging.string() + "' (" + ec.message() + ")",
                     "an output folder whose files safeamp sim may link or copy");
       }
+      kill_point("linked " + fs::path(f.path).filename().string());
     }
     write_record(out, kept);
     if (previous_exists) remove_moved(previous, in_previous);
@@ -537,6 +556,7 @@ invocation_cleanup begin_invocation(const fs::path& out, const invocation_start&
                   "not renamable to '" + previous.string() + "' (" + ec.message() + ")",
                   "an output folder whose files safeamp sim may move");
     }
+    kill_point("renamed " + staging.filename().string());
   } else {
     write_record(out, kept);
   }

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,29 @@ void check_refused(const fs::path& out, const std::string& file) {
     }
     CHECK(snapshot(out) == before);
   }
+}
+
+// Runs `write` in a child process whose files may not grow beyond `limit_bytes` (RLIMIT_FSIZE, SIGXFSZ ignored):
+// true when it threw safeamp::error there, as a write over the limit does.
+template <class Write>
+bool fails_under_file_limit(std::size_t limit_bytes, Write write) {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{.rlim_cur = limit_bytes, .rlim_max = limit_bytes};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      write();
+    } catch (const safeamp::error&) {
+      ::_exit(0);
+    }
+    ::_exit(1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status) == 0;
 }
 
 // Every entry under `dir`, folders and empty files included.
@@ -169,23 +193,9 @@ TEST_CASE("replacing a recorded output never leaves the record naming content th
   const std::size_t limit_bytes = std::size_t{1} << 20;
   record_decisions_append(out, 0, std::string(2 * limit_bytes, 'x'));
   REQUIRE(one.telemetry_a.size() < limit_bytes);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::signal(SIGXFSZ, SIG_IGN);
-    const rlimit limit{.rlim_cur = limit_bytes, .rlim_max = limit_bytes};
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-    try {
-      write_invocation_output(out, telemetry, one.telemetry_a);
-    } catch (const safeamp::error&) {
-      ::_exit(0);
-    }
-    ::_exit(1);
-  }
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);  // the write failed, as arranged
+  CHECK(fails_under_file_limit(limit_bytes, [&] {  // the write fails, as arranged
+    write_invocation_output(out, telemetry, one.telemetry_a);
+  }));
   // The next start takes the folder: the file is the recorded one, or an unfinished invocation's output.
   CHECK_NOTHROW(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}));
 }
@@ -228,6 +238,75 @@ TEST_CASE("a start killed while moving the outputs aside is completed by the nex
   CHECK(text_of(out / "previous" / "telemetry" / "a.jsonl") == two.telemetry_a);
   CHECK_FALSE(fs::exists(out / "previous.new"));
   CHECK_FALSE(fs::exists(out / "summary.json"));
+}
+
+TEST_CASE("a start killed after its marker, before moving a finished invocation's outputs, moves them next time") {
+  // The state such a kill leaves (tests/sim/report/kill_points.sh makes it with the tool itself): the record written
+  // before the marker lists the finished invocation's outputs and says they are a finished invocation's; the marker;
+  // nothing moved yet. Until 2026-12-07 the next start removed them as an unfinished invocation's partial outputs.
+  const fs::path out = fresh("killed_after_marker");
+  const rendered one = outputs_of(1);
+  const rendered two = outputs_of(2);
+  (void)begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  write_invocation_output(out, "report.html", two.report);
+  write_invocation_output(out, "summary.json", two.summary);
+  write_invocation_output(out, "telemetry/a.jsonl", two.telemetry_a);
+  finish_invocation(out);
+  put(out / "previous" / "report.html", one.report);
+  nlohmann::json record = nlohmann::json::parse(text_of(out / outputs_record_name));
+  REQUIRE_FALSE(record.contains("finished_outputs_at_top"));  // written by the start, not by the outputs
+  record["finished_outputs_at_top"] = true;
+  put(out / outputs_record_name, record.dump());
+  put(out / incomplete_marker_name, "safeamp sim started writing into " + out.string() + " (scenario 's')\n");
+  REQUIRE(invocation_incomplete(out));
+  const invocation_cleanup c = begin_invocation(out, {.scenario = "s", .kept_telemetry = {}});
+  CHECK(c.was_incomplete);
+  CHECK(c.removed.empty());
+  CHECK(c.moved.size() == 3);
+  CHECK(text_of(out / "previous" / "report.html") == two.report);
+  CHECK(text_of(out / "previous" / "summary.json") == two.summary);
+  CHECK(text_of(out / "previous" / "telemetry" / "a.jsonl") == two.telemetry_a);
+  CHECK_FALSE(fs::exists(out / "summary.json"));
+  CHECK(invocation_incomplete(out));
+  // The record at the top no longer says so: the outputs it lists from now on are this invocation's.
+  CHECK_FALSE(nlohmann::json::parse(text_of(out / outputs_record_name)).contains("finished_outputs_at_top"));
+  // A start into a finished folder records its outputs as a finished invocation's before its marker: the same
+  // record (sizes and hashes) with the flag, whether or not the folder had a record (one of safeamp before the
+  // record: its outputs recognised by their content).
+  for (const bool had_record : {true, false}) {
+    INFO("had a record: " << had_record);
+    const fs::path f = fresh(had_record ? "flag_with_record" : "flag_without_record");
+    if (had_record) {
+      write_invocation_output(f, "report.html", two.report);
+      write_invocation_output(f, "summary.json", two.summary);
+    } else {
+      put(f / "report.html", two.report);
+      put(f / "summary.json", two.summary);
+    }
+    // The record's write before the marker, seen in a child whose start fails at the marker (a file-size limit
+    // of a few bytes more than the record's, below the marker's).
+    REQUIRE(fails_under_file_limit(400, [&] {  // the marker's write fails, as arranged
+      (void)begin_invocation(f, {.scenario = std::string(500, 's'), .kept_telemetry = {}});
+    }));
+    CHECK_FALSE(invocation_incomplete(f));
+    const nlohmann::json flagged = nlohmann::json::parse(text_of(f / outputs_record_name));
+    CHECK(flagged.value("finished_outputs_at_top", false));
+    CHECK(flagged["files"].size() == 2);
+  }
+  fs::remove_all(out.parent_path());
+}
+
+TEST_CASE("a record whose finished_outputs_at_top is not true or false is refused before any change") {
+  const fs::path out = fresh("bad_flag");
+  write_invocation_output(out, "report.html", outputs_of(1).report);
+  nlohmann::json record = nlohmann::json::parse(text_of(out / outputs_record_name));
+  record["finished_outputs_at_top"] = "yes";
+  put(out / outputs_record_name, record.dump());
+  const auto before = snapshot(out);
+  CHECK_THROWS_WITH(check_invocation(out), Catch::Contains("finished_outputs_at_top is not true or false"));
+  CHECK_THROWS_WITH(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}),
+                    Catch::Contains("finished_outputs_at_top is not true or false"));
+  CHECK(snapshot(out) == before);
 }
 
 TEST_CASE("a file at an output's name that safeamp sim did not write is refused, and nothing changes") {

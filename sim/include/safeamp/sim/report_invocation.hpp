@@ -120,14 +120,15 @@ struct invocation_cleanup {
 /// recognised by its content (looks_like_invocation_output). Anything else (a user's summary.json, a file edited
 /// since, a directory or a link at an output's name, a stray file in previous/) throws safeamp::error("--out")
 /// naming the file and what is accepted (an empty folder, or one safeamp sim wrote), and nothing is changed.
-/// Then: a finished folder's outputs (less `kept_telemetry`) move into previous.new/, which then replaces
-/// previous/ (whose own files, and nothing else, are removed), so a kill while they move loses nothing: the next
-/// start finds the marker and previous.new/ and completes the move. A folder that was already marked after
-/// training began has no finished outputs to keep: the unfinished invocation's partial outputs are removed, the
-/// decisions it appended are withdrawn (only when decisions.jsonl still ends with exactly those bytes) and
-/// previous/ is left as it is; a known_good.json it replaced is put back as it was (removed when there was none),
-/// only when the file still holds exactly what that invocation wrote. Throws safeamp::error naming the path when a
-/// file cannot be moved, removed or written.
+/// Then: a finished folder's outputs are listed in its record as a finished invocation's (before the marker is
+/// written), and they (less `kept_telemetry`) move into previous.new/, which then replaces previous/ (whose own
+/// files, and nothing else, are removed), so a kill while they move, or after the marker and before they begin to
+/// move, loses nothing: the next start finds the marker with previous.new/ or that record and completes the move. A
+/// folder that was already marked after training began has no finished outputs to keep: the unfinished invocation's
+/// partial outputs are removed, the decisions it appended are withdrawn (only when decisions.jsonl still ends with
+/// exactly those bytes) and previous/ is left as it is; a known_good.json it replaced is put back as it was (removed
+/// when there was none), only when the file still holds exactly what that invocation wrote. Throws safeamp::error
+/// naming the path when a file cannot be moved, removed or written.
 invocation_cleanup begin_invocation(const std::filesystem::path& out, const invocation_start& start);
 
 /// Writes `content` to out/relative (an invocation output name) atomically, then adds it to the folder's record

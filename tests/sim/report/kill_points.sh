@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Crash consistency of `safeamp sim`'s output folder (docs/report.md, "When an invocation fails"): the tool is ended
+# by SIGKILL (the test hook SAFEAMP_TEST_KILL_AT, sim/kill_point.hpp) right after each change it makes to the folder
+# (each atomic write, move, removal, link, the decisions' append and its first half), in three invocations of
+# tiny_mlp.json: the first into a new folder (the reference is locked), a second into that finished folder (the
+# reference reused, the first one's outputs moved into previous/) and a --relock one (the old reference kept beside
+# the new). Every point an uninterrupted invocation reaches (SAFEAMP_TEST_KILL_TRACE=1 lists them) is one case. After
+# the kill, the same command runs again, with --resume when the folder is marked INCOMPLETE (as the marker says), and
+# the folder must then hold what an uninterrupted invocation leaves:
+#  - exit code 0, no marker, no previous.new/, no checkpoints/, no temporary file;
+#  - the weights hash of every run as uninterrupted (training is deterministic, resumed or not);
+#  - decisions.jsonl: the earlier invocations' lines byte for byte, then one line per candidate of each invocation
+#    that finished (the killed one's only when the kill came after it finished), every line whole;
+#  - known_good.json: the last passing candidate, naming the reference in reference/reference.json;
+#  - previous/: the last finished invocation's report and summary byte for byte (none after a first invocation
+#    that did not finish);
+#  - the reference: reused, byte for byte; locked or relocked, the same loss curve as uninterrupted; relocked, the
+#    old reference kept beside it byte for byte;
+#  - telemetry/: one file per run, the same names as uninterrupted.
+# Usage: kill_points.sh SAFEAMP DATA_DIR
+set -euo pipefail
+tool=$1 data=$2
+scenario=$data/tiny_mlp.json
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+# Each run's weights hash, in the summary's order (the reference's is not in it: it is read from its reference.json).
+hashes() { grep -o '"weights_hash": *"[0-9a-f]*"' "$1" | tr -d ' \n'; }
+reference_id() { grep -o '"reference_id": *"[0-9a-f]*"' "$1/reference/reference.json" | head -1 | tr -d ' '; }
+# The reference's training: its loss curve (its id hashes its lock time too).
+reference_curve() { tr -d ' \n' <"$1/reference/reference.json" | grep -o '"loss_curve":\[[^]]*\]'; }
+telemetry_names() { find "$1/telemetry" -maxdepth 1 -type f -printf '%f\n' | sort | tr '\n' ' '; }
+
+# run NAME ARGS...: the tool's sim command, its output in $work/NAME.log; sets rc.
+run() {
+  local name=$1
+  shift
+  set +e
+  "$tool" sim "$@" >"$work/$name.log" 2>&1
+  rc=$?
+  set -e
+}
+
+# prepare DIR BASE: DIR as a copy of BASE ("" : no folder).
+prepare() {
+  rm -rf "$1"
+  [[ -z $2 ]] || cp -a "$2" "$1"
+}
+
+# check_case LABEL BASE: one invocation of args[] into a copy of BASE, killed at each point of an uninterrupted one.
+check_case() {
+  local label=$1 base=$2
+  local clean=$work/$label.clean
+  prepare "$clean" "$base"
+  SAFEAMP_TEST_KILL_TRACE=1 run "$label.trace" "${args[@]}" --out "$clean"
+  [[ $rc == 0 ]] || fail "$label: the uninterrupted invocation exited $rc: $(cat "$work/$label.trace.log")"
+  mapfile -t points < <(sed -n 's/^safeamp: kill point //p' "$work/$label.trace.log")
+  ((${#points[@]} > 10)) || fail "$label: only ${#points[@]} kill points reached"
+  local base_lines=0
+  [[ -z $base ]] || base_lines=$(wc -l <"$base/decisions.jsonl")
+  local clean_lines new_lines
+  clean_lines=$(wc -l <"$clean/decisions.jsonl")
+  new_lines=$((clean_lines - base_lines))
+  ((new_lines > 0)) || fail "$label: the uninterrupted invocation appended no decision"
+  local clean_hashes clean_curve clean_telemetry
+  clean_hashes=$(hashes "$clean/summary.json")
+  clean_curve=$(reference_curve "$clean")
+  [[ -n $clean_curve ]] || fail "$label: no loss curve in the reference"
+  clean_telemetry=$(telemetry_names "$clean")
+  local d=$work/$label.k point finished killed_summary extra lines cases=0
+  for point in "${points[@]}"; do
+    prepare "$d" "$base"
+    SAFEAMP_TEST_KILL_AT=$point run "$label.kill" "${args[@]}" --out "$d"
+    [[ $rc == 137 ]] || fail "$label: '$point': exited $rc, not killed: $(tail -3 "$work/$label.kill.log")"
+    # Finished before the kill: no marker and a summary.json that is not the base's.
+    finished=0
+    if [[ ! -e $d/INCOMPLETE && -f $d/summary.json ]] &&
+      [[ -z $base || "$(sha "$d/summary.json")" != "$(sha "$base/summary.json")" ]]; then
+      finished=1
+      cp "$d/summary.json" "$work/killed_summary.json"
+      cp "$d/report.html" "$work/killed_report.html"
+    fi
+    extra=()
+    [[ -e $d/INCOMPLETE ]] && extra=(--resume)
+    run "$label.rerun" "${args[@]}" "${extra[@]}" --out "$d"
+    [[ $rc == 0 ]] || fail "$label: '$point': the rerun ${extra[*]} exited $rc: $(cat "$work/$label.rerun.log")"
+    [[ ! -e $d/INCOMPLETE && ! -e $d/previous.new && ! -e $d/checkpoints ]] ||
+      fail "$label: '$point': the rerun left a marker, previous.new/ or checkpoints/"
+    [[ -z "$(find "$d" -name '*.tmp-*')" ]] || fail "$label: '$point': temporaries left: $(find "$d" -name '*.tmp-*')"
+    [[ "$(hashes "$d/summary.json")" == "$clean_hashes" ]] ||
+      fail "$label: '$point': weights hashes $(hashes "$d/summary.json"), uninterrupted $clean_hashes"
+    # decisions.jsonl: the base's bytes first, then whole lines only, one per candidate of each finished invocation.
+    if [[ -n $base ]]; then
+      cmp -s -n "$(stat -c %s "$base/decisions.jsonl")" "$base/decisions.jsonl" "$d/decisions.jsonl" ||
+        fail "$label: '$point': decisions.jsonl does not begin with the earlier invocations' lines"
+    fi
+    lines=$(wc -l <"$d/decisions.jsonl")
+    ((lines == base_lines + new_lines * (1 + finished))) ||
+      fail "$label: '$point': decisions.jsonl has $lines lines, expected $((base_lines + new_lines * (1 + finished)))"
+    ! grep -q -v '^{.*}$' "$d/decisions.jsonl" || fail "$label: '$point': decisions.jsonl holds a torn line"
+    grep -q '"candidate": "fp16-mixed dynamic"' "$d/known_good.json" ||
+      fail "$label: '$point': known_good.json: $(cat "$d/known_good.json")"
+    grep -q "$(reference_id "$d" | sed 's/"reference_id":/"reference_id": /')" "$d/known_good.json" ||
+      fail "$label: '$point': known_good.json names another reference than $(reference_id "$d")"
+    [[ "$(reference_curve "$d")" == "$clean_curve" ]] || fail "$label: '$point': the reference trained otherwise"
+    [[ "$(telemetry_names "$d")" == "$clean_telemetry" ]] ||
+      fail "$label: '$point': telemetry/ holds $(telemetry_names "$d"), uninterrupted $clean_telemetry"
+    # previous/: the last finished invocation's outputs.
+    if ((finished)); then
+      [[ "$(sha "$d/previous/summary.json")" == "$(sha "$work/killed_summary.json")" &&
+        "$(sha "$d/previous/report.html")" == "$(sha "$work/killed_report.html")" ]] ||
+        fail "$label: '$point': previous/ does not hold the invocation that finished before the kill"
+    elif [[ -n $base ]]; then
+      [[ "$(sha "$d/previous/summary.json")" == "$(sha "$base/summary.json")" &&
+        "$(sha "$d/previous/report.html")" == "$(sha "$base/report.html")" ]] ||
+        fail "$label: '$point': previous/ does not hold the last finished invocation's outputs"
+    else
+      [[ ! -e $d/previous ]] || fail "$label: '$point': previous/ holds an unfinished invocation's outputs"
+    fi
+    case $label in
+      second)
+        [[ "$(sha "$d/reference/reference.json")" == "$(sha "$base/reference/reference.json")" ]] ||
+          fail "$label: '$point': the reused reference changed"
+        ;;
+      relock)
+        # Kept by the killed invocation, or by the rerun (which keeps what the killed one locked, too).
+        local kept found=0
+        for kept in "$d"/reference/reference-*.json; do
+          [[ -f $kept && "$(sha "$kept")" == "$(sha "$base/reference/reference.json")" ]] && found=1
+        done
+        ((found)) || fail "$label: '$point': the old reference is not kept beside the new one"
+        ;;
+    esac
+    cases=$((cases + 1))
+  done
+  echo "ok: $label: killed at each of $cases points, the rerun leaves what an uninterrupted invocation does"
+}
+
+args=(--scenario "$scenario")
+check_case first ""
+first=$work/first.clean
+check_case second "$first"
+args=(--scenario "$scenario" --relock)
+check_case relock "$first"
+
+# A malformed setting of the hook is refused before anything is written.
+SAFEAMP_TEST_KILL_AT='wrote summary.json#0' run malformed --scenario "$scenario" --out "$work/malformed"
+[[ $rc == 2 && ! -e $work/malformed ]] || fail "a malformed SAFEAMP_TEST_KILL_AT exited $rc or wrote"
+grep -q "SAFEAMP_TEST_KILL_AT is 'wrote summary.json#0'; accepted: NAME or NAME#N" "$work/malformed.log" ||
+  fail "the malformed hook's message: $(cat "$work/malformed.log")"
+echo PASS
