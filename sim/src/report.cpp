@@ -88,7 +88,8 @@ double underflow_fraction(const layer_counts& c) noexcept {
 std::string file_slug(std::string_view label) {
   std::string out;
   for (const char ch : label) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.';
+    // A dot only after the first letter or digit: a file named ".x.jsonl" or "...ckpt" is hidden from ls and globs.
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || (ch == '.' && !out.empty());
     if (ok) {
       out += ch;
     } else if (ch >= 'A' && ch <= 'Z') {

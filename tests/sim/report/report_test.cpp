@@ -100,6 +100,11 @@ TEST_CASE("cost, underflow fraction, slugs and peak memory") {
   CHECK(underflow_fraction({"w", 0, 0, 0, 0, 0}) == 0.0);
   CHECK(file_slug("fp16-mixed Dynamic (x2)") == "fp16-mixed-dynamic-x2");
   CHECK(file_slug("///") == "run");
+  // No hidden file and no leading dash: dots count only after the first letter or digit.
+  CHECK(file_slug("../../evil/x") == "evil-x");
+  CHECK(file_slug(".hidden v1.2") == "hidden-v1.2");
+  CHECK(file_slug("...") == "run");
+  CHECK(file_slug("-x") == "x");
   // At most 128 bytes: a candidate's longest name keeps its slug; a reference labelled with a 259-character policy
   // string used to name a checkpoint past the file system's 255 bytes. A longer slug is its first 100 characters
   // and the label's hash, so two labels that differ only at the end still name two files.

@@ -95,7 +95,7 @@ struct price_and_rate {
 inline constexpr std::size_t max_slug_bytes = 128;
 
 /// "fp16-mixed dynamic" -> "fp16-mixed-dynamic": a file-name-safe form of a label ([a-z0-9.-], at most
-/// max_slug_bytes).
+/// max_slug_bytes), never beginning with a dot or a dash (no hidden file, no file name read as an option).
 [[nodiscard]] std::string file_slug(std::string_view label);
 
 }  // namespace safeamp::sim
