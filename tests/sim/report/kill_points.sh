@@ -6,7 +6,8 @@
 # reference reused, the first one's outputs moved into previous/) and a --relock one (the old reference kept beside
 # the new). Every point an uninterrupted invocation reaches (SAFEAMP_TEST_KILL_TRACE=1 lists them) is one case. After
 # the kill, the same command runs again, with --resume when the folder is marked INCOMPLETE (as the marker says), and
-# the folder must then hold what an uninterrupted invocation leaves:
+# the folder must then hold what an uninterrupted invocation leaves. The same again with a first kill at a few points
+# chosen to leave work for the next start, whose recovery is then killed at each of its own points:
 #  - exit code 0, no marker, no previous.new/, no checkpoints/, no temporary file;
 #  - the weights hash of every run as uninterrupted (training is deterministic, resumed or not);
 #  - decisions.jsonl: the earlier invocations' lines byte for byte, then one line per candidate of each invocation
@@ -51,12 +52,26 @@ prepare() {
   [[ -z $2 ]] || cp -a "$2" "$1"
 }
 
-# check_case LABEL BASE: one invocation of args[] into a copy of BASE, killed at each point of an uninterrupted one.
+# start DIR BASE LABEL [PREKILL]: DIR as a copy of BASE, then (with PREKILL) an invocation killed at PREKILL there;
+# sets resume to (--resume) when DIR is then marked INCOMPLETE, as the marker says to rerun.
+start() {
+  prepare "$1" "$2"
+  if [[ -n ${4:-} ]]; then
+    SAFEAMP_TEST_KILL_AT=$4 run "$3.pre" "${args[@]}" --out "$1"
+    [[ $rc == 137 ]] || fail "$3: the first kill at '$4' exited $rc: $(tail -3 "$work/$3.pre.log")"
+  fi
+  resume=()
+  [[ ! -e $1/INCOMPLETE ]] || resume=(--resume)
+}
+
+# check_case LABEL BASE [PREKILL]: one invocation of args[] into a copy of BASE, killed at each point of an
+# uninterrupted one. With PREKILL: an invocation is killed at PREKILL first, and the one that recovers the folder
+# (withdrawing, putting back, removing or moving on what the first left) is killed at each of its points.
 check_case() {
-  local label=$1 base=$2
+  local label=$1 base=$2 prekill=${3:-}
   local clean=$work/$label.clean
-  prepare "$clean" "$base"
-  SAFEAMP_TEST_KILL_TRACE=1 run "$label.trace" "${args[@]}" --out "$clean"
+  start "$clean" "$base" "$label" "$prekill"
+  SAFEAMP_TEST_KILL_TRACE=1 run "$label.trace" "${args[@]}" "${resume[@]}" --out "$clean"
   [[ $rc == 0 ]] || fail "$label: the uninterrupted invocation exited $rc: $(cat "$work/$label.trace.log")"
   mapfile -t points < <(sed -n 's/^safeamp: kill point //p' "$work/$label.trace.log")
   ((${#points[@]} > 10)) || fail "$label: only ${#points[@]} kill points reached"
@@ -73,8 +88,8 @@ check_case() {
   clean_telemetry=$(telemetry_names "$clean")
   local d=$work/$label.k point finished killed_summary extra lines cases=0
   for point in "${points[@]}"; do
-    prepare "$d" "$base"
-    SAFEAMP_TEST_KILL_AT=$point run "$label.kill" "${args[@]}" --out "$d"
+    start "$d" "$base" "$label" "$prekill"
+    SAFEAMP_TEST_KILL_AT=$point run "$label.kill" "${args[@]}" "${resume[@]}" --out "$d"
     [[ $rc == 137 ]] || fail "$label: '$point': exited $rc, not killed: $(tail -3 "$work/$label.kill.log")"
     # Finished before the kill: no marker and a summary.json that is not the base's.
     finished=0
@@ -122,11 +137,11 @@ check_case() {
       [[ ! -e $d/previous ]] || fail "$label: '$point': previous/ holds an unfinished invocation's outputs"
     fi
     case $label in
-      second)
+      second*)
         [[ "$(sha "$d/reference/reference.json")" == "$(sha "$base/reference/reference.json")" ]] ||
           fail "$label: '$point': the reused reference changed"
         ;;
-      relock)
+      relock*)
         # Kept by the killed invocation, or by the rerun (which keeps what the killed one locked, too).
         local kept found=0
         for kept in "$d"/reference/reference-*.json; do
@@ -144,8 +159,14 @@ args=(--scenario "$scenario")
 check_case first ""
 first=$work/first.clean
 check_case second "$first"
+# Killed twice: after the marker, before the outputs moved; while they moved; after the decisions were appended and
+# known_good.json replaced (the recovery withdraws the lines, puts the record back and removes the partial outputs).
+check_case second_after_marker "$first" 'wrote INCOMPLETE#1'
+check_case second_while_moving "$first" 'moved summary.json#1'
+check_case second_after_known_good "$first" 'wrote known_good.json#1'
 args=(--scenario "$scenario" --relock)
 check_case relock "$first"
+check_case relock_after_reference "$first" 'wrote reference.json#1'
 
 # A malformed setting of the hook is refused before anything is written.
 SAFEAMP_TEST_KILL_AT='wrote summary.json#0' run malformed --scenario "$scenario" --out "$work/malformed"

@@ -14,7 +14,9 @@ inline constexpr const char* kill_trace_variable = "SAFEAMP_TEST_KILL_TRACE";
 
 /// A point right after one change safeamp sim makes to the files of an output folder, named after the change:
 /// "wrote <file name>" after each atomic write (summary.json, a checkpoint, the output record, the marker ...),
-/// "moved <path>", "removed <file name>", "withdrew decisions.jsonl", "renamed previous.new", "appended
+/// "linked reference-*.json" (the reference a --relock replaces, kept beside it under a name with its lock time),
+/// "moved <file name>", "linked <file name>" (a kept telemetry file linked into previous.new/), "removed <file
+/// name>", "withdrew decisions.jsonl", "renamed previous.new", "appended
 /// decisions.jsonl", and "appended part of decisions.jsonl" between the two halves of that append, which is written
 /// in two pieces only while the hook is set (a torn append, as a kill during a write() can leave one). When
 /// SAFEAMP_TEST_KILL_AT names this point and this is its N-th time, the process raises SIGKILL: no destructor, no
