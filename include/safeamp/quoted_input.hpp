@@ -30,7 +30,9 @@ inline constexpr std::size_t quoted_input_chars = 80;
     const bool control = is_control_byte(text[i]);
     if (out.size() + (control ? 4 : 1) > max_chars) break;
     if (control) {
-      out += "\\x";
+      // Characters one by one: GCC 12 warned a false -Wrestrict on appending the two-character literal here.
+      out += '\\';
+      out += 'x';
       out += hex[c >> 4U];
       out += hex[c & 0xfU];
     } else {
