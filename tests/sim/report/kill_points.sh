@@ -18,6 +18,8 @@
 #  - the reference: reused, byte for byte; locked or relocked, the same loss curve as uninterrupted; relocked, the
 #    old reference kept beside it byte for byte;
 #  - telemetry/: one file per run, the same names as uninterrupted.
+# Also: a data-parallel invocation killed between data_parallel.json and its record entry; and a kill after
+# known_good.json was replaced whose rerun passes nothing (an edited candidate list): the old record put back.
 # Usage: kill_points.sh SAFEAMP DATA_DIR. With KILL_POINTS_STRIDE=K in the environment, every K-th point of each case
 # only (scripts/sanitize: the same paths at a quarter of the time under ASan).
 set -euo pipefail
@@ -186,6 +188,30 @@ check_case relock_after_reference "$first" 'wrote reference.json#1'
 args=(--scenario "$data/tiny_dp.json")
 check_case dp_first "" "" '^wrote data_parallel\.json#1$'
 args=(--scenario "$scenario")
+
+# Killed after known_good.json was replaced (and after summary.json was written), then rerun with an edited candidate
+# list that passes nothing (the same reference): the finished invocation's known_good.json is put back byte for byte,
+# and decisions.jsonl holds the finished invocation's lines and the rerun's.
+no_pass=$work/no_pass.json
+sed -e '/^    {"name": /d' -e 's|"candidates": \[|"candidates": [{"name": "e5m2 compute", "expect": "any", "policy": "params=fp16,compute=e5m2,output=e5m2,gradient=fp16"}|' \
+  "$scenario" >"$no_pass"
+[[ $(grep -c '"name": ' "$no_pass") == 2 ]] || fail "could not make the one-candidate scenario: $(cat "$no_pass")"
+for point in 'wrote known_good.json#1' 'wrote summary.json#1'; do
+  d=$work/no_pass.k
+  prepare "$d" "$first"
+  SAFEAMP_TEST_KILL_AT=$point run no_pass.kill --scenario "$scenario" --out "$d"
+  [[ $rc == 137 && -e $d/INCOMPLETE ]] || fail "no_pass: '$point': exited $rc, or no marker"
+  ! cmp -s "$d/known_good.json" "$first/known_good.json" || fail "no_pass: '$point': known_good.json not replaced"
+  run no_pass.rerun --scenario "$no_pass" --resume --out "$d"
+  [[ $rc == 0 ]] || fail "no_pass: '$point': the rerun exited $rc: $(cat "$work/no_pass.rerun.log")"
+  grep -q "put .*known_good.json back" "$work/no_pass.rerun.log" ||
+    fail "no_pass: '$point': the rerun did not say it put known_good.json back: $(cat "$work/no_pass.rerun.log")"
+  grep -q '"verdict": "PASS"' "$d/summary.json" && fail "no_pass: '$point': the rerun passed a candidate"
+  cmp -s "$d/known_good.json" "$first/known_good.json" || fail "no_pass: '$point': known_good.json is not put back"
+  lines=$(wc -l <"$d/decisions.jsonl")
+  ((lines == $(wc -l <"$first/decisions.jsonl") + 1)) || fail "no_pass: '$point': decisions.jsonl has $lines lines"
+done
+echo "ok: killed after known_good.json was replaced, a rerun that passes nothing puts it back"
 
 # A malformed setting of the hook is refused before anything is written.
 SAFEAMP_TEST_KILL_AT='wrote summary.json#0' run malformed --scenario "$scenario" --out "$work/malformed"
