@@ -39,7 +39,8 @@ fail() {
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 # Each run's weights hash, in the summary's order (the reference's is not in it: it is read from its reference.json).
 hashes() { grep -o '"weights_hash": *"[0-9a-f]*"' "$1" | tr -d ' \n'; }
-reference_id() { grep -o '"reference_id": *"[0-9a-f]*"' "$1/reference/reference.json" | head -1 | tr -d ' '; }
+# The id in reference/reference.json (16 hex digits).
+reference_id() { grep -o '"reference_id": *"[0-9a-f]*"' "$1/reference/reference.json" | head -1 | grep -o '[0-9a-f]\{16\}'; }
 # The reference's training: its loss curve (its id hashes its lock time too).
 reference_curve() { tr -d ' \n' <"$1/reference/reference.json" | grep -o '"loss_curve":\[[^]]*\]'; }
 telemetry_names() { find "$1/telemetry" -maxdepth 1 -type f -printf '%f\n' | sort | tr '\n' ' '; }
@@ -97,7 +98,7 @@ check_case() {
   local clean_good
   clean_good=$(grep '"candidate"' "$clean/known_good.json")
   [[ -n $clean_good ]] || fail "$label: the uninterrupted invocation recorded no known-good candidate"
-  local d=$work/$label.k point finished killed_summary extra lines cases=0
+  local d=$work/$label.k point finished extra lines cases=0
   local index=-1
   for point in "${points[@]}"; do
     [[ -z $only || $point =~ $only ]] || continue
@@ -134,7 +135,7 @@ check_case() {
     ! grep -q -v '^{.*}$' "$d/decisions.jsonl" || fail "$label: '$point': decisions.jsonl holds a torn line"
     [[ "$(grep '"candidate"' "$d/known_good.json")" == "$clean_good" ]] ||
       fail "$label: '$point': known_good.json: $(cat "$d/known_good.json"), uninterrupted $clean_good"
-    grep -q "$(reference_id "$d" | sed 's/"reference_id":/"reference_id": /')" "$d/known_good.json" ||
+    grep -q "\"reference_id\": \"$(reference_id "$d")\"" "$d/known_good.json" ||
       fail "$label: '$point': known_good.json names another reference than $(reference_id "$d")"
     [[ "$(reference_curve "$d")" == "$clean_curve" ]] || fail "$label: '$point': the reference trained otherwise"
     [[ "$(telemetry_names "$d")" == "$clean_telemetry" ]] ||
