@@ -328,15 +328,18 @@ class new_folders {
   std::vector<fs::path> made_;  // in the order created
 };
 
-// Prints incomplete_note when the invocation leaves run_sim by an exception after it marked its folder, so the
-// error that follows is read with what the folder holds.
+// Prints incomplete_note when the invocation leaves run_sim by an exception from just before its first change
+// (begin_invocation) on, and the folder is marked INCOMPLETE then, so the error that follows is read with what the
+// folder holds. (Until 2026-12-07 it was created after begin_invocation returned: a failure right after the marker was
+// written, or while the previous outputs moved, left a marked folder and said nothing of it; and a failure after the
+// marker was removed said the folder was marked.)
 class unfinished_note {
  public:
   explicit unfinished_note(fs::path out) : out_(std::move(out)) {}
   unfinished_note(const unfinished_note&) = delete;
   unfinished_note& operator=(const unfinished_note&) = delete;
   ~unfinished_note() {
-    if (!finished_) std::fprintf(stderr, "%s\n", incomplete_note(out_).c_str());
+    if (!finished_ && invocation_incomplete(out_)) std::fprintf(stderr, "%s\n", incomplete_note(out_).c_str());
   }
   void finished() noexcept { finished_ = true; }
 
@@ -396,7 +399,10 @@ int run_sim(const sim_options& o) {
   std::optional<output_folder_lock> lock;
   if (writer) {
     std::error_code ec;
-    if (fs::exists(fs::symlink_status(out / lock_file_name, ec))) lock.emplace(out);
+    if (fs::exists(fs::symlink_status(out / lock_file_name, ec))) {
+      lock.emplace(out);
+      kill_point("locked " + std::string(lock_file_name));
+    }
     // The folders there are now must be directories this user may write (asked of the kernel, changing nothing:
     // until 2026-12-07 a probe file, created and removed, changed the folder's modification time); the missing
     // ones are created once the invocation is accepted.
@@ -481,8 +487,10 @@ int run_sim(const sim_options& o) {
                       "an output folder no other invocation is writing into: run again once that one has finished, "
                       "or pass another --out");
         }
+        kill_point("locked " + std::string(lock_file_name));
       }
       for (const char* sub : {"reference", "telemetry", "checkpoints"}) made_inside.create(out / sub);
+      note.emplace(out);
       moved = begin_invocation(
           out, {.scenario = s.name, .kept_telemetry = kept_telemetry, .kept_also_in_previous = !reuse_reference});
     } catch (...) {
@@ -494,7 +502,6 @@ int run_sim(const sim_options& o) {
       made_out.remove_empty();
       throw;
     }
-    note.emplace(out);
     // A killed writer's temporaries are removed when their file is written again; these folders may hold
     // some whose file this run does not rewrite (a reused reference's telemetry), so sweep them now: those of the
     // files safeamp sim writes there, and no other (a user's "notes.tmp-123" is not ours).

@@ -10,40 +10,60 @@
 #include <mutex>
 #include <string>
 
+#include "safeamp/error.hpp"
+
 namespace safeamp::sim {
 
 namespace {
 
-struct kill_settings {
-  bool trace = false;
-  std::string name{};            // empty: no point ends the process
-  std::uint64_t occurrence = 0;  // the time of `name` that does
+// One point a variable names: "NAME" or "NAME#N".
+struct point_setting {
+  std::string name{};            // empty: none
+  std::uint64_t occurrence = 0;  // the time of `name` meant
+  std::string value{};           // as set
 };
 
-[[noreturn]] void refuse(const std::string& value) noexcept {
+struct kill_settings {
+  bool trace = false;
+  point_setting kill{};
+  point_setting fail{};
+  point_setting pause{};
+};
+
+[[noreturn]] void refuse(const char* variable, const std::string& value) noexcept {
   std::fprintf(stderr,
                "safeamp: error: %s is '%s'; accepted: NAME or NAME#N (N a whole number from 1), NAME a kill point "
                "as %s=1 prints them\n",
-               kill_at_variable, value.c_str(), kill_trace_variable);
+               variable, value.c_str(), kill_trace_variable);
   std::_Exit(2);
+}
+
+point_setting read_point(const char* variable) noexcept {
+  point_setting p;
+  const char* at = std::getenv(variable);
+  if (at == nullptr || *at == '\0') return p;
+  p.value = at;
+  const std::size_t hash = p.value.rfind('#');
+  p.name = p.value.substr(0, hash);
+  p.occurrence = 1;
+  if (hash != std::string::npos) {
+    const std::string count = p.value.substr(hash + 1);
+    if (count.empty() || count.size() > 9 || count.find_first_not_of("0123456789") != std::string::npos) {
+      refuse(variable, p.value);
+    }
+    p.occurrence = std::stoull(count);
+  }
+  if (p.name.empty() || p.occurrence == 0) refuse(variable, p.value);
+  return p;
 }
 
 kill_settings read_settings() noexcept {
   kill_settings s;
   const char* trace = std::getenv(kill_trace_variable);
   s.trace = trace != nullptr && std::string(trace) == "1";
-  const char* at = std::getenv(kill_at_variable);
-  if (at == nullptr || *at == '\0') return s;
-  const std::string value(at);
-  const std::size_t hash = value.rfind('#');
-  s.name = value.substr(0, hash);
-  s.occurrence = 1;
-  if (hash != std::string::npos) {
-    const std::string count = value.substr(hash + 1);
-    if (count.empty() || count.size() > 9 || count.find_first_not_of("0123456789") != std::string::npos) refuse(value);
-    s.occurrence = std::stoull(count);
-  }
-  if (s.name.empty() || s.occurrence == 0) refuse(value);
+  s.kill = read_point(kill_at_variable);
+  s.fail = read_point(fail_at_variable);
+  s.pause = read_point(pause_at_variable);
   return s;
 }
 
@@ -56,12 +76,12 @@ const kill_settings& settings() noexcept {
 
 bool kill_points_active() noexcept {
   const kill_settings& s = settings();
-  return s.trace || !s.name.empty();
+  return s.trace || !s.kill.name.empty() || !s.fail.name.empty() || !s.pause.name.empty();
 }
 
-void kill_point(std::string_view name) noexcept {
+void kill_point(std::string_view name) {
   const kill_settings& s = settings();
-  if (!s.trace && s.name.empty()) return;
+  if (!s.trace && s.kill.name.empty() && s.fail.name.empty() && s.pause.name.empty()) return;
   static std::mutex mutex;
   static std::map<std::string, std::uint64_t, std::less<>> reached;
   std::uint64_t n = 0;
@@ -75,9 +95,15 @@ void kill_point(std::string_view name) noexcept {
     std::fprintf(stderr, "safeamp: kill point %.*s#%llu\n", static_cast<int>(name.size()), name.data(),
                  static_cast<unsigned long long>(n));
   }
-  if (n == s.occurrence && name == s.name) {
+  if (n == s.pause.occurrence && name == s.pause.name) ::raise(SIGSTOP);  // until SIGCONT, then on as set
+  if (n == s.kill.occurrence && name == s.kill.name) {
     ::raise(SIGKILL);
     std::_Exit(137);  // not reached: SIGKILL cannot be caught
+  }
+  if (n == s.fail.occurrence && name == s.fail.name) {
+    throw error(std::string(fail_at_variable) + " is '" + s.fail.value +
+                "': the test hook failed this invocation right after that change, as a failed next change (a full "
+                "disk, an I/O error) would");
   }
 }
 

@@ -647,11 +647,31 @@ output_folder_lock::output_folder_lock(const fs::path& out) : file_(out / lock_f
     int fd = ::open(file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     created_file_ = fd >= 0;
     if (fd < 0 && errno == EEXIST) fd = ::open(file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENOENT) {
+      // The folder was there when the caller checked or created it, and is gone: removed meanwhile, as an invocation
+      // refused in a folder it created takes it back (remove_if_alone, then its new folders) while this one waits
+      // for the lock (until 2026-12-07: "cannot open its lock file ..., accepted: a writable directory").
+      throw error("--out",
+                  "'" + out.string() +
+                      "' (removed while this invocation was taking its lock, as another safeamp sim refused in a "
+                      "folder it had created takes it back; nothing here was changed)",
+                  "an output folder that stays while it is locked: run again (the folder is then created anew), or "
+                  "pass another --out");
+    }
     if (fd < 0) {
       const int e = errno;
       throw error("--out",
                   "'" + out.string() + "' (cannot open its lock file " + file_.string() + ": " + std::strerror(e) + ")",
                   "a writable directory");
+    }
+    // The test hooks' point between opening and locking (tests/sim/report/lock_race.sh holds an invocation here
+    // while another removes the file). A failure there closes the file and leaves it: only the lock's holder may
+    // remove it (remove_if_alone).
+    try {
+      kill_point("opened " + std::string(lock_file_name));
+    } catch (...) {
+      ::close(fd);
+      throw;
     }
     struct flock whole {};
     whole.l_type = F_WRLCK;

@@ -20,10 +20,19 @@
 #  - telemetry/: one file per run, the same names as uninterrupted.
 # Also: a data-parallel invocation killed between data_parallel.json and its record entry; and a kill after
 # known_good.json was replaced whose rerun passes nothing (an edited candidate list): the old record put back.
-# Usage: kill_points.sh SAFEAMP DATA_DIR. With KILL_POINTS_STRIDE=K in the environment, every K-th point of each case
-# only (scripts/sanitize: the same paths at a quarter of the time under ASan).
+# With "fail" as third argument, each case's invocation fails instead at each point (the hook SAFEAMP_TEST_FAIL_AT
+# throws there, as the next change would on a full disk): it must exit 2 naming the point, leave no temporary file,
+# say "rerun with --resume" exactly when it leaves the folder marked, and the rerun must leave the same as above (its
+# handlers and destructors ran, where a kill runs none: a clean-up that removes too much is seen here). The first kill
+# of the cases that have one stays a kill.
+# Usage: kill_points.sh SAFEAMP DATA_DIR [kill|fail]. With KILL_POINTS_STRIDE=K in the environment, every K-th point
+# of each case only (scripts/sanitize: the same paths at a quarter of the time under ASan).
 set -euo pipefail
-tool=$1 data=$2
+tool=$1 data=$2 mode=${3:-kill}
+[[ $mode == kill || $mode == fail ]] || {
+  echo "FAIL: the mode is '$mode'; accepted: kill or fail"
+  exit 1
+}
 stride=${KILL_POINTS_STRIDE:-1}
 [[ $stride =~ ^[1-9][0-9]*$ ]] || {
   echo "FAIL: KILL_POINTS_STRIDE is '$stride'; accepted: a whole number from 1"
@@ -73,6 +82,35 @@ start() {
   [[ ! -e $1/INCOMPLETE ]] || resume=(--resume)
 }
 
+# interrupt POINT NAME ARGS...: run NAME ARGS... killed (mode kill) or failed (mode fail) at POINT, as checked above.
+interrupt() {
+  local point=$1 name=$2
+  shift 2
+  if [[ $mode == kill ]]; then
+    SAFEAMP_TEST_KILL_AT=$point run "$name" "$@"
+    [[ $rc == 137 ]] || fail "$name: '$point': exited $rc, not killed: $(tail -3 "$work/$name.log")"
+    return
+  fi
+  SAFEAMP_TEST_FAIL_AT=$point run "$name" "$@"
+  [[ $rc == 2 ]] || fail "$name: '$point': exited $rc, not failed (2): $(tail -3 "$work/$name.log")"
+  grep -qF "safeamp: error: SAFEAMP_TEST_FAIL_AT is '$point': the test hook failed" "$work/$name.log" ||
+    fail "$name: '$point': the error does not name the point: $(cat "$work/$name.log")"
+  local out=${*: -1}
+  [[ ! -e $out || -z "$(find "$out" -name '*.tmp-*')" ]] ||
+    fail "$name: '$point': a failure left temporaries: $(find "$out" -name '*.tmp-*')"
+  if [[ $point =~ ^(start|opened\ \.safeamp-lock|locked\ \.safeamp-lock)#1$ ]]; then
+    # Before the invocation's first change to a folder (or creating only the lock file): nothing said of a marker.
+    ! grep -q "is marked INCOMPLETE" "$work/$name.log" ||
+      fail "$name: '$point': a failure before any change spoke of the marker: $(cat "$work/$name.log")"
+  elif [[ -e $out/INCOMPLETE ]]; then
+    grep -q "is marked INCOMPLETE .*rerun with --resume to continue" "$work/$name.log" ||
+      fail "$name: '$point': the folder is marked and the tool did not say so: $(cat "$work/$name.log")"
+  else
+    ! grep -q "is marked INCOMPLETE" "$work/$name.log" ||
+      fail "$name: '$point': the tool says the folder is marked, it is not: $(cat "$work/$name.log")"
+  fi
+}
+
 # check_case LABEL BASE [PREKILL [ONLY]]: one invocation of args[] into a copy of BASE, killed at each point of an
 # uninterrupted one. With PREKILL: an invocation is killed at PREKILL first, and the one that recovers the folder
 # (withdrawing, putting back, removing or moving on what the first left) is killed at each of its points.
@@ -105,8 +143,7 @@ check_case() {
     index=$((index + 1))
     ((index % stride == 0)) || continue
     start "$d" "$base" "$label" "$prekill"
-    SAFEAMP_TEST_KILL_AT=$point run "$label.kill" "${args[@]}" "${resume[@]}" --out "$d"
-    [[ $rc == 137 ]] || fail "$label: '$point': exited $rc, not killed: $(tail -3 "$work/$label.kill.log")"
+    interrupt "$point" "$label.kill" "${args[@]}" "${resume[@]}" --out "$d"
     # Finished before the kill: no marker and a summary.json that is not the base's.
     finished=0
     if [[ ! -e $d/INCOMPLETE && -f $d/summary.json ]] &&
@@ -168,7 +205,7 @@ check_case() {
     esac
     cases=$((cases + 1))
   done
-  echo "ok: $label: killed at $cases of ${#points[@]} points, each rerun leaves what an uninterrupted invocation does"
+  echo "ok: $label: ${mode}ed at $cases of ${#points[@]} points, each rerun leaves what an uninterrupted invocation does"
 }
 
 args=(--scenario "$scenario")
@@ -200,8 +237,8 @@ sed -e '/^    {"name": /d' -e 's|"candidates": \[|"candidates": [{"name": "e5m2 
 for point in 'wrote known_good.json#1' 'wrote summary.json#1'; do
   d=$work/no_pass.k
   prepare "$d" "$first"
-  SAFEAMP_TEST_KILL_AT=$point run no_pass.kill --scenario "$scenario" --out "$d"
-  [[ $rc == 137 && -e $d/INCOMPLETE ]] || fail "no_pass: '$point': exited $rc, or no marker"
+  interrupt "$point" no_pass.kill --scenario "$scenario" --out "$d"
+  [[ -e $d/INCOMPLETE ]] || fail "no_pass: '$point': no marker"
   ! cmp -s "$d/known_good.json" "$first/known_good.json" || fail "no_pass: '$point': known_good.json not replaced"
   run no_pass.rerun --scenario "$no_pass" --resume --out "$d"
   [[ $rc == 0 ]] || fail "no_pass: '$point': the rerun exited $rc: $(cat "$work/no_pass.rerun.log")"
@@ -212,11 +249,14 @@ for point in 'wrote known_good.json#1' 'wrote summary.json#1'; do
   lines=$(wc -l <"$d/decisions.jsonl")
   ((lines == $(wc -l <"$first/decisions.jsonl") + 1)) || fail "no_pass: '$point': decisions.jsonl has $lines lines"
 done
-echo "ok: killed after known_good.json was replaced, a rerun that passes nothing puts it back"
+echo "ok: ${mode}ed after known_good.json was replaced, a rerun that passes nothing puts it back"
 
 # A malformed setting of the hook is refused before anything is written.
-SAFEAMP_TEST_KILL_AT='wrote summary.json#0' run malformed --scenario "$scenario" --out "$work/malformed"
-[[ $rc == 2 && ! -e $work/malformed ]] || fail "a malformed SAFEAMP_TEST_KILL_AT exited $rc or wrote"
-grep -q "SAFEAMP_TEST_KILL_AT is 'wrote summary.json#0'; accepted: NAME or NAME#N" "$work/malformed.log" ||
-  fail "the malformed hook's message: $(cat "$work/malformed.log")"
+for variable in SAFEAMP_TEST_KILL_AT SAFEAMP_TEST_FAIL_AT SAFEAMP_TEST_PAUSE_AT; do
+  env "$variable=wrote summary.json#0" "$tool" sim --scenario "$scenario" --out "$work/malformed" \
+    >"$work/malformed.log" 2>&1 && rc=0 || rc=$?
+  [[ $rc == 2 && ! -e $work/malformed ]] || fail "a malformed $variable exited $rc or wrote"
+  grep -q "$variable is 'wrote summary.json#0'; accepted: NAME or NAME#N" "$work/malformed.log" ||
+    fail "the malformed hook's message: $(cat "$work/malformed.log")"
+done
 echo PASS

@@ -72,7 +72,8 @@ inline constexpr std::string_view lock_file_name = ".safeamp-lock";
 class output_folder_lock {
  public:
   /// Takes the lock, creating the lock file when there is none. Throws safeamp::error naming --out, the folder and
-  /// the process that holds it when another process holds it, and when the lock file cannot be opened or created.
+  /// the process that holds it when another process holds it, when the folder is gone (removed meanwhile: an
+  /// invocation refused in a folder it created takes it back), and when the lock file cannot be opened or created.
   /// On a file system that has no record locks (ENOLCK, EINVAL, ENOTSUP), prints a warning on stderr that
   /// concurrent invocations go undetected and holds nothing (held() is false).
   explicit output_folder_lock(const std::filesystem::path& out);
