@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Crash consistency of `safeamp sim`'s output folder (docs/report.md, "When an invocation fails"): the tool is ended
 # by SIGKILL (the test hook SAFEAMP_TEST_KILL_AT, sim/kill_point.hpp) right after each change it makes to the folder
-# (each atomic write, move, removal, link, the decisions' append and its first half), in three invocations of
+# (each atomic write, move, removal, link, the decisions' append and its first half; opening and locking the lock
+# file), in three invocations of
 # tiny_mlp.json: the first into a new folder (the reference is locked), a second into that finished folder (the
 # reference reused, the first one's outputs moved into previous/) and a --relock one (the old reference kept beside
 # the new). Every point an uninterrupted invocation reaches (SAFEAMP_TEST_KILL_TRACE=1 lists them) is one case. After
@@ -25,14 +26,31 @@
 # say "rerun with --resume" exactly when it leaves the folder marked, and the rerun must leave the same as above (its
 # handlers and destructors ran, where a kill runs none: a clean-up that removes too much is seen here). The first kill
 # of the cases that have one stays a kill.
-# Usage: kill_points.sh SAFEAMP DATA_DIR [kill|fail]. With KILL_POINTS_STRIDE=K in the environment, every K-th point
-# of each case only (scripts/sanitize: the same paths at a quarter of the time under ASan).
+# With "disk-full", the first, second and --relock invocations run into a tmpfs of each size in 4 KiB steps (a
+# real ENOSPC at each write in turn, no hook) until one finishes, each failed one checked as above (exit 2, the
+# error saying "No space left on device"), then rerun with room. It needs a private mount namespace (unshare -m, as
+# root, or unshare -r -m where user namespaces are allowed); without one it exits 77 (skipped).
+# Usage: kill_points.sh SAFEAMP DATA_DIR [kill|fail|disk-full]. With KILL_POINTS_STRIDE=K in the environment, every
+# K-th point (or size) of each case only (scripts/sanitize: the same paths at a quarter of the time under ASan).
 set -euo pipefail
 tool=$1 data=$2 mode=${3:-kill}
-[[ $mode == kill || $mode == fail ]] || {
-  echo "FAIL: the mode is '$mode'; accepted: kill or fail"
+[[ $mode == kill || $mode == fail || $mode == disk-full ]] || {
+  echo "FAIL: the mode is '$mode'; accepted: kill, fail or disk-full"
   exit 1
 }
+if [[ $mode == disk-full && ${SAFEAMP_KILL_POINTS_NAMESPACE:-} != 1 ]]; then
+  # Into a mount namespace of its own, so that no mount outlives the test, however it ends.
+  probe='d=$(mktemp -d) && mount -t tmpfs -o size=4k tmpfs "$d" && umount "$d"; r=$?; rmdir "$d"; exit $r'
+  for how in "-m" "-r -m"; do
+    # shellcheck disable=SC2086
+    if unshare $how --propagation private sh -c "$probe" 2>/dev/null; then
+      SAFEAMP_KILL_POINTS_NAMESPACE=1 exec unshare $how --propagation private bash "$0" "$@"
+    fi
+  done
+  echo "SKIP: no private mount namespace with tmpfs here (unshare -m needs CAP_SYS_ADMIN, unshare -r -m user" \
+    "namespaces)"
+  exit 77
+fi
 stride=${KILL_POINTS_STRIDE:-1}
 [[ $stride =~ ^[1-9][0-9]*$ ]] || {
   echo "FAIL: KILL_POINTS_STRIDE is '$stride'; accepted: a whole number from 1"
@@ -40,7 +58,7 @@ stride=${KILL_POINTS_STRIDE:-1}
 }
 scenario=$data/tiny_mlp.json
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'umount "$work/mnt" 2>/dev/null; rm -rf "$work"' EXIT
 fail() {
   echo "FAIL: $*"
   exit 1
@@ -92,10 +110,16 @@ interrupt() {
     return
   fi
   SAFEAMP_TEST_FAIL_AT=$point run "$name" "$@"
+  check_failed "$point" "$name" "${*: -1}" "SAFEAMP_TEST_FAIL_AT is '$point': the test hook failed"
+}
+
+# check_failed POINT NAME OUT ERROR: the invocation NAME into OUT failed as it should: exit 2, ERROR in its message,
+# no temporary left, the "rerun with --resume" note exactly when it left OUT marked.
+check_failed() {
+  local point=$1 name=$2 out=$3 error=$4
   [[ $rc == 2 ]] || fail "$name: '$point': exited $rc, not failed (2): $(tail -3 "$work/$name.log")"
-  grep -qF "safeamp: error: SAFEAMP_TEST_FAIL_AT is '$point': the test hook failed" "$work/$name.log" ||
-    fail "$name: '$point': the error does not name the point: $(cat "$work/$name.log")"
-  local out=${*: -1}
+  grep "safeamp: error: " "$work/$name.log" | grep -qF "$error" ||
+    fail "$name: '$point': the error does not say '$error': $(cat "$work/$name.log")"
   [[ ! -e $out || -z "$(find "$out" -name '*.tmp-*')" ]] ||
     fail "$name: '$point': a failure left temporaries: $(find "$out" -name '*.tmp-*')"
   if [[ $point =~ ^(start|opened\ \.safeamp-lock|locked\ \.safeamp-lock)#1$ ]]; then
@@ -136,14 +160,35 @@ check_case() {
   local clean_good
   clean_good=$(grep '"candidate"' "$clean/known_good.json")
   [[ -n $clean_good ]] || fail "$label: the uninterrupted invocation recorded no known-good candidate"
-  local d=$work/$label.k point finished extra lines cases=0
+  local d=$work/$label.k point finished extra lines cases=0 full=0
+  if [[ $mode == disk-full ]]; then
+    # Sizes of the file system, in pages: those the base does not fit in are no case; the last is the first size an
+    # invocation finishes in.
+    mapfile -t points < <(seq 4096 4096 $((4 << 20)))
+    d=$work/mnt/out
+    mkdir -p "$work/mnt"
+  fi
   local index=-1
   for point in "${points[@]}"; do
     [[ -z $only || $point =~ $only ]] || continue
     index=$((index + 1))
     ((index % stride == 0)) || continue
-    start "$d" "$base" "$label" "$prekill"
-    interrupt "$point" "$label.kill" "${args[@]}" "${resume[@]}" --out "$d"
+    if [[ $mode == disk-full ]]; then
+      ! mountpoint -q "$work/mnt" || umount "$work/mnt"
+      mount -t tmpfs -o "size=$point" tmpfs "$work/mnt"
+      [[ -z $base ]] || cp -a "$base" "$d" 2>/dev/null || continue
+      resume=()
+      run "$label.kill" "${args[@]}" --out "$d"
+      if [[ $rc == 0 ]]; then
+        full=1
+      else
+        check_failed "$point bytes" "$label.kill" "$d" "(write failed: No space left on device)"
+      fi
+      mount -t tmpfs -o remount,size=64m tmpfs "$work/mnt"
+    else
+      start "$d" "$base" "$label" "$prekill"
+      interrupt "$point" "$label.kill" "${args[@]}" "${resume[@]}" --out "$d"
+    fi
     # Finished before the kill: no marker and a summary.json that is not the base's.
     finished=0
     if [[ ! -e $d/INCOMPLETE && -f $d/summary.json ]] &&
@@ -204,7 +249,14 @@ check_case() {
         ;;
     esac
     cases=$((cases + 1))
+    ((!full)) || break
   done
+  if [[ $mode == disk-full ]]; then
+    ((full && cases > 5)) || fail "$label: $cases failures on a full disk, then finished: $full"
+    echo "ok: $label: out of space in $((cases - 1)) file system sizes up to $point bytes, each rerun with room leaves" \
+      "what an uninterrupted invocation does"
+    return
+  fi
   echo "ok: $label: ${mode}ed at $cases of ${#points[@]} points, each rerun leaves what an uninterrupted invocation does"
 }
 
@@ -212,6 +264,12 @@ args=(--scenario "$scenario")
 check_case first ""
 first=$work/first.clean
 check_case second "$first"
+if [[ $mode == disk-full ]]; then
+  args=(--scenario "$scenario" --relock)
+  check_case relock "$first"
+  echo PASS
+  exit 0
+fi
 # Killed twice: after the marker, before the outputs moved; while they moved; after the decisions were appended and
 # known_good.json replaced (the recovery withdraws the lines, puts the record back and removes the partial outputs).
 check_case second_after_marker "$first" 'wrote INCOMPLETE#1'
