@@ -5,6 +5,8 @@
 // Every run checkpoints into checkpoints/ as it goes; --resume continues an interrupted invocation from them
 // (bit-identical results), and a finished invocation removes them.
 // Exit codes: 0 every verdict as the scenario expects, 1 some verdict is not, 2 bad input.
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,6 +36,7 @@
 #include "safeamp/sim/report_files.hpp"
 #include "safeamp/sim/report_invocation.hpp"
 #include "safeamp/sim/scenario.hpp"
+#include "safeamp/sim/stop_request.hpp"
 #include "safeamp/sim/trainer.hpp"
 
 namespace safeamp::tool {
@@ -348,6 +351,76 @@ class unfinished_note {
   bool finished_ = false;
 };
 
+// While the runs train, SIGINT (Ctrl-C) and SIGTERM (a batch system's notice before its time limit) ask the
+// trainer to stop at the end of the step in progress and save that run's checkpoint (stop_request.hpp); the
+// invocation then ends with exit code 128 + the signal, as a shell reports a process a signal ended, its folder
+// marked for --resume. The first such signal does that; its handler restores the default action of both, so a
+// second one ends the process at once (crash-consistent, as a kill is). A signal ignored when the tool started
+// (nohup, a background job of a script) stays ignored. Not under mpirun: the ranks would stop at different steps
+// and wait for each other in a collective, so there a signal ends each process as before.
+class stop_on_signals {
+ public:
+  stop_on_signals() {
+    if (launched_by_mpirun()) return;
+    for (std::size_t i = 0; i < std::size(signals_); ++i) installed_[i] = install(signals_[i], &old_[i]);
+  }
+  ~stop_on_signals() {
+    for (std::size_t i = 0; i < std::size(signals_); ++i) {
+      if (installed_[i]) ::sigaction(signals_[i], &old_[i], nullptr);
+    }
+  }
+  stop_on_signals(const stop_on_signals&) = delete;
+  stop_on_signals& operator=(const stop_on_signals&) = delete;
+
+ private:
+  static constexpr int signals_[2] = {SIGINT, SIGTERM};
+
+  static bool install(int sig, struct sigaction* old) {
+    if (::sigaction(sig, nullptr, old) != 0 || old->sa_handler == SIG_IGN) return false;
+    struct sigaction sa {};
+    sa.sa_handler = &on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int other : signals_) sigaddset(&sa.sa_mask, other);  // one handler at a time
+    return ::sigaction(sig, &sa, nullptr) == 0;
+  }
+
+  // Async-signal-safe: an atomic store and sigaction.
+  static void on_signal(int sig) {
+    request_stop(sig);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int other : signals_) ::sigaction(other, &dfl, nullptr);
+  }
+
+  struct sigaction old_[2]{};
+  bool installed_[2] = {false, false};
+};
+
+std::string signal_text(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT (Ctrl-C)";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal " + std::to_string(sig);
+  }
+}
+
+// What a stopped run leaves, for the user: where it stopped and how to continue.
+std::string stopped_text(const run_stopped& e) {
+  const std::string where = "step " + std::to_string(e.steps_done()) + " of " + std::to_string(e.steps());
+  std::string t = "safeamp sim: stopped by " + signal_text(e.signal()) + " ";
+  if (!e.checkpoint().empty()) {
+    return t + "after " + where + " of run '" + e.label() + "'; its checkpoint " + e.checkpoint() +
+           " holds that step: rerun with --resume to continue from it";
+  }
+  if (e.steps_done() == 0) return t + "before run '" + e.label() + "' trained a step: rerun with --resume to continue";
+  return t + "after " + where + " of run '" + e.label() +
+         "', which saves no checkpoint (--checkpoint-every 0): a rerun trains it from its first step";
+}
+
 scenario load_scenario(const sim_options& o) {
   if (o.scenario_file.empty()) return parse_scenario(default_scenario_json(), "embedded default");
   return parse_scenario(read_input_file(o.scenario_file, "--scenario"), o.scenario_file);
@@ -566,6 +639,8 @@ int run_sim(const sim_options& o) {
                                   std::to_string(done) + "/" + std::to_string(steps) + ")");
     };
   };
+  std::optional<stop_on_signals> stop_on;  // while the runs train (the writer: a rank under mpirun has none)
+  if (writer) stop_on.emplace();
   if (!reuse_reference) {
     const run_result ref_run = checkpoints.train_run(ref_cfg, observe(ref_cfg));
     summary.reference = lock_reference(ref_run, ref_manifest);
@@ -614,6 +689,12 @@ int run_sim(const sim_options& o) {
     summary.candidates.push_back(std::move(k));
   }
   bar.finish();
+  stop_on.reset();
+  if (const int sig = stop_requested(); sig != 0) {  // during the last run's evaluation, after its last step
+    std::fprintf(stderr, "safeamp sim: %s arrived once every run had trained: the outputs are written as usual\n",
+                 signal_text(sig).c_str());
+    clear_stop_request();
+  }
 
   // Verdicts and fallbacks. A known-good record of another reference (another scenario, or the reference before
   // a --relock) is not named.
@@ -712,7 +793,16 @@ const register_command reg{tool_command{
                       "refuse a scenario whose estimated training time exceeds this (e.g. 90s, 15m, 8h)")
           ->capture_default_str();
       cmd->add_flag("--print-default-scenario", o->print_default, "print the embedded default scenario and exit");
-      cmd->callback([o, &exit_code] { exit_code = run_on_every_rank([&] { return run_sim(*o); }); });
+      cmd->callback([o, &exit_code] {
+        exit_code = run_on_every_rank([&] {
+          try {
+            return run_sim(*o);
+          } catch (const run_stopped& e) {  // the folder's note is printed as run_sim unwinds
+            std::fprintf(stderr, "%s\n", stopped_text(e).c_str());
+            return 128 + e.signal();
+          }
+        });
+      });
     }}};
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "safeamp/sim/reference.hpp"
 #include "safeamp/sim/regression_baseline.hpp"
 #include "safeamp/sim/report_files.hpp"
+#include "safeamp/sim/stop_request.hpp"
 
 namespace safeamp::sim {
 namespace {
@@ -301,6 +302,17 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
   std::vector<std::span<float>> buffers;
   for (parameter& p : params) buffers.push_back(span_of(p.grad));
 
+  // A stop requested (stop_request.hpp) before this run began: nothing to save, the run starts afresh (or from its
+  // checkpoint) when resumed.
+  if (const int sig = stop_requested(); sig != 0) throw run_stopped(sig, cfg.label, start, cfg.steps, {});
+  const checkpoint_options& k = cfg.checkpoint;
+  const auto save = [&](std::int64_t next_step) {
+    checkpoint_data meta{
+        .config_fingerprint = config_print, .next_step = next_step, .scaler_json = {}, .history = result.steps};
+    if (const auto* dyn = std::get_if<loss_scaler>(&scaler)) meta.scaler_json = dyn->save_json();
+    save_checkpoint(k.save_path, meta, params, opt.state());
+  };
+
   matrix logits, dlogits;
   std::int64_t steps_run = 0;
   for (std::int64_t step = start; step < cfg.steps; ++step) {
@@ -408,13 +420,14 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
     ++steps_run;
     if (on_step) on_step(step + 1, cfg.steps);
 
-    const checkpoint_options& k = cfg.checkpoint;
     const bool periodic = k.save_every > 0 && ((step + 1) % k.save_every == 0 || step + 1 == cfg.steps);
-    if (!k.save_path.empty() && (step == k.save_after_step || periodic)) {
-      checkpoint_data meta{
-          .config_fingerprint = config_print, .next_step = step + 1, .scaler_json = {}, .history = result.steps};
-      if (const auto* dyn = std::get_if<loss_scaler>(&scaler)) meta.scaler_json = dyn->save_json();
-      save_checkpoint(cfg.checkpoint.save_path, meta, params, opt.state());
+    const bool saved = !k.save_path.empty() && (step == k.save_after_step || periodic);
+    if (saved) save(step + 1);
+    // A stop requested during this step: its checkpoint (unless just saved), then the run ends here. Checked after
+    // the last step too: the run is then whole, but the caller asked to stop before what follows it.
+    if (const int sig = stop_requested(); sig != 0) {
+      if (!saved && !k.save_path.empty()) save(step + 1);
+      throw run_stopped(sig, cfg.label, step + 1, cfg.steps, k.save_path);
     }
   }
 

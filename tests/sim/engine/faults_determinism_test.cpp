@@ -15,6 +15,7 @@
 #include <string>
 
 #include "safeamp/error.hpp"
+#include "safeamp/sim/stop_request.hpp"
 #include "safeamp/sim/trainer.hpp"
 #include "sim/engine/sim_test_util.hpp"
 
@@ -157,6 +158,65 @@ TEST_CASE("a run whose optimizer state overflowed (inf second moments) saves and
     CHECK(std::bit_cast<std::uint64_t>(resumed.steps[i].loss) == std::bit_cast<std::uint64_t>(full.steps[i].loss));
   }
   CHECK(resumed.weights_hash == full.weights_hash);
+  std::filesystem::remove_all(dir);
+}
+
+// A stop requested during a step (the tool's SIGINT/SIGTERM handler, stop_request.hpp): the run saves its
+// checkpoint after that step, though it is not a periodic one, throws run_stopped naming it, and resumes from it to
+// the uninterrupted result. Requested before a run begins: it stops before its first step, saving nothing.
+TEST_CASE("a stop requested during a step saves that step's checkpoint and resumes to the uninterrupted result") {
+  const auto dir = temp_dir();
+  const std::string path = (dir / "stopped.ckpt").string();
+  auto cfg = faulty_fp16_config(30);
+  cfg.faults = {{.kind = fault_kind::gradient_inf, .steps = {4, 17}, .target = "", .factor = 1.0}};
+  const run_result full = train(cfg);
+
+  auto first = cfg;
+  first.checkpoint.save_path = path;
+  first.checkpoint.save_every = 10;  // periodic saves after steps 10, 20 and 30: 13 is none of them
+  const step_observer ask_at_13 = [](std::int64_t done, std::int64_t) {
+    if (done == 13) request_stop(SIGTERM);
+  };
+  try {
+    (void)train(first, ask_at_13);
+    FAIL("the run did not stop");
+  } catch (const run_stopped& e) {
+    CHECK(e.signal() == SIGTERM);
+    CHECK(e.label() == cfg.label);
+    CHECK(e.steps_done() == 13);
+    CHECK(e.steps() == 30);
+    CHECK(e.checkpoint() == path);
+  }
+  clear_stop_request();
+  auto second = cfg;
+  second.checkpoint.resume_path = path;
+  std::int64_t first_done = -1;  // the resumed run's first step: the checkpoint holds step 13, not the periodic 10
+  const run_result resumed = train(second, [&first_done](std::int64_t done, std::int64_t) {
+    if (first_done < 0) first_done = done;
+  });
+  CHECK(first_done == 14);
+  REQUIRE(resumed.steps.size() == 30);
+  for (std::size_t i = 0; i < 30; ++i) {
+    INFO("step " << i);
+    CHECK(std::bit_cast<std::uint64_t>(resumed.steps[i].loss) == std::bit_cast<std::uint64_t>(full.steps[i].loss));
+  }
+  CHECK(resumed.weights_hash == full.weights_hash);
+
+  // Before the first step: nothing trained, nothing saved, the pending request kept for the caller.
+  std::filesystem::remove(path);
+  request_stop(SIGINT);
+  try {
+    (void)train(first);
+    FAIL("the run did not stop");
+  } catch (const run_stopped& e) {
+    CHECK(e.signal() == SIGINT);
+    CHECK(e.steps_done() == 0);
+    CHECK(e.checkpoint().empty());
+  }
+  CHECK(stop_requested() == SIGINT);
+  CHECK_FALSE(std::filesystem::exists(path));
+  clear_stop_request();
+  CHECK(stop_requested() == 0);
   std::filesystem::remove_all(dir);
 }
 

@@ -58,7 +58,7 @@ stride=${KILL_POINTS_STRIDE:-1}
 }
 scenario=$data/tiny_mlp.json
 work=$(mktemp -d)
-trap 'umount "$work/mnt" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'umount "$work/mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
 fail() {
   echo "FAIL: $*"
   exit 1
