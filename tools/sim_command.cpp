@@ -4,7 +4,8 @@
 // it can show it wrote are ever moved or removed (report_invocation.hpp).
 // Every run checkpoints into checkpoints/ as it goes; --resume continues an interrupted invocation from them
 // (bit-identical results), and a finished invocation removes them.
-// Exit codes: 0 every verdict as the scenario expects, 1 some verdict is not, 2 bad input.
+// Exit codes: 0 every verdict as the scenario expects, 1 some verdict is not, 2 bad input, 130 or 143 stopped by
+// SIGINT or SIGTERM while the runs trained (stop_on_signals).
 #include <signal.h>
 
 #include <algorithm>

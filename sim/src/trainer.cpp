@@ -302,9 +302,11 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
   std::vector<std::span<float>> buffers;
   for (parameter& p : params) buffers.push_back(span_of(p.grad));
 
-  // A stop requested (stop_request.hpp) before this run began: nothing to save, the run starts afresh (or from its
-  // checkpoint) when resumed.
-  if (const int sig = stop_requested(); sig != 0) throw run_stopped(sig, cfg.label, start, cfg.steps, {});
+  // A stop requested (stop_request.hpp) before this run began: nothing to save; resumed, it begins where it would
+  // have begun now (the checkpoint it was resumed from, if any, holds that step).
+  if (const int sig = stop_requested(); sig != 0) {
+    throw run_stopped(sig, cfg.label, start, cfg.steps, cfg.checkpoint.resume_path);
+  }
   const checkpoint_options& k = cfg.checkpoint;
   const auto save = [&](std::int64_t next_step) {
     checkpoint_data meta{

@@ -215,6 +215,22 @@ TEST_CASE("a stop requested during a step saves that step's checkpoint and resum
   }
   CHECK(stop_requested() == SIGINT);
   CHECK_FALSE(std::filesystem::exists(path));
+  // A resumed run stopped so begins at its checkpoint's step, which that checkpoint holds.
+  auto resuming = cfg;
+  resuming.checkpoint.resume_path = (dir / "at13.ckpt").string();
+  first.checkpoint.save_path = resuming.checkpoint.resume_path;
+  first.checkpoint.save_after_step = 12;  // after step 13
+  first.checkpoint.stop_after_steps = 13;
+  clear_stop_request();
+  (void)train(first);
+  request_stop(SIGTERM);
+  try {
+    (void)train(resuming);
+    FAIL("the run did not stop");
+  } catch (const run_stopped& e) {
+    CHECK(e.steps_done() == 13);
+    CHECK(e.checkpoint() == resuming.checkpoint.resume_path);
+  }
   clear_stop_request();
   CHECK(stop_requested() == 0);
   std::filesystem::remove_all(dir);

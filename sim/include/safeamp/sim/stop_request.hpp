@@ -32,7 +32,8 @@ class run_stopped : public std::runtime_error {
   [[nodiscard]] std::int64_t steps_done() const noexcept { return steps_done_; }
   /// The run's step count.
   [[nodiscard]] std::int64_t steps() const noexcept { return steps_; }
-  /// The checkpoint file written at steps_done (empty: the run saves none, or stopped before its first step).
+  /// The checkpoint file that holds step steps_done: written there, or, for a run stopped before its first step,
+  /// the one it was resumed from (empty: the run saves none, or began at step 0).
   [[nodiscard]] const std::string& checkpoint() const noexcept { return checkpoint_; }
 
  private:
