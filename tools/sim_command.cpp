@@ -380,6 +380,7 @@ class stop_on_signals {
     if (::sigaction(sig, nullptr, old) != 0 || old->sa_handler == SIG_IGN) return false;
     struct sigaction sa {};
     sa.sa_handler = &on_signal;
+    sa.sa_flags = SA_RESTART;  // a read, write or fsync under way goes on: only the step loop acts on the request
     sigemptyset(&sa.sa_mask);
     for (int other : signals_) sigaddset(&sa.sa_mask, other);  // one handler at a time
     return ::sigaction(sig, &sa, nullptr) == 0;
