@@ -28,6 +28,11 @@ struct kill_settings {
   point_setting kill{};
   point_setting fail{};
   point_setting pause{};
+
+  // Any variable set: the points count and act; none set, a point returns at once.
+  [[nodiscard]] bool active() const noexcept {
+    return trace || !kill.name.empty() || !fail.name.empty() || !pause.name.empty();
+  }
 };
 
 [[noreturn]] void refuse(const char* variable, const std::string& value) noexcept {
@@ -74,14 +79,11 @@ const kill_settings& settings() noexcept {
 
 }  // namespace
 
-bool kill_points_active() noexcept {
-  const kill_settings& s = settings();
-  return s.trace || !s.kill.name.empty() || !s.fail.name.empty() || !s.pause.name.empty();
-}
+bool kill_points_active() noexcept { return settings().active(); }
 
 void kill_point(std::string_view name) {
   const kill_settings& s = settings();
-  if (!s.trace && s.kill.name.empty() && s.fail.name.empty() && s.pause.name.empty()) return;
+  if (!s.active()) return;
   static std::mutex mutex;
   static std::map<std::string, std::uint64_t, std::less<>> reached;
   std::uint64_t n = 0;

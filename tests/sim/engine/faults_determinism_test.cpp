@@ -45,6 +45,16 @@ bool same_records(const run_result& a, const run_result& b) {
          a.final_eval == b.final_eval;
 }
 
+// A run resumed from a checkpoint against the uninterrupted one: every step's loss bit for bit, and the weights.
+void check_resumed_as_uninterrupted(const run_result& resumed, const run_result& full) {
+  REQUIRE(resumed.steps.size() == full.steps.size());
+  for (std::size_t i = 0; i < full.steps.size(); ++i) {
+    INFO("step " << i);
+    CHECK(std::bit_cast<std::uint64_t>(resumed.steps[i].loss) == std::bit_cast<std::uint64_t>(full.steps[i].loss));
+  }
+  CHECK(resumed.weights_hash == full.weights_hash);
+}
+
 }  // namespace
 
 TEST_CASE("injected faults skip exactly their steps; the scale backs off and recovers; weights stay finite") {
@@ -152,12 +162,8 @@ TEST_CASE("a run whose optimizer state overflowed (inf second moments) saves and
   auto second = cfg;
   second.checkpoint.resume_path = path;
   const run_result resumed = train(second);
-  REQUIRE(resumed.steps.size() == 20);
-  for (std::size_t i = 0; i < 20; ++i) {
-    INFO("step " << i);
-    CHECK(std::bit_cast<std::uint64_t>(resumed.steps[i].loss) == std::bit_cast<std::uint64_t>(full.steps[i].loss));
-  }
-  CHECK(resumed.weights_hash == full.weights_hash);
+  REQUIRE(full.steps.size() == 20);
+  check_resumed_as_uninterrupted(resumed, full);
   std::filesystem::remove_all(dir);
 }
 
@@ -198,12 +204,8 @@ TEST_CASE("a stop requested during a step saves that step's checkpoint and resum
     if (first_done < 0) first_done = done;
   });
   CHECK(first_done == 14);
-  REQUIRE(resumed.steps.size() == 30);
-  for (std::size_t i = 0; i < 30; ++i) {
-    INFO("step " << i);
-    CHECK(std::bit_cast<std::uint64_t>(resumed.steps[i].loss) == std::bit_cast<std::uint64_t>(full.steps[i].loss));
-  }
-  CHECK(resumed.weights_hash == full.weights_hash);
+  REQUIRE(full.steps.size() == 30);
+  check_resumed_as_uninterrupted(resumed, full);
 
   // Before the first step: nothing trained, nothing saved, the pending request kept for the caller.
   std::filesystem::remove(path);
