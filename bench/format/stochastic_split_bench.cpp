@@ -1,7 +1,10 @@
 // Where stochastic rounding's time goes, on 64 Ki elements (in cache) for each vector path: the path's Philox
 // generator alone with its words kept in registers (xor-folded, no stores), the rounding alone with the words read
-// from a buffer filled beforehand, and round_span itself (both fused). When fused ~ generator + rounding, the two
-// compete for the same vector units, and the ratio to bm_philox_words is bounded by G / (G + R).
+// from a buffer filled beforehand, and round_span's kernel itself (both fused). When fused ~ generator + rounding, the
+// two compete for the same vector units, and the ratio to bm_philox_words is bounded by G / (G + R).
+// The fused case calls the stochastic kernel of its one format (detail::round_span_kernel, what round_span reaches
+// after checking its arguments and switching on format and mode, a few branches per 64 Ki call): round_span itself
+// would instantiate every format, mode and path here, about 80 s of g++ -O3 for this one benchmark program.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -140,9 +143,14 @@ void bm_split_fused(benchmark::State& state) {
   const std::vector<float> in = data(state.range(0));
   std::vector<float> out(n);
   std::uint64_t offset = 0;
+  const safeamp::cpu_path path = safeamp::active_cpu_path();
   for (auto _ : state) {
-    benchmark::DoNotOptimize(safeamp::round_span(formats[Format], in, out, {.mode = safeamp::rounding::stochastic},
-                                                 {.seed = 42, .stream = 7, .offset = offset}));
+    safeamp::cast_stats stats;
+    stats.elements = n;
+    safeamp::detail::round_span_kernel<safeamp::rounding::stochastic, true, formats[Format]>(
+        path, formats[Format], in.data(), out.data(), n, {.mode = safeamp::rounding::stochastic},
+        {.seed = 42, .stream = 7, .offset = offset}, stats);
+    benchmark::DoNotOptimize(stats);
     benchmark::ClobberMemory();
     offset += n;
   }

@@ -31,7 +31,8 @@
 # error saying "No space left on device"), then rerun with room. It needs a private mount namespace (unshare -m, as
 # root, or unshare -r -m where user namespaces are allowed); without one it exits 77 (skipped).
 # Usage: kill_points.sh SAFEAMP DATA_DIR [kill|fail|disk-full]. With KILL_POINTS_STRIDE=K in the environment, every
-# K-th point (or size) of each case only (scripts/sanitize: the same paths at a quarter of the time under ASan).
+# K-th point (or size) of each case only, starting one further on in each next case, so that the cases together
+# still reach every position (scripts/sanitize: the same paths at an eighth of the time under ASan).
 set -euo pipefail
 tool=$1 data=$2 mode=${3:-kill}
 [[ $mode == kill || $mode == fail || $mode == disk-full ]] || {
@@ -138,8 +139,10 @@ check_failed() {
 # check_case LABEL BASE [PREKILL [ONLY]]: one invocation of args[] into a copy of BASE, killed at each point of an
 # uninterrupted one. With PREKILL: an invocation is killed at PREKILL first, and the one that recovers the folder
 # (withdrawing, putting back, removing or moving on what the first left) is killed at each of its points.
+case_number=0
 check_case() {
   local label=$1 base=$2 prekill=${3:-} only=${4:-}
+  case_number=$((case_number + 1))
   local clean=$work/$label.clean
   start "$clean" "$base" "$label" "$prekill"
   SAFEAMP_TEST_KILL_TRACE=1 run "$label.trace" "${args[@]}" "${resume[@]}" --out "$clean"
@@ -168,11 +171,19 @@ check_case() {
     d=$work/mnt/out
     mkdir -p "$work/mnt"
   fi
+  if [[ -n $only ]]; then
+    local point_list=("${points[@]}")
+    points=()
+    for point in "${point_list[@]}"; do
+      [[ ! $point =~ $only ]] || points+=("$point")
+    done
+    ((${#points[@]} > 0)) || fail "$label: no kill point matches '$only'"
+  fi
   local index=-1
   for point in "${points[@]}"; do
-    [[ -z $only || $point =~ $only ]] || continue
     index=$((index + 1))
-    ((index % stride == 0)) || continue
+    # Every stride-th point, and the last one where none was taken before it (a case of fewer points than the stride).
+    (((index + case_number) % stride == 0)) || ((cases == 0 && index == ${#points[@]} - 1)) || continue
     if [[ $mode == disk-full ]]; then
       ! mountpoint -q "$work/mnt" || umount "$work/mnt"
       mount -t tmpfs -o "size=$point" tmpfs "$work/mnt"
@@ -252,7 +263,7 @@ check_case() {
     ((!full)) || break
   done
   if [[ $mode == disk-full ]]; then
-    ((full && cases > 5)) || fail "$label: $cases failures on a full disk, then finished: $full"
+    ((full && cases * stride > 5)) || fail "$label: $cases failures on a full disk, then finished: $full"
     echo "ok: $label: out of space in $((cases - 1)) file system sizes up to $point bytes, each rerun with room leaves" \
       "what an uninterrupted invocation does"
     return
