@@ -4,8 +4,8 @@
 // it can show it wrote are ever moved or removed (report_invocation.hpp).
 // Every run checkpoints into checkpoints/ as it goes; --resume continues an interrupted invocation from them
 // (bit-identical results), and a finished invocation removes them.
-// Exit codes: 0 every verdict as the scenario expects, 1 some verdict is not, 2 bad input, 130 or 143 stopped by
-// SIGINT or SIGTERM while the runs trained (stop_on_signals).
+// Exit codes: 0 every verdict as the scenario expects, 1 some verdict is not, 2 bad input, 130, 143 or 138 stopped by
+// SIGINT, SIGTERM or SIGUSR1 while the runs trained (stop_on_signals).
 #include <signal.h>
 
 #include <algorithm>
@@ -352,18 +352,23 @@ class unfinished_note {
   bool finished_ = false;
 };
 
-// While the runs train, SIGINT (Ctrl-C) and SIGTERM (a batch system's notice before its time limit) ask the
-// trainer to stop at the end of the step in progress and save that run's checkpoint (stop_request.hpp); the
-// invocation then ends with exit code 128 + the signal, as a shell reports a process a signal ended, its folder
-// marked for --resume. The first such signal does that; its handler restores the default action of both, so a
-// second one ends the process at once (crash-consistent, as a kill is). A signal ignored when the tool started
-// (nohup, a background job of a script) stays ignored. Not under mpirun: the ranks would stop at different steps
-// and wait for each other in a collective, so there a signal ends each process as before.
+// While the runs train, SIGINT (Ctrl-C), SIGTERM (a batch system's notice before its time limit) and SIGUSR1 (the
+// signal a batch script asks for, e.g. Slurm's --signal=USR1@120) ask the trainer to stop at the end of the step in
+// progress and save that run's checkpoint (stop_request.hpp); the invocation then ends with exit code 128 + the
+// signal, as a shell reports a process a signal ended, its folder marked for --resume. The first such signal does
+// that; its handler restores the default action of all three, so a second one ends the process at once
+// (crash-consistent, as a kill is). A signal ignored when the tool started (nohup, a background job of a script)
+// stays ignored. Under mpirun SIGUSR1 only: mpirun passes it on to every rank (Open MPI forwards SIGUSR1 and SIGUSR2),
+// and the ranks agree on the step to stop after (train() takes the MAX of their requests after every step), while a
+// SIGINT or SIGTERM sent to mpirun ends the job itself (SIGTERM to each rank, SIGKILL a second later), which a
+// handler here could not outrun.
 class stop_on_signals {
  public:
   stop_on_signals() {
-    if (launched_by_mpirun()) return;
-    for (std::size_t i = 0; i < std::size(signals_); ++i) installed_[i] = install(signals_[i], &old_[i]);
+    const bool ranks = launched_by_mpirun();
+    for (std::size_t i = 0; i < std::size(signals_); ++i) {
+      if (!ranks || signals_[i] == SIGUSR1) installed_[i] = install(signals_[i], &old_[i]);
+    }
   }
   ~stop_on_signals() {
     for (std::size_t i = 0; i < std::size(signals_); ++i) {
@@ -374,7 +379,7 @@ class stop_on_signals {
   stop_on_signals& operator=(const stop_on_signals&) = delete;
 
  private:
-  static constexpr int signals_[2] = {SIGINT, SIGTERM};
+  static constexpr int signals_[3] = {SIGINT, SIGTERM, SIGUSR1};
 
   static bool install(int sig, struct sigaction* old) {
     if (::sigaction(sig, nullptr, old) != 0 || old->sa_handler == SIG_IGN) return false;
@@ -386,17 +391,23 @@ class stop_on_signals {
     return ::sigaction(sig, &sa, nullptr) == 0;
   }
 
-  // Async-signal-safe: an atomic store and sigaction.
+  // Async-signal-safe: an atomic store and sigaction. Only the signals this object installed go back to their
+  // default action (under mpirun SIGINT and SIGTERM were never ours).
   static void on_signal(int sig) {
     request_stop(sig);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
-    for (int other : signals_) ::sigaction(other, &dfl, nullptr);
+    for (std::size_t i = 0; i < std::size(signals_); ++i) {
+      struct sigaction now {};
+      if (::sigaction(signals_[i], nullptr, &now) == 0 && now.sa_handler == &on_signal) {
+        ::sigaction(signals_[i], &dfl, nullptr);
+      }
+    }
   }
 
-  struct sigaction old_[2]{};
-  bool installed_[2] = {false, false};
+  struct sigaction old_[3]{};
+  bool installed_[3] = {false, false, false};
 };
 
 std::string signal_text(int sig) {
@@ -405,6 +416,8 @@ std::string signal_text(int sig) {
       return "SIGINT (Ctrl-C)";
     case SIGTERM:
       return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
     default:
       return "signal " + std::to_string(sig);
   }
@@ -641,8 +654,8 @@ int run_sim(const sim_options& o) {
                                   std::to_string(done) + "/" + std::to_string(steps) + ")");
     };
   };
-  std::optional<stop_on_signals> stop_on;  // while the runs train (the writer: a rank under mpirun has none)
-  if (writer) stop_on.emplace();
+  std::optional<stop_on_signals> stop_on;  // while the runs train (on every rank: a SIGUSR1 may reach one only)
+  stop_on.emplace();
   if (!reuse_reference) {
     const run_result ref_run = checkpoints.train_run(ref_cfg, observe(ref_cfg));
     summary.reference = lock_reference(ref_run, ref_manifest);
@@ -693,8 +706,10 @@ int run_sim(const sim_options& o) {
   bar.finish();
   stop_on.reset();
   if (const int sig = stop_requested(); sig != 0) {  // during the last run's evaluation, after its last step
-    std::fprintf(stderr, "safeamp sim: %s arrived once every run had trained: the outputs are written as usual\n",
-                 signal_text(sig).c_str());
+    if (writer) {
+      std::fprintf(stderr, "safeamp sim: %s arrived once every run had trained: the outputs are written as usual\n",
+                   signal_text(sig).c_str());
+    }
     clear_stop_request();
   }
 
@@ -800,7 +815,11 @@ const register_command reg{tool_command{
           try {
             return run_sim(*o);
           } catch (const run_stopped& e) {  // the folder's note is printed as run_sim unwinds
-            std::fprintf(stderr, "%s\n", stopped_text(e).c_str());
+            // Every rank of a data-parallel job stops after the same step (train() agrees on it); rank 0, the one
+            // that writes the outputs and the checkpoints, says where.
+            if (!launched_by_mpirun() || !mpi_available() || mpi_world().rank() == 0) {
+              std::fprintf(stderr, "%s\n", stopped_text(e).c_str());
+            }
             return 128 + e.signal();
           }
         });

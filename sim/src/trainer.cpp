@@ -302,9 +302,16 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
   std::vector<std::span<float>> buffers;
   for (parameter& p : params) buffers.push_back(span_of(p.grad));
 
-  // A stop requested (stop_request.hpp) before this run began: nothing to save; resumed, it begins where it would
-  // have begun now (the checkpoint it was resumed from, if any, holds that step).
-  if (const int sig = stop_requested(); sig != 0) {
+  // The stop request (stop_request.hpp) this process acts on. The ranks of a data-parallel run take the MAX of
+  // theirs at the same points (before the first step, after each step): a signal reaches them at different moments,
+  // or reaches one of them only, and a rank that stopped alone would leave the others waiting in a collective.
+  const auto agreed_stop = [exchange]() -> int {
+    const int sig = stop_requested();
+    return exchange != nullptr ? exchange->ranks().max_i32(sig) : sig;
+  };
+  // A stop requested before this run began: nothing to save; resumed, it begins where it would have begun now (the
+  // checkpoint it was resumed from, if any, holds that step).
+  if (const int sig = agreed_stop(); sig != 0) {
     throw run_stopped(sig, cfg.label, start, cfg.steps, cfg.checkpoint.resume_path);
   }
   const checkpoint_options& k = cfg.checkpoint;
@@ -427,7 +434,7 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
     if (saved) save(step + 1);
     // A stop requested during this step: its checkpoint (unless just saved), then the run ends here. Checked after
     // the last step too: the run is then whole, but the caller asked to stop before what follows it.
-    if (const int sig = stop_requested(); sig != 0) {
+    if (const int sig = agreed_stop(); sig != 0) {
       if (!saved && !k.save_path.empty()) save(step + 1);
       throw run_stopped(sig, cfg.label, step + 1, cfg.steps, k.save_path);
     }

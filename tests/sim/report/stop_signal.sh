@@ -9,10 +9,17 @@
 #  - SIGINT (its default action restored for the tool: a script's background job ignores it) during the second
 #    candidate, exit 130;
 #  - SIGINT and SIGTERM together: the first stops, the second ends the process at once (no message, still resumable);
-#  - SIGTERM ignored when the tool started (as under nohup): ignored, the invocation finishes.
-# Usage: stop_signal.sh SAFEAMP DATA_DIR
+#  - SIGTERM ignored when the tool started (as under nohup): ignored, the invocation finishes;
+#  - SIGUSR1 (what a batch script asks for before its time limit) as SIGTERM, exit 138.
+# With MPIRUN and a data-parallel SCENARIO, the same under `mpirun -np 2`, where SIGUSR1 is the signal (mpirun passes
+# it on to every rank; SIGINT and SIGTERM to mpirun end the job): rank 0, the writer, is held after a checkpoint, and
+# SIGUSR1 goes to rank 0 only, to rank 1 only (held in the step's collective, so it asks one step later), or to
+# mpirun. Every time both ranks stop after the same step (rank 0 alone says which, once), mpirun exits 138, and
+# --resume under mpirun finishes with the uninterrupted weights.
+# Usage: stop_signal.sh SAFEAMP DATA_DIR [MPIRUN SCENARIO]. STOP_SIGNAL_MPIRUN=skip in the environment leaves out the
+# mpirun cases (scripts/sanitize: about a minute of ASan time for seven data-parallel jobs; the Release run has them).
 set -euo pipefail
-tool=$1 data=$2
+tool=$1 data=$2 mpirun=${3:-} dp_scenario=${4:-}
 scenario=$data/tiny_mlp.json
 # shellcheck source=held_process.sh
 source "$(dirname "$0")/held_process.sh"
@@ -99,4 +106,110 @@ finish "$pid"
 [[ $rc == 0 && ! -e $work/ignored/INCOMPLETE ]] || fail "ignored: exited $rc: $(cat "$work/ignored.log")"
 [[ "$(hashes "$work/ignored/summary.json")" == "$clean_hashes" ]] || fail "ignored: other weights"
 echo "ok: SIGTERM ignored when the tool started stays ignored"
+
+held usr1_mid 'wrote bf16-mixed.ckpt#1'
+kill -USR1 "$pid"
+finish "$pid"
+expect usr1_mid 138 "safeamp sim: stopped by SIGUSR1 after step 4 of 40 of run 'bf16-mixed'; its checkpoint"
+resumed usr1_mid
+echo "ok: SIGUSR1 during a run: stopped after its step with its checkpoint, exit 138, resumed to the same weights"
+
+if [[ -z $mpirun ]]; then
+  echo "PASS (one process; no MPIRUN given, so the mpirun cases did not run)"
+  exit 0
+fi
+if [[ ${STOP_SIGNAL_MPIRUN:-} == skip ]]; then
+  echo "PASS (one process; STOP_SIGNAL_MPIRUN=skip, so the mpirun cases did not run)"
+  exit 0
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# mpi NAME ARGS...: `safeamp sim` on the data-parallel scenario under mpirun -np 2 into $work/NAME (at most 120 s, so
+# that ranks waiting for each other fail the test instead of hanging it). In a sanitizer build (scripts/sanitize)
+# without LeakSanitizer: Open MPI's plugins leave allocations at exit that it reports from unloaded modules, which
+# no suppression can name; the one-process cases above keep the leak check, and ASan's other checks stay on here.
+mpi() {
+  local name=$1
+  shift
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 120 "$mpirun" --oversubscribe -np 2 "$tool" sim \
+    --scenario "$dp_scenario" --out "$work/$name" "$@"
+}
+mpi dp_clean >"$work/dp_clean.log" 2>&1 || fail "dp_clean: $(cat "$work/dp_clean.log")"
+dp_hashes=$(hashes "$work/dp_clean/summary.json")
+
+# launcher_pid JOB: the mpirun process under the background job JOB (a subshell, then timeout); waits up to 60 s.
+launcher_pid() {
+  local i p q
+  for ((i = 0; i < 600; i++)); do
+    for p in $(pgrep -P "$1"); do
+      for q in "$p" $(pgrep -P "$p"); do
+        [[ "$(cat "/proc/$q/comm" 2>/dev/null)" != mpirun ]] || {
+          echo "$q"
+          return 0
+        }
+      done
+    done
+    sleep 0.1
+  done
+  fail "no mpirun under job $1 in 60 s"
+}
+
+# rank_pid MPIRUN_PID R: the pid of rank R among mpirun's children (waits up to 60 s for it).
+rank_pid() {
+  local i p
+  for ((i = 0; i < 600; i++)); do
+    for p in $(pgrep -P "$1"); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+        echo "$p"
+        return 0
+      fi
+    done
+    sleep 0.1
+  done
+  fail "mpirun $1 started no rank $2 in 60 s"
+}
+
+# mpi_case NAME TARGET: the job held with rank 0 after the first checkpoint of bf16-mixed (step 3 of 30); SIGUSR1 to
+# TARGET (rank0, rank1 or mpirun), then rank 0 let go; checks the stop and resumes.
+mpi_case() {
+  local name=$1 target=$2
+  SAFEAMP_TEST_PAUSE_AT='wrote bf16-mixed.ckpt#1' mpi "$name" >"$work/$name.log" 2>&1 &
+  local job=$!
+  pids+=("$job")
+  local launcher rank0 rank1
+  launcher=$(launcher_pid "$job")
+  rank0=$(rank_pid "$launcher" 0)
+  rank1=$(rank_pid "$launcher" 1)
+  pids+=("$rank0" "$rank1")
+  stopped "$rank0"
+  case $target in
+    rank0) kill -USR1 "$rank0" ;;
+    rank1) kill -USR1 "$rank1" ;;
+    mpirun) kill -USR1 "$launcher" ;;
+  esac
+  sleep 0.5 # the signal on its way (mpirun passes it on by itself)
+  kill -CONT "$rank0"
+  set +e
+  wait "$job"
+  rc=$?
+  set -e
+  [[ $rc == 138 ]] || fail "$name: mpirun exited $rc, expected 138: $(cat "$work/$name.log")"
+  local said
+  said=$(grep -c "safeamp sim: stopped by SIGUSR1 after step [0-9]* of 30 of run 'bf16-mixed'" "$work/$name.log" || true)
+  [[ $said == 1 ]] || fail "$name: 'stopped by SIGUSR1' said $said times, expected once (rank 0): $(cat "$work/$name.log")"
+  local step
+  step=$(sed -n "s/.*stopped by SIGUSR1 after step \([0-9]*\) of 30.*/\1/p" "$work/$name.log")
+  case $target in
+    rank0) [[ $step == 3 ]] || fail "$name: stopped after step $step, expected 3" ;;
+    *) ((step >= 3 && step < 30)) || fail "$name: stopped after step $step" ;;
+  esac
+  [[ -e $work/$name/INCOMPLETE && -f $work/$name/checkpoints/bf16-mixed.ckpt ]] ||
+    fail "$name: no marker or no checkpoint: $(ls -R "$work/$name")"
+  mpi "$name" --resume >"$work/$name.resume.log" 2>&1 || fail "$name: --resume failed: $(cat "$work/$name.resume.log")"
+  [[ ! -e $work/$name/INCOMPLETE && "$(hashes "$work/$name/summary.json")" == "$dp_hashes" ]] ||
+    fail "$name: resumed weights $(hashes "$work/$name/summary.json"), uninterrupted $dp_hashes"
+  echo "ok: mpirun -np 2, SIGUSR1 to $target: both ranks stopped after step $step, exit 138, resumed to the same weights"
+}
+mpi_case dp_rank0 rank0
+mpi_case dp_rank1 rank1
+mpi_case dp_mpirun mpirun
 echo PASS

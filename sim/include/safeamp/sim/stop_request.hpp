@@ -1,6 +1,7 @@
-// A request to stop training at the end of the step in progress (a Ctrl-C, a batch system's SIGTERM before its
-// time limit), so that an interrupted run loses no step: the trainer saves its checkpoint there and throws
-// run_stopped, and `--resume` continues from that step bit-identically.
+// A request to stop training at the end of the step in progress (a Ctrl-C, a batch system's SIGTERM or SIGUSR1 before
+// its time limit), so that an interrupted run loses no step: the trainer saves its checkpoint there and throws
+// run_stopped, and `--resume` continues from that step bit-identically. The ranks of a data-parallel run act on the
+// MAX of their requests after each step, so a request on any one rank stops all of them after the same step.
 #pragma once
 
 #include <cstdint>
