@@ -181,7 +181,9 @@ class run_checkpoints {
     if (resume_ && fs::is_regular_file(file, ec)) {
       cfg.checkpoint.resume_path = file.string();
       ++resumed_;
-      std::fprintf(stderr, "safeamp sim: --resume: %s continues from %s\n", cfg.label.c_str(), file.string().c_str());
+      if (ranks_->writes_outputs()) {  // every rank continues from rank 0's checkpoint; rank 0 says so
+        std::fprintf(stderr, "safeamp sim: --resume: %s continues from %s\n", cfg.label.c_str(), file.string().c_str());
+      }
     }
     return train(cfg, on_step, ranks_->exchange_for(cfg));
   }

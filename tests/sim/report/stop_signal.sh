@@ -205,6 +205,8 @@ mpi_case() {
   [[ -e $work/$name/INCOMPLETE && -f $work/$name/checkpoints/bf16-mixed.ckpt ]] ||
     fail "$name: no marker or no checkpoint: $(ls -R "$work/$name")"
   mpi "$name" --resume >"$work/$name.resume.log" 2>&1 || fail "$name: --resume failed: $(cat "$work/$name.resume.log")"
+  said=$(grep -c -- "--resume: bf16-mixed continues from" "$work/$name.resume.log" || true)
+  [[ $said == 1 ]] || fail "$name: '--resume: bf16-mixed continues from' said $said times, expected once (rank 0)"
   [[ ! -e $work/$name/INCOMPLETE && "$(hashes "$work/$name/summary.json")" == "$dp_hashes" ]] ||
     fail "$name: resumed weights $(hashes "$work/$name/summary.json"), uninterrupted $dp_hashes"
   echo "ok: mpirun -np 2, SIGUSR1 to $target: both ranks stopped after step $step, exit 138, resumed to the same weights"
