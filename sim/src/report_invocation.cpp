@@ -18,6 +18,7 @@
 
 #include "posix_fd.hpp"
 #include "safeamp/error.hpp"
+#include "safeamp/sim/json_input.hpp"
 #include "safeamp/sim/kill_point.hpp"
 #include "safeamp/sim/parity_fallback.hpp"
 #include "safeamp/sim/report_files.hpp"
@@ -131,6 +132,13 @@ std::optional<outputs_record> read_record(const fs::path& dir) {
   const auto bad = [&](const std::string& why) {
     return error("output record", "'" + file.string() + "' (" + why + ")", accepted);
   };
+  // A byte count or offset: a whole number from 0, as written. (nlohmann's get<std::uintmax_t> converts whatever
+  // number it finds: -1 became 2^64 - 1, and a number beyond the type's range, such as 1e122, is undefined behaviour;
+  // the outputs_record fuzz target found the latter on 2026-12-07.)
+  const auto whole = [&](const json& v, const std::string& what) -> std::uintmax_t {
+    if (!v.is_number_unsigned()) throw bad(what + " is " + summarize_json(v) + ", not a whole number from 0");
+    return v.get<std::uintmax_t>();
+  };
   if (!j.is_object() || !j.contains("format") || j["format"] != record_format) throw bad("not such a record");
   if (!j.contains("version") || j["version"] != record_version) throw bad("another version");
   outputs_record r;
@@ -139,7 +147,7 @@ std::optional<outputs_record> read_record(const fs::path& dir) {
       recorded_file e;
       e.path = f.at("path").get<std::string>();
       if (!is_invocation_output_name(e.path)) throw bad("it lists '" + e.path + "', which is no output's name");
-      e.bytes = f.at("bytes").get<std::uintmax_t>();
+      e.bytes = whole(f.at("bytes"), "the size of '" + e.path + "'");
       const std::string hash = f.at("fnv1a64").get<std::string>();
       if (!is_hex64(hash)) {
         throw bad("the hash of '" + e.path + "' is not 16 hex digits");
@@ -148,7 +156,7 @@ std::optional<outputs_record> read_record(const fs::path& dir) {
       r.put(std::move(e));
     }
     if (j.contains("decisions")) {
-      r.decisions = decisions_append{.offset = j["decisions"].at("offset").get<std::uintmax_t>(),
+      r.decisions = decisions_append{.offset = whole(j["decisions"].at("offset"), "the decisions' offset"),
                                      .text = j["decisions"].at("text").get<std::string>()};
     }
     if (j.contains("known_good")) {
@@ -159,7 +167,7 @@ std::optional<outputs_record> read_record(const fs::path& dir) {
         // What the next start may put back must be a record safeamp sim reads (refused here, before any change).
         (void)known_good_from_json_text(*e.before, file.string() + " (the known-good record kept to put back)");
       }
-      e.bytes = k.at("bytes").get<std::uintmax_t>();
+      e.bytes = whole(k.at("bytes"), "the size of the known-good record's replacement");
       const std::string hash = k.at("fnv1a64").get<std::string>();
       if (!is_hex64(hash)) throw bad("the hash of the known-good record's replacement is not 16 hex digits");
       e.fnv1a64 = std::stoull(hash, nullptr, 16);

@@ -309,6 +309,44 @@ TEST_CASE("a record whose finished_outputs_at_top is not true or false is refuse
   CHECK(snapshot(out) == before);
 }
 
+TEST_CASE("a record whose sizes are not whole numbers from 0 is refused before any change") {
+  // The outputs_record fuzz target found 1e122 (undefined behaviour in the conversion to an integer); a negative size
+  // used to wrap to 2^64 - 1 and a fractional one to lose its fraction, silently.
+  for (const char* bad : {"1e122", "-1", "2.5", "18446744073709551616", "\"12\"", "null"}) {
+    INFO(bad);
+    const fs::path out = fresh("bad_size");
+    write_invocation_output(out, "report.html", outputs_of(1).report);
+    nlohmann::json record = nlohmann::json::parse(text_of(out / outputs_record_name));
+    REQUIRE(record["files"].size() == 1);
+    record["files"][0]["bytes"] = nlohmann::json::parse(bad);
+    put(out / outputs_record_name, record.dump());
+    const auto before = snapshot(out);
+    CHECK_THROWS_WITH(check_invocation(out),
+                      Catch::Contains("the size of 'report.html' is") && Catch::Contains("not a whole number from 0"));
+    CHECK_THROWS_WITH(begin_invocation(out, {.scenario = "s", .kept_telemetry = {}}),
+                      Catch::Contains("not a whole number from 0"));
+    CHECK(snapshot(out) == before);
+  }
+  SECTION("the decisions' offset") {
+    const fs::path out = fresh("bad_offset");
+    write_invocation_output(out, "report.html", outputs_of(1).report);
+    nlohmann::json record = nlohmann::json::parse(text_of(out / outputs_record_name));
+    record["decisions"] = {{"offset", -3}, {"text", ""}};
+    put(out / outputs_record_name, record.dump());
+    CHECK_THROWS_WITH(check_invocation(out), Catch::Contains("the decisions' offset is -3, not a whole number from 0"));
+  }
+  SECTION("the known-good record's replacement") {
+    const fs::path out = fresh("bad_known_good");
+    write_invocation_output(out, "report.html", outputs_of(1).report);
+    nlohmann::json record = nlohmann::json::parse(text_of(out / outputs_record_name));
+    record["known_good"] = {{"before", nullptr}, {"bytes", 1e300}, {"fnv1a64", "0123456789abcdef"}};
+    put(out / outputs_record_name, record.dump());
+    CHECK_THROWS_WITH(check_invocation(out), Catch::Contains("the size of the known-good record's replacement is") &&
+                                                 Catch::Contains("not a whole number from 0"));
+  }
+  fs::remove_all(fresh("bad_size").parent_path());
+}
+
 TEST_CASE("a file at an output's name that safeamp sim did not write is refused, and nothing changes") {
   const rendered one = outputs_of(1);
   SECTION("a user's summary.json") {
