@@ -73,12 +73,18 @@ batch cluster_data::make_batch(const std::vector<std::uint64_t>& index, std::uin
   return b;
 }
 
-batch cluster_data::train_batch(const batch_request& req) const {
-  std::vector<std::uint64_t> index(static_cast<std::size_t>(req.samples));
-  for (std::int64_t k = 0; k < req.samples; ++k) {
+batch cluster_data::train_batch(const batch_request& req) const { return train_rows(req, 0, req.samples); }
+
+batch cluster_data::train_rows(const batch_request& req, std::int64_t first, std::int64_t count) const {
+  if (first < 0 || count < 0 || first + count > req.samples) {
+    throw error("batch rows", "[" + std::to_string(first) + ", " + std::to_string(first + count) + ")",
+                "a range inside the batch's " + std::to_string(req.samples) + " samples");
+  }
+  std::vector<std::uint64_t> index(static_cast<std::size_t>(count));
+  for (std::int64_t k = first; k < first + count; ++k) {
     const philox4x32_block r =
         draw(cfg_.seed, stream_train_index, static_cast<std::uint64_t>(req.step), static_cast<std::uint32_t>(k));
-    index[static_cast<std::size_t>(k)] = uniform_index(r, static_cast<std::uint64_t>(cfg_.train_samples));
+    index[static_cast<std::size_t>(k - first)] = uniform_index(r, static_cast<std::uint64_t>(cfg_.train_samples));
   }
   return make_batch(index, stream_train_sample);
 }

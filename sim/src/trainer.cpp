@@ -84,6 +84,13 @@ struct data_source {
   [[nodiscard]] batch train_batch(const batch_request& r) const {
     return std::visit([&](const auto& d) { return d.train_batch(r); }, source);
   }
+  /// Samples [first, first + count) of train_batch(r): the Gaussian clusters make only those rows (their Box-Muller
+  /// draws were a third of a data-parallel step when every rank made the whole batch); the corpus and file data,
+  /// copies of stored samples, are cut from the whole batch.
+  [[nodiscard]] batch train_part(const batch_request& r, std::int64_t first, std::int64_t count) const {
+    if (const auto* clusters = std::get_if<cluster_data>(&source)) return clusters->train_rows(r, first, count);
+    return slice_batch(train_batch(r), first, count);
+  }
   [[nodiscard]] batch eval_set() const {
     return std::visit([](const auto& d) { return d.eval_set(); }, source);
   }
@@ -328,8 +335,13 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
     if (cfg.checkpoint.stop_after_steps >= 0 && steps_run >= cfg.checkpoint.stop_after_steps) break;
     const auto t0 = clock_type::now();
     ctx.begin_step(step);
-    batch b = data.train_batch({.step = step, .samples = cfg.batch_size});
-    b.inject_nan = fault_at(cfg, fault_kind::input_nan, step);
+    const batch_request request{.step = step, .samples = cfg.batch_size};
+    const bool input_nan = fault_at(cfg, fault_kind::input_nan, step);
+    batch b;  // the step's whole batch, in one process (a data-parallel rank makes its own parts alone, below)
+    if (exchange == nullptr) {
+      b = data.train_batch(request);
+      b.inject_nan = input_nan;
+    }
     if (exchange != nullptr) exchange->begin_step(step);
     phase_clock phase(result.phases);
 
@@ -375,12 +387,12 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
           } else {
             // Data parallel: this rank's parts, each with its own cast-site range so stochastic rounding
             // bits depend on the part, not on which rank computes it; then the reduction across ranks.
-            for (const batch_part& part : exchange->local_parts(b.samples)) {
+            for (const batch_part& part : exchange->local_parts(request.samples)) {
               ctx.begin_step(step);
               ctx.cast_site = static_cast<std::uint32_t>(part.index) << 16;
-              exchange->keep(
-                  part, buffers,
-                  run_part(slice_batch(b, part.first_sample, part.samples), exchange->gradient_faults_in(part.index)));
+              batch mine = data.train_part(request, part.first_sample, part.samples);
+              mine.inject_nan = input_nan;
+              exchange->keep(part, buffers, run_part(mine, exchange->gradient_faults_in(part.index)));
             }
             total = exchange->reduce(buffers);
             ctx.begin_step(step);

@@ -14,6 +14,8 @@
 #include "safeamp/error.hpp"
 #include "safeamp/policy/policy_presets.hpp"
 #include "safeamp/scaling/scaler_presets.hpp"
+#include "safeamp/sim/datasets.hpp"
+#include "safeamp/sim/gradient_exchange.hpp"
 #include "safeamp/sim/scenario.hpp"
 #include "safeamp/sim/trainer.hpp"
 
@@ -69,6 +71,32 @@ run_config checkpoint_after_step_4(int ranks, const run_config& cfg, const data_
 }
 
 }  // namespace
+
+TEST_CASE("a rank's own rows of the Gaussian clusters are the whole batch's rows, bit for bit", "[data_parallel]") {
+  // A data-parallel rank makes only its micro-batches' rows (cluster_data::train_rows); they must be the rows of the
+  // step's whole batch that one process makes, or every rank count would train on other data alike, unseen by the
+  // tests that compare rank counts with each other.
+  data_config d;
+  d.train_samples = 1000;
+  const cluster_data data(mlp_shape{.input_dim = 7, .hidden_dim = 8, .hidden_layers = 1, .classes = 3}, d);
+  for (const std::int64_t step : {0, 3, 17}) {
+    const batch_request request{.step = step, .samples = 24};
+    const batch whole = data.train_batch(request);
+    for (const auto& [first, count] : {std::pair{0, 24}, std::pair{0, 6}, std::pair{6, 6}, std::pair{18, 6},
+                                       std::pair{5, 1}, std::pair{23, 1}, std::pair{8, 16}}) {
+      INFO("step " << step << ", rows " << first << " + " << count);
+      const batch mine = data.train_rows(request, first, count);
+      const batch cut = slice_batch(whole, first, count);
+      CHECK(mine.samples == count);
+      CHECK(mine.features == cut.features);
+      CHECK(mine.targets == cut.targets);
+      CHECK(mine.slices == cut.slices);
+    }
+  }
+  CHECK_THROWS_WITH(data.train_rows({.step = 0, .samples = 24}, 20, 5),
+                    Catch::Contains("[20, 25)") && Catch::Contains("inside the batch's 24 samples"));
+  CHECK_THROWS(data.train_rows({.step = 0, .samples = 24}, -1, 2));
+}
 
 TEST_CASE("one rank, one micro-batch: the exchange changes no bit of a run", "[data_parallel]") {
   run_config cfg = tiny_run();

@@ -17,6 +17,9 @@ class cluster_data {
  public:
   cluster_data(const mlp_shape& shape, const data_config& cfg);
   [[nodiscard]] batch train_batch(const batch_request& r) const;  // r.samples rows
+  /// Rows [first, first + count) of train_batch(r), made alone (each row is a function of (seed, step, row)): a
+  /// data-parallel rank makes only its own micro-batches' rows.
+  [[nodiscard]] batch train_rows(const batch_request& r, std::int64_t first, std::int64_t count) const;
   [[nodiscard]] batch eval_set() const;   // eval_samples rows, classes in turn
   [[nodiscard]] batch probe() const;      // the first probe_rows rows of the eval set
   [[nodiscard]] std::vector<std::string> slice_names() const;
