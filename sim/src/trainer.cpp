@@ -341,8 +341,9 @@ run_result train(const run_config& cfg, const step_observer& on_step, gradient_e
     if (exchange == nullptr) {
       b = data.train_batch(request);
       b.inject_nan = input_nan;
+    } else {
+      exchange->begin_step(step);
     }
-    if (exchange != nullptr) exchange->begin_step(step);
     phase_clock phase(result.phases);
 
     step_record rec;

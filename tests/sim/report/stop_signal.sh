@@ -136,36 +136,35 @@ mpi() {
 mpi dp_clean >"$work/dp_clean.log" 2>&1 || fail "dp_clean: $(cat "$work/dp_clean.log")"
 dp_hashes=$(hashes "$work/dp_clean/summary.json")
 
-# launcher_pid JOB: the mpirun process under the background job JOB (a subshell, then timeout); waits up to 60 s.
-launcher_pid() {
-  local i p q
+# poll_pid WHAT FINDER ARGS...: what FINDER ARGS... prints (a pid), asked every 0.1 s for up to 60 s; fails naming WHAT.
+poll_pid() {
+  local what=$1 i p
+  shift
   for ((i = 0; i < 600; i++)); do
-    for p in $(pgrep -P "$1"); do
-      for q in "$p" $(pgrep -P "$p"); do
-        [[ "$(cat "/proc/$q/comm" 2>/dev/null)" != mpirun ]] || {
-          echo "$q"
-          return 0
-        }
-      done
-    done
+    p=$("$@")
+    [[ -z $p ]] || {
+      echo "$p"
+      return 0
+    }
     sleep 0.1
   done
-  fail "no mpirun under job $1 in 60 s"
+  fail "no $what in 60 s"
 }
-
-# rank_pid MPIRUN_PID R: the pid of rank R among mpirun's children (waits up to 60 s for it).
-rank_pid() {
-  local i p
-  for ((i = 0; i < 600; i++)); do
-    for p in $(pgrep -P "$1"); do
-      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
-        echo "$p"
-        return 0
-      fi
+# mpirun_under JOB: the mpirun process under the background job JOB (a subshell, then timeout).
+mpirun_under() {
+  local p q
+  for p in $(pgrep -P "$1"); do
+    for q in "$p" $(pgrep -P "$p"); do
+      [[ "$(cat "/proc/$q/comm" 2>/dev/null)" != mpirun ]] || echo "$q"
     done
-    sleep 0.1
-  done
-  fail "mpirun $1 started no rank $2 in 60 s"
+  done | head -1
+}
+# rank_of MPIRUN_PID R: rank R among mpirun's children.
+rank_of() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    ! tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" || echo "$p"
+  done | head -1
 }
 
 # mpi_case NAME TARGET: the job held with rank 0 after the first checkpoint of bf16-mixed (step 3 of 30); SIGUSR1 to
@@ -176,9 +175,9 @@ mpi_case() {
   local job=$!
   pids+=("$job")
   local launcher rank0 rank1
-  launcher=$(launcher_pid "$job")
-  rank0=$(rank_pid "$launcher" 0)
-  rank1=$(rank_pid "$launcher" 1)
+  launcher=$(poll_pid "mpirun under job $job" mpirun_under "$job")
+  rank0=$(poll_pid "rank 0 under mpirun $launcher" rank_of "$launcher" 0)
+  rank1=$(poll_pid "rank 1 under mpirun $launcher" rank_of "$launcher" 1)
   pids+=("$rank0" "$rank1")
   stopped "$rank0"
   case $target in
