@@ -154,14 +154,14 @@ inline float value_of(const format& f, std::uint32_t code) {
   return s ? -v : v;
 }
 
-/// 2^e for -1074 <= e <= 1023, from a table filled once with std::ldexp (exact), for the fast reference.
+/// 2^e for -1074 <= e <= 1023, written as its binary64 bits (IEEE 754: biased exponent e + 1023 and a zero
+/// significand for a normal power, the significand's bit e + 1074 alone for a subnormal one), for the fast reference.
 inline double pow2(int e) {
-  static const std::vector<double> table = [] {
-    std::vector<double> t(2098);
-    for (int i = 0; i < 2098; ++i) t[static_cast<std::size_t>(i)] = std::ldexp(1.0, i - 1074);
-    return t;
-  }();
-  return table[static_cast<std::size_t>(e + 1074)];
+  const std::uint64_t bits =
+      e >= -1022 ? static_cast<std::uint64_t>(e + 1023) << 52 : std::uint64_t{1} << static_cast<unsigned>(e + 1074);
+  double v = 0.0;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
 }
 
 /// A format with its limits computed once, for the fast reference (called 2^32 times).
@@ -177,8 +177,13 @@ inline prepared_format prepare(const format& f) { return {f, f.max_finite(), f.e
 /// significand (no under/overflow), floor(t) and t - floor(t) are exact, and so is the 32-bit fraction
 /// floor(2^32 (t - floor(t))) (t has at most 24 significant bits). The rules are round_bits' (sign, NaN, fnuz,
 /// no-NaN formats, saturation, flush after rounding, overflow decided after rounding); the source is float only.
-inline std::uint32_t round_fast(const prepared_format& p, float x, const options& o = {}) {
+/// Always inlined: in the exhaustive suites' loops, with the options known there, the mode's switch and the option
+/// tests fold away. overflowed (when given) says whether x is finite and its rounded magnitude exceeds max finite,
+/// before saturation (what round_span's overflow counter counts).
+[[gnu::always_inline]] inline std::uint32_t round_fast(const prepared_format& p, float x, const options& o = {},
+                                                       bool* overflowed = nullptr) {
   const format& f = p.f;
+  if (overflowed != nullptr) *overflowed = false;
   const std::uint32_t u = float_bits(x);
   const bool negative = (u >> 31) != 0;
   const std::uint32_t sign = u & 0x80000000u;
@@ -208,11 +213,11 @@ inline std::uint32_t round_fast(const prepared_format& p, float x, const options
     const int qe = (log2x > p.emin ? log2x : p.emin) - M;
     const double t = ax * pow2(-qe);  // exact: a power of two, no under/overflow
     // floor(t) as the truncating conversion (t is nonnegative and below 2^25, so both are exact and equal).
-    const double whole = static_cast<double>(static_cast<std::uint64_t>(t)), frac = t - whole;
+    const double whole = static_cast<double>(static_cast<std::int64_t>(t)), frac = t - whole;
     bool up = false;
     switch (o.rounding) {
       case mode::nearest_even:
-        up = frac > 0.5 || (frac == 0.5 && (static_cast<std::uint64_t>(whole) & 1u) != 0);  // whole < 2^25
+        up = frac > 0.5 || (frac == 0.5 && (static_cast<std::int64_t>(whole) & 1u) != 0);  // whole < 2^25
         break;
       case mode::toward_zero:
         break;
@@ -228,7 +233,10 @@ inline std::uint32_t round_fast(const prepared_format& p, float x, const options
     }
     r = (whole + (up ? 1.0 : 0.0)) * pow2(qe);
   }
-  if (r > p.max_finite) return o.saturate || !away || f.no_nan ? max_result : inf_result;
+  if (r > p.max_finite) {
+    if (overflowed != nullptr) *overflowed = true;
+    return o.saturate || !away || f.no_nan ? max_result : inf_result;
+  }
   if (o.flush_subnormals && r < f.min_normal()) r = 0.0;
   if (r == 0.0 && f.fnuz) return 0u;  // no -0
   return sign | float_bits(static_cast<float>(r));
@@ -242,8 +250,10 @@ inline std::uint32_t round_nearest_fast(const prepared_format& p, float x) { ret
 /// 2^(e+1); nearest goes up when 2^(e+1) is at least as close (ties up: the one kept significand bit, the
 /// implicit 1, is odd), stochastic with probability floor(2^32 r) / 2^32. Negative, zero and NaN inputs give NaN;
 /// results below 2^-127 give 2^-127 (there is no zero); above 2^127 (and +inf) NaN, or 2^127 when saturating or
-/// when the mode rounds toward zero. Returns the float bits of the value (NaN: +qNaN).
-inline std::uint32_t round_e8m0(float x, const options& o = {}) {
+/// when the mode rounds toward zero. Returns the float bits of the value (NaN: +qNaN). overflowed (when given):
+/// x is finite and positive and its rounded exponent exceeds 127.
+inline std::uint32_t round_e8m0(float x, const options& o = {}, bool* overflowed = nullptr) {
+  if (overflowed != nullptr) *overflowed = false;
   const std::uint32_t nan = 0x7FC00000u, max_bits = float_bits(std::ldexp(1.0f, 127));
   if (std::isnan(x) || std::signbit(x) || x == 0.0f) return nan;
   if (std::isinf(x)) return o.saturate ? max_bits : nan;
@@ -269,6 +279,7 @@ inline std::uint32_t round_e8m0(float x, const options& o = {}) {
   const int result = e + (up ? 1 : 0);
   if (result < -127) return float_bits(std::ldexp(1.0f, -127));
   if (result > 127) {
+    if (overflowed != nullptr) *overflowed = true;
     const bool away =
         o.rounding == mode::nearest_even || o.rounding == mode::stochastic || o.rounding == mode::toward_pos_inf;
     return o.saturate || !away ? max_bits : nan;

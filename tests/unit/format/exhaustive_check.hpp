@@ -90,22 +90,34 @@ struct report {
 /// results, as float bits, are result[0..n), counted from their definitions: underflow, finite nonzero inputs
 /// with a zero result; subnormal, nonzero results below min_normal; nan and infinity, the results. overflow[i]
 /// says whether element i overflowed; with overflow == nullptr an overflow is a finite input with a non-finite
-/// result, which is exact for nearest even without saturation into a format with inf or NaN.
+/// result, which is exact for nearest even without saturation into a format with inf or NaN. The tests are on the
+/// magnitude bits (for nonnegative floats the order of the bits is the order of the values; above inf's bits lie
+/// the NaNs), so that the loop vectorises: it runs 2^33 times in the FP8 suite.
 inline safeamp::cast_stats count_of(const float* in, const std::uint32_t* result, const bool* overflow, std::size_t n,
                                     float min_normal) {
+  constexpr std::uint32_t magnitude = 0x7FFFFFFFu, inf_bits = 0x7F800000u;
+  std::uint32_t min_normal_bits = 0;
+  std::memcpy(&min_normal_bits, &min_normal, sizeof min_normal_bits);
+  const auto* in_bits = reinterpret_cast<const unsigned char*>(in);
+  std::uint64_t overflows = 0, underflows = 0, subnormals = 0, nans = 0, infinities = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t x = 0;
+    std::memcpy(&x, in_bits + 4 * i, sizeof x);
+    const std::uint32_t ax = x & magnitude, ay = result[i] & magnitude;
+    const bool finite_in = ax < inf_bits;
+    overflows += (overflow != nullptr ? overflow[i] : finite_in && ay >= inf_bits) ? 1u : 0u;
+    underflows += finite_in && ax != 0u && ay == 0u ? 1u : 0u;
+    subnormals += ay != 0u && ay < min_normal_bits ? 1u : 0u;
+    nans += ay > inf_bits ? 1u : 0u;
+    infinities += ay == inf_bits ? 1u : 0u;
+  }
   safeamp::cast_stats c;
   c.elements = n;
-  for (std::size_t i = 0; i < n; ++i) {
-    float y = 0.0f;
-    std::memcpy(&y, &result[i], sizeof y);
-    const float ax = std::fabs(in[i]), ay = std::fabs(y);
-    const bool finite_in = std::isfinite(in[i]);
-    c.overflow += (overflow != nullptr ? overflow[i] : finite_in && !std::isfinite(y)) ? 1u : 0u;
-    c.underflow += finite_in && ax != 0.0f && ay == 0.0f ? 1u : 0u;
-    c.subnormal += ay != 0.0f && ay < min_normal ? 1u : 0u;
-    c.nan += std::isnan(y) ? 1u : 0u;
-    c.infinity += std::isinf(y) ? 1u : 0u;
-  }
+  c.overflow = overflows;
+  c.underflow = underflows;
+  c.subnormal = subnormals;
+  c.nan = nans;
+  c.infinity = infinities;
   return c;
 }
 
