@@ -1,9 +1,8 @@
-// The one Catch2 main shared by all of safeamp's test executables.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+// The one Catch2 main shared by all of safeamp's test executables (Catch2 itself: catch_session.cpp).
 #include <cstdio>
 #include <cstdlib>
 
+#include "catch_session.hpp"
 #include "safeamp/format/cpu_path.hpp"
 
 int main(int argc, char* argv[]) {
@@ -21,5 +20,5 @@ int main(int argc, char* argv[]) {
       return 2;
     }
   }
-  return Catch::Session().run(argc, argv);
+  return safeamp_test::run_catch(argc, argv);
 }

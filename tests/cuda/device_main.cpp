@@ -1,10 +1,9 @@
 // Main of the device tests: without a GPU it says so and exits with CTest's skip code (77); a GPU the runtime
 // cannot use (e.g. a driver older than the runtime) is a failure with the reason, never a skip.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <cstdio>
 #include <exception>
 
+#include "catch_session.hpp"
 #include "safeamp/cuda/device.hpp"
 
 int main(int argc, char** argv) {
@@ -21,5 +20,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "FAILED: the GPU cannot be used: %s\n", e.what());
     return 1;
   }
-  return Catch::Session().run(argc, argv);
+  return safeamp_test::run_catch(argc, argv);
 }

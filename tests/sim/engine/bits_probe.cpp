@@ -2,7 +2,9 @@
 // flags and -march=native, see CMakeLists.txt) can be compared by compare_bits.cmake. Runs: the MLP and the
 // transformer in fp32, fp16-mixed with dynamic scaling (and clipping) and bf16 parameters with stochastic
 // casts and stochastic write-back; plus the emulated GEMM alone. Exit 1 when a run is not a real test of the
-// numerics (non-finite loss, nothing learned); `--skip <reason>` exits 77 (CTest's skip code).
+// numerics (non-finite loss, nothing learned); `--skip <reason>` exits 77 (CTest's skip code). Its casts are fp16
+// and bf16: the -march=native copy compiles only those kernel units (CMakeLists.txt); a run of another format needs
+// its unit added there.
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
