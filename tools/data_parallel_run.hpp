@@ -4,8 +4,15 @@
 // table, also the report's "Data parallel" section). The locked reference reduces in canonical fp32. An error on one rank ends every rank (MPI_Abort), so none waits forever in a collective.
 #pragma once
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -40,6 +47,22 @@ class data_parallel_run {
   }
 
   [[nodiscard]] bool writes_outputs() const { return world_ == nullptr || world_->rank() == 0; }
+
+  /// How many of this job's ranks run on this rank's machine (1 without mpirun): those whose machine key equals
+  /// this rank's, from one all-gather of the keys. The key is the running kernel's boot id (every process of one
+  /// kernel shares it, and with it the machine's memory), else the host name. A collective: every rank calls it
+  /// at the same point (the preflight, which checks the estimate of all of them against the machine's memory).
+  [[nodiscard]] int ranks_on_this_machine() {
+    if (world_ == nullptr || world_->size() == 1) return 1;
+    const std::array<std::byte, machine_key_bytes> mine = machine_key();
+    std::vector<std::byte> all(machine_key_bytes * static_cast<std::size_t>(world_->size()));
+    world_->allgather(mine, all);
+    int same = 0;
+    for (std::size_t at = 0; at < all.size(); at += machine_key_bytes) {
+      same += std::memcmp(all.data() + at, mine.data(), machine_key_bytes) == 0 ? 1 : 0;
+    }
+    return same;
+  }
 
   /// `cfg` with its data_parallel setup (the scenario's block and this job's rank count), so the run's
   /// manifest and checkpoint fingerprint list it (run_settings). The locked reference reduces in canonical
@@ -138,6 +161,23 @@ class data_parallel_run {
   }
 
  private:
+  static constexpr std::size_t machine_key_bytes = 80;
+  /// "boot:<boot id>" or "host:<host name>", zero-padded (a longer name is cut: 75 characters tell hosts apart).
+  static std::array<std::byte, machine_key_bytes> machine_key() {
+    std::string key;
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    if (std::string id; boot && std::getline(boot, id) && !id.empty()) {
+      key = "boot:" + id;
+    } else {
+      char host[256] = {};
+      if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+      key = "host:" + std::string(host);
+    }
+    std::array<std::byte, machine_key_bytes> k{};
+    std::memcpy(k.data(), key.data(), std::min(key.size(), machine_key_bytes - 1));
+    return k;
+  }
+
   static std::string hex(std::uint64_t v) {
     char buf[24];
     std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));

@@ -93,8 +93,11 @@ std::string duration_text(double seconds) {
 }
 
 // Before anything trains: every run's configuration is valid, every fault target names a parameter, and the
-// estimated memory and time fit the budgets; the estimate is printed and kept for the summary.
-preflight_record preflight(const sim_options& o, const std::vector<run_config>& runs, bool reference_reused) {
+// estimated memory and time fit the budgets; the estimate is printed (by rank 0: `print`) and kept for the summary.
+// The estimate is one process's; the `machine_ranks` ranks of this job on this machine share its memory, so their
+// estimates together must fit the memory budget.
+preflight_record preflight(const sim_options& o, const std::vector<run_config>& runs, bool reference_reused,
+                           int machine_ranks, bool print) {
   for (const run_config& c : runs) validate(c);
   preflight_inputs in;
   const run_config& ref = runs.front();
@@ -136,19 +139,28 @@ preflight_record preflight(const sim_options& o, const std::vector<run_config>& 
   const preflight_estimate e = estimate_runs(runs, reference_reused, in);
   r.estimated_peak_bytes = e.peak_bytes;
   r.estimated_seconds = e.seconds;
-  std::fprintf(stderr,
-               "safeamp sim: preflight: %zu run(s) of %lld parameters, about %s of memory (budget %s) and %s "
-               "(budget %s)\n",
-               runs.size() - (reference_reused ? 1 : 0), static_cast<long long>(e.parameters),
-               mib(e.peak_bytes).c_str(), r.memory_budget_bytes > 0.0 ? mib(r.memory_budget_bytes).c_str() : "unknown",
-               duration_text(e.seconds).c_str(), duration_text(r.time_budget_seconds).c_str());
-  if (r.memory_budget_bytes > 0.0 && e.peak_bytes > r.memory_budget_bytes) {
+  const double machine_bytes = e.peak_bytes * machine_ranks;
+  const std::string budget = r.memory_budget_bytes > 0.0 ? mib(r.memory_budget_bytes) : "unknown";
+  const std::string memory = mib(e.peak_bytes) + " of memory" +
+                             (machine_ranks > 1 ? " per rank, " + mib(machine_bytes) + " for the " +
+                                                      std::to_string(machine_ranks) + " ranks on this machine"
+                                                : "");
+  if (print) {
+    std::fprintf(stderr,
+                 "safeamp sim: preflight: %zu run(s) of %lld parameters, about %s (budget %s) and %s "
+                 "(budget %s)\n",
+                 runs.size() - (reference_reused ? 1 : 0), static_cast<long long>(e.parameters), memory.c_str(),
+                 budget.c_str(), duration_text(e.seconds).c_str(), duration_text(r.time_budget_seconds).c_str());
+  }
+  if (r.memory_budget_bytes > 0.0 && machine_bytes > r.memory_budget_bytes) {
     const estimate_term& top = e.terms.front();
     throw error("scenario memory",
-                "an estimated " + mib(e.peak_bytes) + ", most of it " + top.what + " (" + mib(top.bytes) + ")",
-                "at most the memory budget " + mib(r.memory_budget_bytes) +
+                "an estimated " + memory + ", most of it " + top.what + " (" + mib(top.bytes) +
+                    (machine_ranks > 1 ? " a rank)" : ")"),
+                "at most the memory budget " + budget +
                     (o.memory_budget.empty() ? " (the machine's available memory)" : " (--memory-budget)") +
-                    ": reduce " + top.fields + ", or raise --memory-budget");
+                    ": reduce " + top.fields + (machine_ranks > 1 ? ", run fewer ranks on this machine" : "") +
+                    ", or raise --memory-budget");
   }
   if (e.seconds > r.time_budget_seconds) {
     throw error("scenario time",
@@ -481,7 +493,8 @@ int run_sim(const sim_options& o) {
   }
   const bool writer = ranks.writes_outputs();
   std::error_code exists_ec;
-  const preflight_record pre = preflight(o, runs, !o.relock && fs::exists(ref_file, exists_ec));
+  const int machine_ranks = ranks.ranks_on_this_machine();  // every rank, before any of them can fail a check
+  const preflight_record pre = preflight(o, runs, !o.relock && fs::exists(ref_file, exists_ec), machine_ranks, writer);
   // The folder is this invocation's from here to the end, or another's and refused before anything is read.
   // Nothing is created or changed in it until every check has passed, so a refused invocation leaves the file
   // system as it found it: a folder with a lock file is locked now, before anything in it is read; one without
@@ -807,7 +820,7 @@ const register_command reg{tool_command{
                       "steps between the checkpoints of each run (default: about ten per run; 0: none)");
       cmd->add_option("--memory-budget", o->memory_budget,
                       "refuse a scenario whose estimated peak memory exceeds this size (e.g. 8GB, 512MiB; default: "
-                      "the machine's available memory)");
+                      "the machine's available memory); under mpirun the ranks on one machine share it");
       cmd->add_option("--time-budget", o->time_budget,
                       "refuse a scenario whose estimated training time exceeds this (e.g. 90s, 15m, 8h)")
           ->capture_default_str();

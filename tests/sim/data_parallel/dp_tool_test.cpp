@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -163,6 +164,38 @@ TEST_CASE("mpirun -np 1, 2, 4: the same weights hashes in summary.json", "[mpiru
       CHECK(run.at("weights_hash") == one.at(name));
     }
   }
+}
+
+TEST_CASE("mpirun: the preflight holds every rank on this machine to its memory; rank 0 prints it", "[mpirun]") {
+  // The -np 2 job's log: one preflight line (rank 0's), with both ranks' memory together.
+  const fs::path np2 = trained(2);
+  const std::string log = read_text(np2.string() + ".log");
+  std::size_t lines = 0;
+  for (std::size_t at = log.find("safeamp sim: preflight:"); at != std::string::npos;
+       at = log.find("safeamp sim: preflight:", at + 1)) {
+    ++lines;
+  }
+  INFO(log);
+  CHECK(lines == 1);
+  CHECK_THAT(log, Catch::Contains("per rank, ") && Catch::Contains(" for the 2 ranks on this machine"));
+  // A budget that holds one rank's estimate but not two: refused before anything is written, naming both.
+  const double each = read_json(np2 / "summary.json").at("preflight").at("estimated_peak_bytes").get<double>();
+  REQUIRE(each > 0.0);
+  const fs::path refused_out = scratch() / "np2_one_rank_budget";
+  const invocation refused =
+      sim(2, env("SAFEAMP_SCENARIO"), refused_out, "--memory-budget " + std::to_string(std::llround(1.5 * each)));
+  INFO(refused.log);
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.log, Catch::Contains("scenario memory") && Catch::Contains("for the 2 ranks on this machine") &&
+                              Catch::Contains("run fewer ranks on this machine"));
+  CHECK_FALSE(fs::exists(refused_out));
+  // Twice that holds both: the memory check passes (the time budget, checked next, stops it before training).
+  const invocation fits = sim(2, env("SAFEAMP_SCENARIO"), scratch() / "np2_two_rank_budget",
+                              "--memory-budget " + std::to_string(std::llround(3.0 * each)) + " --time-budget 1e-9s");
+  INFO(fits.log);
+  CHECK(fits.code == 2);
+  CHECK_THAT(fits.log, Catch::Contains("scenario time"));
+  CHECK_THAT(fits.log, !Catch::Contains("scenario memory"));
 }
 
 TEST_CASE("mpirun: an all-gather in pieces lands every rank's bytes where one call puts them", "[mpirun]") {
