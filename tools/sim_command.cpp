@@ -139,6 +139,7 @@ preflight_record preflight(const sim_options& o, const std::vector<run_config>& 
   const preflight_estimate e = estimate_runs(runs, reference_reused, in);
   r.estimated_peak_bytes = e.peak_bytes;
   r.estimated_seconds = e.seconds;
+  r.ranks_on_this_machine = machine_ranks;
   const double machine_bytes = e.peak_bytes * machine_ranks;
   const std::string budget = r.memory_budget_bytes > 0.0 ? mib(r.memory_budget_bytes) : "unknown";
   const std::string memory = mib(e.peak_bytes) + " of memory" +

@@ -351,7 +351,8 @@ std::string render_summary_json(const sim_summary& s) {
                  {"estimated_seconds", s.preflight.estimated_seconds},
                  {"memory_budget_bytes", s.preflight.memory_budget_bytes},
                  {"time_budget_seconds", s.preflight.time_budget_seconds},
-                 {"training_flops_per_second", s.preflight.training_flops_per_second}}},
+                 {"training_flops_per_second", s.preflight.training_flops_per_second},
+                 {"ranks_on_this_machine", s.preflight.ranks_on_this_machine}}},
                {"dollars_per_hour", s.dollars_per_hour},
                {"total_wall_seconds", s.total_wall_seconds},
                {"exit_code", s.exit_code}};

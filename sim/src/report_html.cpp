@@ -415,7 +415,14 @@ std::string section_cost(const sim_summary& s) {
          fmt("%.1f", s.total_wall_seconds) + " s.";
   if (s.preflight.estimated_peak_bytes > 0.0) {
     out += " Estimated before training (preflight): " + fmt("%.1f", s.preflight.estimated_peak_bytes / 1048576.0) +
-           " MiB and " + fmt("%.1f", s.preflight.estimated_seconds) + " s.";
+           " MiB" +
+           (s.preflight.ranks_on_this_machine > 1
+                ? " a rank (" +
+                      fmt("%.1f", s.preflight.ranks_on_this_machine * s.preflight.estimated_peak_bytes / 1048576.0) +
+                      " MiB for the " + std::to_string(s.preflight.ranks_on_this_machine) +
+                      " ranks on this machine, against the memory budget)"
+                : "") +
+           " and " + fmt("%.1f", s.preflight.estimated_seconds) + " s.";
   }
   out += "</p>\n";
   out +=

@@ -179,7 +179,11 @@ TEST_CASE("mpirun: the preflight holds every rank on this machine to its memory;
   CHECK(lines == 1);
   CHECK_THAT(log, Catch::Contains("per rank, ") && Catch::Contains(" for the 2 ranks on this machine"));
   // A budget that holds one rank's estimate but not two: refused before anything is written, naming both.
-  const double each = read_json(np2 / "summary.json").at("preflight").at("estimated_peak_bytes").get<double>();
+  const json pre = read_json(np2 / "summary.json").at("preflight");
+  CHECK(pre.at("ranks_on_this_machine") == 2);
+  CHECK(read_json(trained(1) / "summary.json").at("preflight").at("ranks_on_this_machine") == 1);
+  CHECK_THAT(read_text(np2 / "report.html"), Catch::Contains(" MiB for the 2 ranks on this machine"));
+  const double each = pre.at("estimated_peak_bytes").get<double>();
   REQUIRE(each > 0.0);
   const fs::path refused_out = scratch() / "np2_one_rank_budget";
   const invocation refused =

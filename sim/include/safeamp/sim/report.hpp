@@ -41,6 +41,9 @@ struct preflight_record {
   double memory_budget_bytes = 0.0;
   double time_budget_seconds = 0.0;
   double training_flops_per_second = 0.0;  // the measured rate the time estimate used
+  // The job's ranks on rank 0's machine (1 without mpirun): estimated_peak_bytes is one rank's, and the memory
+  // budget was checked against that many times it.
+  int ranks_on_this_machine = 1;
 };
 
 struct sim_summary {
