@@ -53,7 +53,7 @@ class data_parallel_run {
   /// kernel shares it, and with it the machine's memory), else the host name. A collective: every rank calls it
   /// at the same point (the preflight, which checks the estimate of all of them against the machine's memory).
   [[nodiscard]] int ranks_on_this_machine() {
-    if (world_ == nullptr || world_->size() == 1) return 1;
+    if (world_ == nullptr) return 1;
     const std::array<std::byte, machine_key_bytes> mine = machine_key();
     std::vector<std::byte> all(machine_key_bytes * static_cast<std::size_t>(world_->size()));
     world_->allgather(mine, all);

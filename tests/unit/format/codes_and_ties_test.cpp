@@ -5,10 +5,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "all_codes.hpp"
+#include "format_cases.hpp"
 #include "oracles/round_oracle.hpp"
 #include "safeamp/format.hpp"
 
@@ -191,42 +195,30 @@ TEST_CASE("traps: NaN payloads, -0, flush to zero, E4M3 codes") {
 }
 
 // The exhaustive and dense suites compare the kernels with oracle::round_fast (binary64), which must itself equal
-// the big-integer oracle::round_bits: here on random float patterns (every exponent alike, NaN and inf included)
+// the big-integer oracle::round_bits: for every format of the dense sweep (format_cases.hpp) but E8M0, which has
+// a reference of its own, on random float patterns (every exponent alike, NaN and inf included)
 // and on each format's code values, their float neighbours and the midpoints between codes, for every mode and
 // both option sets. Its overflow flag (the expected overflow counter of those suites): for a format with
 // infinity, without saturation, in a mode that rounds away from zero at the input's sign (nearest even,
 // stochastic, toward the infinity of that sign), a finite input overflows exactly when the result is inf (the
 // other modes give max finite); in any case an overflowing input lies beyond max finite.
 TEST_CASE("the fast binary64 reference equals the exact big-integer one") {
-  struct named_ref {
-    const char* name;
-    oracle::format f;  // oracle::format{E, M, finite_nan, fnuz, no_nan, bias_offset}, from the definitions
-  };
-  const named_ref formats[] = {{"fp16", {5, 10, false}},
-                               {"bf16", {8, 7, false}},
-                               {"tf32", {8, 10, false}},
-                               {"e4m3", {4, 3, true}},
-                               {"e5m2", {5, 2, false}},
-                               {"e4m3fnuz", {4, 3, false, true, false, 1}},
-                               {"e2m1fn", {2, 1, false, false, true, 0}},
-                               {"e3m2fn", {3, 2, false, false, true, 0}}};
-  std::uint64_t state = 0x5AFEA3B0u;
-  const auto next = [&state] {  // splitmix64
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15u);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-    return static_cast<std::uint32_t>((z ^ (z >> 31)) >> 32);
-  };
+  std::mt19937 gen(0x5AFEA3B0u);
+  const auto next = [&gen] { return static_cast<std::uint32_t>(gen()); };  // 32 random bits
   std::uint64_t compared = 0, overflows = 0, bits_differ = 0, flag_wrong = 0;
-  for (const named_ref& r : formats) {
-    const oracle::prepared_format p = oracle::prepare(r.f);
+  std::vector<format_test::case_format> formats(std::begin(format_test::named_formats),
+                                                std::end(format_test::named_formats));
+  formats.insert(formats.end(), std::begin(format_test::new_kinds), std::end(format_test::new_kinds));
+  for (const format_test::case_format& r : formats) {
+    if (r.spec.mantissa_bits == 0) continue;  // E8M0 has its own reference (oracle::round_e8m0), no round_bits
+    const oracle::prepared_format p = oracle::prepare(r.ref);
     std::vector<float> inputs;
     for (int i = 0; i < 3000; ++i) inputs.push_back(oracle::bits_float(next()));
     // The code values where the rules change, their float neighbours and the midpoints, both signs: the subnormal
     // range and the first two normal binades, and the top two binades with the steps beyond max finite.
     const auto walk = [&](double from, double to) {
       for (double v = from; v <= to;) {
-        const double step = std::ldexp(1.0, std::max(std::ilogb(v), r.f.emin()) - r.f.mantissa_bits);
+        const double step = std::ldexp(1.0, std::max(std::ilogb(v), r.ref.emin()) - r.ref.mantissa_bits);
         for (const double c : {v, v + step / 2}) {
           const float x = static_cast<float>(c);
           for (const float y : {x, std::nextafter(x, 0.0f), std::nextafter(x, inf)}) {
@@ -237,8 +229,8 @@ TEST_CASE("the fast binary64 reference equals the exact big-integer one") {
         v += step;
       }
     };
-    walk(std::ldexp(1.0, r.f.emin() - r.f.mantissa_bits), std::ldexp(1.0, r.f.emin() + 2));
-    walk(std::ldexp(1.0, r.f.emax() - 1), 2 * p.max_finite);
+    walk(std::ldexp(1.0, r.ref.emin() - r.ref.mantissa_bits), std::ldexp(1.0, r.ref.emin() + 2));
+    walk(std::ldexp(1.0, r.ref.emax() - 1), 2 * p.max_finite);
     for (const oracle::mode m : {oracle::mode::nearest_even, oracle::mode::toward_zero, oracle::mode::toward_pos_inf,
                                  oracle::mode::toward_neg_inf, oracle::mode::stochastic}) {
       for (const bool strict : {false, true}) {
@@ -246,14 +238,14 @@ TEST_CASE("the fast binary64 reference equals the exact big-integer one") {
           const oracle::options o{m, strict, strict, next()};
           bool overflowed = false;
           const std::uint32_t fast = oracle::round_fast(p, x, o, &overflowed);
-          const std::uint32_t exact = oracle::round_bits(r.f, x, o);
+          const std::uint32_t exact = oracle::round_bits(r.ref, x, o);
           ++compared;
           overflows += overflowed ? 1u : 0u;
           const bool away = m == oracle::mode::nearest_even || m == oracle::mode::stochastic ||
                             (m == oracle::mode::toward_pos_inf && !std::signbit(x)) ||
                             (m == oracle::mode::toward_neg_inf && std::signbit(x));
           const bool flag_ok = (!overflowed || std::fabs(static_cast<double>(x)) > p.max_finite) &&
-                               (!r.f.ieee() || strict || !away || !std::isfinite(x) ||
+                               (!r.ref.ieee() || strict || !away || !std::isfinite(x) ||
                                 overflowed == std::isinf(oracle::bits_float(exact)));
           if (fast != exact || !flag_ok) {
             bits_differ += fast != exact ? 1u : 0u;

@@ -16,35 +16,18 @@
 #include <vector>
 
 #include "exhaustive_check.hpp"
+#include "format_cases.hpp"
 #include "oracle_mode.hpp"
 #include "oracles/round_oracle.hpp"
 #include "safeamp/format.hpp"
 
 namespace {
 
+using format_test::case_format;
+using format_test::named_formats;
+using format_test::new_kinds;
 using safeamp::overflow;
 using safeamp::rounding;
-
-struct case_format {
-  const char* name;
-  safeamp::format_spec spec;
-  oracle::format ref;  // written out from the definition (ignored for E8M0, which has its own reference)
-};
-// oracle::format{E, M, finite_nan, fnuz, no_nan, bias_offset}
-const case_format named_formats[] = {
-    {"fp16", safeamp::fp16, {5, 10, false}},    {"bf16", safeamp::bf16, {8, 7, false}},
-    {"tf32", safeamp::tf32, {8, 10, false}},    {"e4m3", safeamp::fp8_e4m3, {4, 3, true}},
-    {"e5m2", safeamp::fp8_e5m2, {5, 2, false}},
-};
-const case_format new_kinds[] = {
-    {"e4m3fnuz", safeamp::fp8_e4m3fnuz, {4, 3, false, true, false, 1}},
-    {"e5m2fnuz", safeamp::fp8_e5m2fnuz, {5, 2, false, true, false, 1}},
-    {"e4m3b11fnuz", safeamp::fp8_e4m3b11fnuz, {4, 3, false, true, false, 4}},
-    {"e2m1fn", safeamp::fp4_e2m1, {2, 1, false, false, true, 0}},
-    {"e2m3fn", safeamp::fp6_e2m3, {2, 3, false, false, true, 0}},
-    {"e3m2fn", safeamp::fp6_e3m2, {3, 2, false, false, true, 0}},
-    {"e8m0fnu", safeamp::e8m0, {8, 1, false, false, false, 0}},
-};
 
 const rounding all_modes[] = {rounding::nearest_even, rounding::toward_zero, rounding::toward_pos_inf,
                               rounding::toward_neg_inf, rounding::stochastic};
